@@ -1,0 +1,1 @@
+"""lakecleaner: Kafka log compaction and retention for data lakes."""

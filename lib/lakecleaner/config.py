@@ -1,0 +1,602 @@
+"""Configuration: Kafka's own config names, defaults and validation rules.
+
+Topic-level keys (`cleanup.policy`, `segment.bytes`, ...) resolve like Kafka's: a key set on
+the topic wins, otherwise the broker-level default (`log.cleaner.*`, `log.retention.*`,
+`log.segment.*`, `log.roll.*`) applies, otherwise Kafka's built-in default. Validation collects
+every problem and reports each on its own line naming the file, the key, the value and the rule.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lakecleaner.errors import ConfigError, InvalidTopicName
+from lakecleaner.names import validate_topic_name
+
+LONG_MAX = 2**63 - 1
+STRATEGIES = ("offset", "timestamp", "header")
+POLICIES = ("compact", "delete")
+
+#: Environment variables the code reads (docker-compose and the docs must use these names).
+ENV_CONFIG_PATH = "LAKECLEANER_CONFIG"
+ENV_LAKE_URI = "LAKECLEANER_LAKE_URI"
+ENV_S3_ENDPOINT = "LAKECLEANER_S3_ENDPOINT_URL"
+ENV_AWS_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
+ENV_AWS_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
+ENV_AWS_SESSION_TOKEN = "AWS_SESSION_TOKEN"
+ENV_AWS_REGION = "AWS_REGION"
+ENV_AWS_DEFAULT_REGION = "AWS_DEFAULT_REGION"
+ENVIRONMENT_VARIABLES = (
+    ENV_CONFIG_PATH,
+    ENV_LAKE_URI,
+    ENV_S3_ENDPOINT,
+    ENV_AWS_ACCESS_KEY,
+    ENV_AWS_SECRET_KEY,
+    ENV_AWS_SESSION_TOKEN,
+    ENV_AWS_REGION,
+    ENV_AWS_DEFAULT_REGION,
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Value parsers: each returns the parsed value or raises ValueError with the rule in words.
+
+
+def _parse_long(value: object) -> int:
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not a boolean")
+    if isinstance(value, int):
+        result = value
+    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        result = int(value)
+    else:
+        raise ValueError("must be an integer")
+    if not -(2**63) <= result <= LONG_MAX:
+        raise ValueError("must fit in a signed 64-bit long")
+    return result
+
+
+def _parse_double(value: object) -> float:
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not a boolean")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise ValueError("must be a number")
+
+
+def _parse_policy(value: object) -> frozenset[str]:
+    if isinstance(value, str):
+        items = [v.strip().lower() for v in value.split(",")]
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        items = [v.strip().lower() for v in value]
+    else:
+        raise ValueError("must be a comma-separated list of 'compact' and 'delete'")
+    bad = [v for v in items if v not in POLICIES]
+    if bad or not items:
+        raise ValueError(f"must be a list of 'compact' and 'delete' (got {', '.join(bad) or 'nothing'})")
+    return frozenset(items)
+
+
+def _parse_strategy(value: object) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in STRATEGIES:
+        raise ValueError(f"must be one of {', '.join(STRATEGIES)} (KIP-280)")
+    return value.strip().lower()
+
+
+def _parse_string(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value
+
+
+def _at_least(minimum: int) -> Callable[[object], int]:
+    def parse(value: object) -> int:
+        result = _parse_long(value)
+        if result < minimum:
+            raise ValueError(f"must be at least {minimum}")
+        return result
+
+    return parse
+
+
+def _ratio(value: object) -> float:
+    result = _parse_double(value)
+    if not 0.0 <= result <= 1.0:
+        raise ValueError("must be between 0 and 1 inclusive")
+    return result
+
+
+def _retention_long(value: object) -> int:
+    result = _parse_long(value)
+    if result < -1:
+        raise ValueError("must be -1 (unlimited) or at least 0")
+    return result
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """A topic-level config key, its broker-level default key and Kafka's default."""
+
+    name: str
+    broker_key: str | None
+    default: object
+    parse: Callable[[object], Any]
+    doc: str
+
+
+TOPIC_KEYS: dict[str, ConfigKey] = {
+    k.name: k
+    for k in [
+        ConfigKey(
+            "cleanup.policy",
+            "log.cleanup.policy",
+            "delete",
+            _parse_policy,
+            "'delete', 'compact' or 'compact,delete'",
+        ),
+        ConfigKey(
+            "segment.bytes",
+            "log.segment.bytes",
+            1073741824,
+            _at_least(14),
+            "roll the active segment when it would grow past this many bytes",
+        ),
+        ConfigKey(
+            "segment.ms",
+            "log.roll.ms",
+            604800000,
+            _at_least(1),
+            "roll the active segment when its first batch is this old",
+        ),
+        ConfigKey(
+            "min.cleanable.dirty.ratio",
+            "log.cleaner.min.cleanable.ratio",
+            0.5,
+            _ratio,
+            "compact when dirty bytes / (clean + dirty) is above this",
+        ),
+        ConfigKey(
+            "min.compaction.lag.ms",
+            "log.cleaner.min.compaction.lag.ms",
+            0,
+            _at_least(0),
+            "records stay uncompacted at least this long (KIP-58)",
+        ),
+        ConfigKey(
+            "max.compaction.lag.ms",
+            "log.cleaner.max.compaction.lag.ms",
+            LONG_MAX,
+            _at_least(1),
+            "records are compacted at most this long after they are written (KIP-354)",
+        ),
+        ConfigKey(
+            "delete.retention.ms",
+            "log.cleaner.delete.retention.ms",
+            86400000,
+            _at_least(0),
+            "tombstones are kept this long after the first pass that keeps them (KIP-534)",
+        ),
+        ConfigKey(
+            "retention.ms",
+            "log.retention.ms",
+            604800000,
+            _retention_long,
+            "delete segments older than this (-1: unlimited)",
+        ),
+        ConfigKey(
+            "retention.bytes",
+            "log.retention.bytes",
+            -1,
+            _retention_long,
+            "delete the oldest segments while the partition is larger than this (-1: unlimited)",
+        ),
+        ConfigKey(
+            "file.delete.delay.ms",
+            "log.segment.delete.delay.ms",
+            60000,
+            _at_least(0),
+            "removed files are physically deleted this long after they leave the log",
+        ),
+        ConfigKey(
+            "compaction.strategy",
+            "log.cleaner.compaction.strategy",
+            "offset",
+            _parse_strategy,
+            "which record of a key wins: offset, timestamp or header (KIP-280)",
+        ),
+        ConfigKey(
+            "compaction.strategy.header",
+            "log.cleaner.compaction.strategy.header",
+            "",
+            _parse_string,
+            "header holding the 8-byte big-endian version for the header strategy",
+        ),
+        ConfigKey(
+            "retention.commitoffset.ms",
+            "log.retention.commitoffset.ms",
+            -1,
+            _retention_long,
+            "delete consumed segments older than this (KIP-68; -1: off)",
+        ),
+    ]
+}
+
+#: Broker-level keys measured in a coarser unit, Kafka's precedence: ms > minutes > hours.
+_BROKER_UNIT_ALIASES: dict[str, list[tuple[str, int]]] = {
+    "log.retention.ms": [("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)],
+    "log.roll.ms": [("log.roll.hours", 3_600_000)],
+    "log.retention.commitoffset.ms": [
+        ("log.retention.commitoffset.minutes", 60_000),
+        ("log.retention.commitoffset.hours", 3_600_000),
+    ],
+}
+_TOPIC_UNIT_ALIASES: dict[str, list[tuple[str, int]]] = {
+    "retention.commitoffset.ms": [
+        ("retention.commitoffset.minutes", 60_000),
+        ("retention.commitoffset.hours", 3_600_000),
+    ],
+}
+BROKER_KEYS: set[str] = {k.broker_key for k in TOPIC_KEYS.values() if k.broker_key} | {
+    alias for aliases in _BROKER_UNIT_ALIASES.values() for alias, _ in aliases
+}
+ALL_TOPIC_KEYS: set[str] = set(TOPIC_KEYS) | {a for aliases in _TOPIC_UNIT_ALIASES.values() for a, _ in aliases}
+
+
+def did_you_mean(key: str, known: set[str] | list[str]) -> str:
+    """A ' (did you mean ...?)' hint for an unknown key, or '' when nothing is close."""
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """A topic's effective configuration (topic overrides over broker defaults over Kafka's)."""
+
+    cleanup_policy: frozenset[str] = frozenset({"delete"})
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 86400000
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    file_delete_delay_ms: int = 60000
+    compaction_strategy: str = "offset"
+    compaction_strategy_header: str = ""
+    retention_commitoffset_ms: int = -1
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """min(segment.ms, max.compaction.lag.ms) for compacted topics, else segment.ms (KIP-354)."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
+    @property
+    def consumed_retention_enabled(self) -> bool:
+        return self.retention_commitoffset_ms >= 0
+
+    def to_kafka_dict(self) -> dict[str, object]:
+        """The config as Kafka key → value (policy as Kafka's comma list)."""
+        out: dict[str, object] = {}
+        for key in TOPIC_KEYS.values():
+            value = getattr(self, _attr(key.name))
+            out[key.name] = ",".join(sorted(value)) if key.name == "cleanup.policy" else value
+        return out
+
+
+def _attr(kafka_key: str) -> str:
+    return kafka_key.replace(".", "_")
+
+
+def _fold_unit_aliases(
+    values: Mapping[str, object], aliases: dict[str, list[tuple[str, int]]], where: str, problems: list[str]
+) -> dict[str, object]:
+    """Replace `*.minutes`/`*.hours` keys by their `*.ms` key, ms winning over minutes over hours."""
+    out = dict(values)
+    for ms_key, units in aliases.items():
+        for alias, factor in units:
+            if alias not in out:
+                continue
+            raw = out.pop(alias)
+            try:
+                parsed = _parse_long(raw) * factor if _parse_long(raw) >= 0 else _parse_long(raw)
+            except ValueError as exc:
+                problems.append(f"{where}: {alias}={raw!r}: {exc}")
+                continue
+            out.setdefault(ms_key, parsed)
+    return out
+
+
+def resolve_topic_config(
+    broker_defaults: Mapping[str, object],
+    overrides: Mapping[str, object],
+    *,
+    where: str = "config",
+    broker_where: str | None = None,
+) -> TopicConfig:
+    """Validate and merge broker defaults and topic overrides into a TopicConfig.
+
+    Raises ConfigError listing every problem: unknown keys (with a did-you-mean), wrong types,
+    values out of range, and the cross-key rules Kafka enforces in LogConfig.validateValues
+    (min.compaction.lag.ms ≤ max.compaction.lag.ms) plus KIP-68's consumed retention ≤ forced
+    retention and the header strategy needing a header name.
+    """
+    problems: list[str] = []
+    broker_where = broker_where or where
+    broker = _fold_unit_aliases(broker_defaults, _BROKER_UNIT_ALIASES, broker_where, problems)
+    topic = _fold_unit_aliases(overrides, _TOPIC_UNIT_ALIASES, where, problems)
+    for name in broker:
+        if name not in BROKER_KEYS:
+            problems.append(f"{broker_where}: unknown broker-level key '{name}'{did_you_mean(name, BROKER_KEYS)}")
+    for name in topic:
+        if name not in TOPIC_KEYS:
+            problems.append(f"{where}: unknown topic-level key '{name}'{did_you_mean(name, ALL_TOPIC_KEYS)}")
+    values: dict[str, Any] = {}
+    for key in TOPIC_KEYS.values():
+        if key.name in topic:
+            source, raw = where, topic[key.name]
+        elif key.broker_key in broker:
+            source, raw = broker_where, broker[key.broker_key]
+        else:
+            values[_attr(key.name)] = key.parse(key.default)
+            continue
+        shown = key.name if source == where else key.broker_key
+        try:
+            values[_attr(key.name)] = key.parse(raw)
+        except ValueError as exc:
+            problems.append(f"{source}: {shown}={raw!r}: {exc}")
+    if not problems:
+        problems.extend(_cross_key_problems(values, where))
+    if problems:
+        raise ConfigError(problems)
+    return TopicConfig(**values)
+
+
+def _cross_key_problems(values: Mapping[str, Any], where: str) -> list[str]:
+    problems = []
+    if values["min_compaction_lag_ms"] > values["max_compaction_lag_ms"]:
+        problems.append(
+            f"{where}: max.compaction.lag.ms={values['max_compaction_lag_ms']} is less than "
+            f"min.compaction.lag.ms={values['min_compaction_lag_ms']}: max.compaction.lag.ms must be "
+            "at least min.compaction.lag.ms (KIP-354)"
+        )
+    commit_ms, forced_ms = values["retention_commitoffset_ms"], values["retention_ms"]
+    if commit_ms >= 0 and forced_ms >= 0 and commit_ms > forced_ms:
+        problems.append(
+            f"{where}: retention.commitoffset.ms={commit_ms} is greater than retention.ms={forced_ms}: "
+            "consumed retention must not exceed forced retention (KIP-68)"
+        )
+    if values["compaction_strategy"] == "header" and not values["compaction_strategy_header"]:
+        problems.append(
+            f"{where}: compaction.strategy=header needs compaction.strategy.header: name the header "
+            "that carries the record version (KIP-280)"
+        )
+    return problems
+
+
+# --------------------------------------------------------------------------------------------
+# The YAML file
+
+
+@dataclass(frozen=True)
+class StorageSettings:
+    """How to reach the lake. Secrets are excluded from repr so they never reach a log."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    max_attempts: int = 5
+    backoff_base_ms: int = 100
+    backoff_max_ms: int = 5000
+    delete_all_versions: bool = False
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic declared in the config file: partitions, DAG schedule and topic-level overrides."""
+
+    name: str
+    partitions: int = 1
+    schedule: str | None = "@hourly"
+    overrides: Mapping[str, object] = field(default_factory=dict)
+    consumer_groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    master: str = "local[*]"
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    """The whole config file, validated."""
+
+    lake_uri: str
+    storage: StorageSettings = field(default_factory=StorageSettings)
+    defaults: Mapping[str, object] = field(default_factory=dict)
+    topics: Mapping[str, TopicSpec] = field(default_factory=dict)
+    spark: SparkSettings = field(default_factory=SparkSettings)
+    source: str = "<defaults>"
+
+    def topic_config(self, name: str, overrides: Mapping[str, object] | None = None) -> TopicConfig:
+        """Effective config of `name`: its overrides here (or `overrides`) over the defaults."""
+        spec = self.topics.get(name)
+        topic_overrides = dict(spec.overrides) if spec else {}
+        topic_overrides.update(overrides or {})
+        return resolve_topic_config(
+            self.defaults,
+            topic_overrides,
+            where=f"{self.source}: topics.{name}.config",
+            broker_where=f"{self.source}: defaults",
+        )
+
+
+_TOP_KEYS = {"lake", "defaults", "topics", "spark"}
+_LAKE_KEYS = {"uri", "storage"}
+_STORAGE_KEYS = {f for f in StorageSettings.__dataclass_fields__}
+_TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups"}
+_SPARK_KEYS = {"master", "conf"}
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand_env(value: object, where: str, problems: list[str]) -> object:
+    """Expand ${VAR} references in a string from the environment."""
+    if not isinstance(value, str):
+        return value
+
+    def sub(match: re.Match[str]) -> str:
+        var = match.group(1)
+        if var not in os.environ:
+            problems.append(f"{where}: environment variable {var} is not set; export it or remove the reference")
+            return ""
+        return os.environ[var]
+
+    return _ENV_REF.sub(sub, value)
+
+
+def _check_keys(section: object, allowed: set[str], where: str, problems: list[str]) -> dict[str, Any]:
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        problems.append(f"{where}: must be a mapping, got {type(section).__name__}")
+        return {}
+    for key in section:
+        if key not in allowed:
+            problems.append(f"{where}: unknown key '{key}'{did_you_mean(str(key), allowed)}")
+    return section
+
+
+def _parse_storage(raw: dict[str, Any], where: str, problems: list[str]) -> StorageSettings:
+    values: dict[str, Any] = {}
+    for text_key in ("endpoint_url", "region", "access_key_id", "secret_access_key", "session_token"):
+        if raw.get(text_key) is not None:
+            value = _expand_env(raw[text_key], f"{where}.{text_key}", problems)
+            if not isinstance(value, str):
+                problems.append(f"{where}.{text_key}: must be a string")
+            else:
+                values[text_key] = value or None
+    for int_key, minimum in (("max_attempts", 1), ("backoff_base_ms", 0), ("backoff_max_ms", 0)):
+        if int_key in raw:
+            try:
+                values[int_key] = _at_least(minimum)(raw[int_key])
+            except ValueError as exc:
+                problems.append(f"{where}.{int_key}={raw[int_key]!r}: {exc}")
+    if "delete_all_versions" in raw:
+        if isinstance(raw["delete_all_versions"], bool):
+            values["delete_all_versions"] = raw["delete_all_versions"]
+        else:
+            problems.append(f"{where}.delete_all_versions={raw['delete_all_versions']!r}: must be true or false")
+    return StorageSettings(**values)
+
+
+def _parse_topic_spec(name: object, raw: object, where: str, problems: list[str]) -> TopicSpec | None:
+    try:
+        topic = validate_topic_name(name)
+    except InvalidTopicName as exc:
+        problems.append(f"{where}: {exc}")
+        return None
+    section = _check_keys(raw, _TOPIC_SPEC_KEYS, f"{where}.{topic}", problems)
+    partitions = section.get("partitions", 1)
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        problems.append(f"{where}.{topic}.partitions={partitions!r}: must be an integer of at least 1")
+        partitions = 1
+    schedule = section.get("schedule", "@hourly")
+    if schedule is not None and not isinstance(schedule, str):
+        problems.append(f"{where}.{topic}.schedule={schedule!r}: must be a cron expression, a preset or null")
+    overrides = section.get("config") or {}
+    if not isinstance(overrides, dict):
+        problems.append(f"{where}.{topic}.config: must be a mapping of topic-level keys")
+        overrides = {}
+    groups = section.get("consumer_groups") or []
+    if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
+        problems.append(f"{where}.{topic}.consumer_groups: must be a list of group names")
+        groups = []
+    return TopicSpec(topic, partitions, schedule, dict(overrides), tuple(groups))
+
+
+def parse_config(data: object, source: str = "<config>") -> LakeConfig:
+    """Validate a parsed YAML document into a LakeConfig, or raise ConfigError with every problem."""
+    problems: list[str] = []
+    top = _check_keys(data, _TOP_KEYS, source, problems)
+    lake = _check_keys(top.get("lake"), _LAKE_KEYS, f"{source}: lake", problems)
+    uri = os.environ.get(ENV_LAKE_URI) or lake.get("uri") or "file://./lake"
+    uri = _expand_env(uri, f"{source}: lake.uri", problems)
+    if not isinstance(uri, str) or not re.match(r"^(s3|file)://.+", uri):
+        problems.append(f"{source}: lake.uri={uri!r}: must start with s3://bucket/prefix or file:///path")
+        uri = "file://./lake"
+    storage = _parse_storage(
+        _check_keys(lake.get("storage"), _STORAGE_KEYS, f"{source}: lake.storage", problems),
+        f"{source}: lake.storage",
+        problems,
+    )
+    if os.environ.get(ENV_S3_ENDPOINT):
+        storage = StorageSettings(**{**storage.__dict__, "endpoint_url": os.environ[ENV_S3_ENDPOINT]})
+    defaults = _check_keys(top.get("defaults"), BROKER_KEYS, f"{source}: defaults", problems)
+    raw_topics = top.get("topics") or {}
+    topics: dict[str, TopicSpec] = {}
+    if not isinstance(raw_topics, dict):
+        problems.append(f"{source}: topics: must be a mapping of topic name to settings")
+        raw_topics = {}
+    for name, raw in raw_topics.items():
+        spec = _parse_topic_spec(name, raw, f"{source}: topics", problems)
+        if spec is not None:
+            topics[spec.name] = spec
+    spark_raw = _check_keys(top.get("spark"), _SPARK_KEYS, f"{source}: spark", problems)
+    spark = SparkSettings(
+        master=str(spark_raw.get("master", "local[*]")),
+        conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()},
+    )
+    config = LakeConfig(uri, storage, {k: v for k, v in defaults.items() if k in BROKER_KEYS}, topics, spark, source)
+    for name, spec in topics.items():
+        try:
+            config.topic_config(name)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+        del spec
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def load_config(path: str | Path | None = None) -> LakeConfig:
+    """Load and validate the YAML file at `path` ($LAKECLEANER_CONFIG, else config/lakecleaner.yaml).
+
+    A missing file gives the embedded defaults (a local lake at ./lake) when no path was asked for.
+    """
+    explicit = path is not None or ENV_CONFIG_PATH in os.environ
+    chosen = Path(path or os.environ.get(ENV_CONFIG_PATH) or "config/lakecleaner.yaml")
+    if not chosen.exists():
+        if explicit:
+            raise ConfigError([f"{chosen}: config file not found; pass --config or set {ENV_CONFIG_PATH}"])
+        return parse_config({}, "<defaults>")
+    try:
+        data = yaml.safe_load(chosen.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"{chosen}: not valid YAML: {exc}"]) from exc
+    return parse_config(data or {}, str(chosen))

@@ -1,0 +1,70 @@
+"""The project's exceptions.
+
+Every error names the thing it is about (a config key, an object key, a topic) and, where
+there is one, the fix. No message ever carries credentials: storage errors are built from
+the bucket and key only, never from a client's configuration.
+"""
+
+from __future__ import annotations
+
+
+class LakeCleanerError(Exception):
+    """Base class of every error lakecleaner raises on purpose."""
+
+
+class ConfigError(LakeCleanerError):
+    """One or more configuration problems; `problems` lists them one per line."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class InvalidTopicName(LakeCleanerError, ValueError):
+    """A topic name that breaks Kafka's naming rule."""
+
+
+class StorageError(LakeCleanerError):
+    """A storage operation failed permanently (after retries, where it was retryable)."""
+
+    def __init__(self, operation: str, location: str, reason: str) -> None:
+        self.operation = operation
+        self.location = location
+        self.reason = reason
+        super().__init__(f"{operation} {location}: {reason}")
+
+
+class ObjectNotFound(StorageError):
+    """The object does not exist."""
+
+
+class ConditionFailed(StorageError):
+    """A conditional write lost: the object exists (create) or changed (replace)."""
+
+
+class CorruptManifest(LakeCleanerError):
+    """A manifest that cannot be parsed or fails its consistency checks."""
+
+
+class CorruptSegment(LakeCleanerError):
+    """A segment file that is missing, unreadable or disagrees with the manifest."""
+
+
+class ConcurrentModification(LakeCleanerError):
+    """A commit kept losing races, or its inputs were changed by another writer."""
+
+
+class OffsetOutOfRange(LakeCleanerError):
+    """A read or trim at an offset outside [log start offset, next offset]."""
+
+
+class InvalidRecord(LakeCleanerError, ValueError):
+    """A record the log refuses (e.g. no key on a compacted topic)."""
+
+
+class TopicNotFound(LakeCleanerError):
+    """The topic or partition does not exist in the lake."""
+
+
+class TopicExists(LakeCleanerError):
+    """The topic already exists."""

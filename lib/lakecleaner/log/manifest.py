@@ -1,0 +1,271 @@
+"""The partition manifest: the one commit point of a partition (DESIGN section 2).
+
+A manifest is an immutable value. Every change to a partition builds a new Manifest with
+`version + 1` and commits it with one conditional write. Every decision of the cleaning and
+retention policy is made from a manifest alone, without opening a segment, so each segment
+entry carries the statistics those decisions need.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from lakecleaner.errors import CorruptManifest
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    """One immutable Parquet file of a segment, covering offsets [base_offset, next_offset)."""
+
+    path: str
+    base_offset: int
+    next_offset: int
+    record_count: int
+    size_bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "base_offset": self.base_offset,
+            "next_offset": self.next_offset,
+            "record_count": self.record_count,
+            "size_bytes": self.size_bytes,
+        }
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> SegmentFile:
+        return SegmentFile(
+            str(d["path"]), int(d["base_offset"]), int(d["next_offset"]), int(d["record_count"]), int(d["size_bytes"])
+        )
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A log segment: offsets [base_offset, next_offset), held in zero or more files.
+
+    `first_batch_max_timestamp` is the max timestamp of the first batch appended (Kafka's
+    rolling-based timestamp, used by segment.ms and KIP-354); `max_timestamp` is the largest
+    record timestamp (Kafka's largestTimestamp, used by retention.ms and KIP-58); both are -1
+    for a segment with no records. `sealed` is False only for the active segment.
+    """
+
+    id: str
+    base_offset: int
+    next_offset: int
+    files: tuple[SegmentFile, ...] = ()
+    record_count: int = 0
+    size_bytes: int = 0
+    first_batch_max_timestamp: int = -1
+    max_timestamp: int = -1
+    created_ms: int = 0
+    sealed: bool = False
+    tombstone_count: int = 0
+    earliest_delete_horizon_ms: int | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.record_count == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "base_offset": self.base_offset,
+            "next_offset": self.next_offset,
+            "files": [f.to_dict() for f in self.files],
+            "record_count": self.record_count,
+            "size_bytes": self.size_bytes,
+            "first_batch_max_timestamp": self.first_batch_max_timestamp,
+            "max_timestamp": self.max_timestamp,
+            "created_ms": self.created_ms,
+            "sealed": self.sealed,
+            "tombstone_count": self.tombstone_count,
+            "earliest_delete_horizon_ms": self.earliest_delete_horizon_ms,
+        }
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> Segment:
+        horizon = d.get("earliest_delete_horizon_ms")
+        return Segment(
+            id=str(d["id"]),
+            base_offset=int(d["base_offset"]),
+            next_offset=int(d["next_offset"]),
+            files=tuple(SegmentFile.from_dict(f) for f in d.get("files", [])),
+            record_count=int(d["record_count"]),
+            size_bytes=int(d["size_bytes"]),
+            first_batch_max_timestamp=int(d["first_batch_max_timestamp"]),
+            max_timestamp=int(d["max_timestamp"]),
+            created_ms=int(d["created_ms"]),
+            sealed=bool(d["sealed"]),
+            tombstone_count=int(d.get("tombstone_count", 0)),
+            earliest_delete_horizon_ms=None if horizon is None else int(horizon),
+        )
+
+
+@dataclass(frozen=True)
+class PendingDelete:
+    """A file that left the log; it may be physically deleted once `now >= delete_after_ms`."""
+
+    path: str
+    delete_after_ms: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "delete_after_ms": self.delete_after_ms, "reason": self.reason}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> PendingDelete:
+        return PendingDelete(str(d["path"]), int(d["delete_after_ms"]), str(d.get("reason", "")))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A partition's committed state. `segments` are ordered and their ranges touch.
+
+    Invariants (checked by `validate`): consecutive segments touch (next_offset of one is the
+    base_offset of the next); only the last segment may be unsealed (the active segment);
+    the last segment ends at `next_offset`; `log_start_offset` lies in
+    [base of the first segment, next_offset] (it may pass whole segments after a trim, until
+    retention deletes them); an empty log has log_start_offset == next_offset.
+    """
+
+    topic: str
+    partition: int
+    version: int = 0
+    log_start_offset: int = 0
+    next_offset: int = 0
+    cleaner_checkpoint: int | None = None
+    segments: tuple[Segment, ...] = ()
+    pending_deletes: tuple[PendingDelete, ...] = ()
+    updated_ms: int = 0
+    format_version: int = FORMAT_VERSION
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    # -- derived views ------------------------------------------------------------------
+    @property
+    def active_segment(self) -> Segment | None:
+        """The open last segment, or None when the log is empty or its last segment is sealed."""
+        if self.segments and not self.segments[-1].sealed:
+            return self.segments[-1]
+        return None
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self.segments)
+
+    @property
+    def record_count(self) -> int:
+        return sum(s.record_count for s in self.segments)
+
+    def segment_index_of(self, offset: int) -> int | None:
+        """Index of the segment whose range holds `offset`, or None."""
+        for i, seg in enumerate(self.segments):
+            if seg.base_offset <= offset < seg.next_offset:
+                return i
+        return None
+
+    def referenced_paths(self) -> set[str]:
+        """Every file path the log references (segments and pending deletes)."""
+        paths = {f.path for s in self.segments for f in s.files}
+        return paths | {p.path for p in self.pending_deletes}
+
+    # -- building new versions -----------------------------------------------------------
+    def next_version(self, now_ms: int, **changes: Any) -> Manifest:
+        """A copy with `changes` applied, `version + 1` and `updated_ms = now_ms`."""
+        return replace(self, version=self.version + 1, updated_ms=now_ms, **changes)
+
+    def with_pending_deletes(
+        self, paths: Iterable[str], delete_after_ms: int, reason: str
+    ) -> tuple[PendingDelete, ...]:
+        """`pending_deletes` plus the given paths (each file listed once)."""
+        known = {p.path for p in self.pending_deletes}
+        added = tuple(PendingDelete(p, delete_after_ms, reason) for p in paths if p not in known)
+        return self.pending_deletes + added
+
+    # -- (de)serialisation -------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format_version": self.format_version,
+            "topic": self.topic,
+            "partition": self.partition,
+            "version": self.version,
+            "log_start_offset": self.log_start_offset,
+            "next_offset": self.next_offset,
+            "cleaner_checkpoint": self.cleaner_checkpoint,
+            "segments": [s.to_dict() for s in self.segments],
+            "pending_deletes": [p.to_dict() for p in self.pending_deletes],
+            "updated_ms": self.updated_ms,
+            "properties": dict(self.properties),
+        }
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=False).encode()
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> Manifest:
+        checkpoint = d.get("cleaner_checkpoint")
+        return Manifest(
+            topic=str(d["topic"]),
+            partition=int(d["partition"]),
+            version=int(d["version"]),
+            log_start_offset=int(d["log_start_offset"]),
+            next_offset=int(d["next_offset"]),
+            cleaner_checkpoint=None if checkpoint is None else int(checkpoint),
+            segments=tuple(Segment.from_dict(s) for s in d.get("segments", [])),
+            pending_deletes=tuple(PendingDelete.from_dict(p) for p in d.get("pending_deletes", [])),
+            updated_ms=int(d.get("updated_ms", 0)),
+            format_version=int(d.get("format_version", FORMAT_VERSION)),
+            properties={str(k): str(v) for k, v in (d.get("properties") or {}).items()},
+        )
+
+    @staticmethod
+    def from_json(data: bytes, location: str) -> Manifest:
+        """Parse and validate; raise CorruptManifest naming `location` and the fix."""
+        try:
+            raw = json.loads(data)
+            if not isinstance(raw, dict):
+                raise ValueError("top level is not an object")
+            manifest = Manifest.from_dict(raw)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptManifest(
+                f"manifest {location} is corrupt ({type(exc).__name__}: {exc}); "
+                "run `lakecleaner repair` to rebuild it from the segment files"
+            ) from exc
+        if manifest.format_version > FORMAT_VERSION:
+            raise CorruptManifest(
+                f"manifest {location} has format version {manifest.format_version}, newer than this "
+                f"lakecleaner understands ({FORMAT_VERSION}); upgrade lakecleaner"
+            )
+        problems = manifest.problems()
+        if problems:
+            raise CorruptManifest(
+                f"manifest {location} is inconsistent: {'; '.join(problems)}; "
+                "run `lakecleaner repair` to rebuild it from the segment files"
+            )
+        return manifest
+
+    def problems(self) -> list[str]:
+        """Every broken invariant, in words (empty when the manifest is consistent)."""
+        out: list[str] = []
+        segs = self.segments
+        for i, seg in enumerate(segs):
+            if seg.base_offset > seg.next_offset:
+                out.append(f"segment {seg.id} has base_offset {seg.base_offset} > next_offset {seg.next_offset}")
+            if i + 1 < len(segs) and seg.next_offset != segs[i + 1].base_offset:
+                out.append(
+                    f"segment {seg.id} ends at {seg.next_offset} but the next one starts at {segs[i + 1].base_offset}"
+                )
+            if i + 1 < len(segs) and not seg.sealed:
+                out.append(f"segment {seg.id} is unsealed but is not the last segment")
+            if sum(f.record_count for f in seg.files) != seg.record_count:
+                out.append(f"segment {seg.id} record_count disagrees with its files")
+        if segs and segs[-1].next_offset != self.next_offset:
+            out.append(f"last segment ends at {segs[-1].next_offset}, not at next_offset {self.next_offset}")
+        low = segs[0].base_offset if segs else self.next_offset
+        if not low <= self.log_start_offset <= self.next_offset:
+            out.append(f"log_start_offset {self.log_start_offset} is outside [{low}, {self.next_offset}]")
+        return out
