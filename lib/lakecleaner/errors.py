@@ -50,6 +50,10 @@ class CorruptSegment(LakeCleanerError):
     """A segment file that is missing, unreadable or disagrees with the manifest."""
 
 
+class CorruptOffsets(LakeCleanerError):
+    """A consumer group's offsets file that cannot be parsed."""
+
+
 class ConcurrentModification(LakeCleanerError):
     """A commit kept losing races, or its inputs were changed by another writer."""
 

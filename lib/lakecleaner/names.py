@@ -16,20 +16,28 @@ def validate_topic_name(name: object) -> str:
     Kafka's rule (org.apache.kafka.common.internals.Topic.validate): 1 to 249 characters
     from [a-zA-Z0-9._-], and not "." or "..".
     """
+    return validate_identifier("topic name", name)
+
+
+def validate_group_id(group: object) -> str:
+    """Return `group` if it can name a consumer group's offsets file (the topic-name rule)."""
+    return validate_identifier("consumer group id", group)
+
+
+def validate_identifier(kind: str, name: object) -> str:
+    """Apply the topic-name rule to `name`; the error names `kind`, the value and the rule."""
     if not isinstance(name, str) or name == "":
-        raise InvalidTopicName(
-            f"topic name {name!r} is empty or not a string; use 1-249 characters from [a-zA-Z0-9._-]"
-        )
+        raise InvalidTopicName(f"{kind} {name!r} is empty or not a string; use 1-249 characters from [a-zA-Z0-9._-]")
     if name in (".", ".."):
-        raise InvalidTopicName(f"topic name {name!r} is not allowed: '.' and '..' are reserved")
+        raise InvalidTopicName(f"{kind} {name!r} is not allowed: '.' and '..' are reserved")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise InvalidTopicName(
-            f"topic name {name[:20]!r}... is {len(name)} characters long; the maximum is {MAX_TOPIC_NAME_LENGTH}"
+            f"{kind} {name[:20]!r}... is {len(name)} characters long; the maximum is {MAX_TOPIC_NAME_LENGTH}"
         )
     if not _LEGAL.match(name):
-        bad = sorted({c for c in name if not re.match(r"[a-zA-Z0-9._-]", c)})
+        bad = sorted({c for c in name if not _LEGAL.match(c)})
         raise InvalidTopicName(
-            f"topic name {name!r} contains illegal characters {''.join(bad)!r}; "
+            f"{kind} {name!r} contains illegal characters {''.join(bad)!r}; "
             "only ASCII letters, digits, '.', '_' and '-' are allowed"
         )
     return name

@@ -6,8 +6,22 @@ offset is the next offset the group will consume: every record below it has been
 
 from __future__ import annotations
 
+import json
+import random
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from lakecleaner.config import LakeConfig
+from lakecleaner.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    CorruptOffsets,
+    ObjectNotFound,
+    StorageError,
+)
+from lakecleaner.io import ObjectStore
+from lakecleaner.names import validate_group_id, validate_partition, validate_topic_name
 
 
 @dataclass(frozen=True)
@@ -36,3 +50,178 @@ class ConsumedPosition:
         if self.offset is None:
             return tuple(g for g, o in self.groups.items() if o is None)
         return tuple(g for g, o in self.groups.items() if o == self.offset)
+
+
+# ----------------------------------------------------------------------------------------------
+# The store
+
+
+def group_key(group: str) -> str:
+    return f"{OFFSETS_PREFIX}{group}.json"
+
+
+OFFSETS_PREFIX = "_consumer_offsets/"
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    offset: int
+    commit_ms: int
+    metadata: str = ""
+
+
+@dataclass(frozen=True)
+class GroupOffsets:
+    """One consumer group's committed offsets: topic → partition → CommittedOffset.
+
+    A group with an entry for a topic is subscribed to it, even before its first commit for
+    some partitions.
+    """
+
+    group: str
+    topics: Mapping[str, Mapping[int, CommittedOffset]] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        data = {
+            "group": self.group,
+            "topics": {
+                t: {
+                    str(p): {"offset": c.offset, "commit_ms": c.commit_ms, "metadata": c.metadata}
+                    for p, c in sorted(parts.items())
+                }
+                for t, parts in sorted(self.topics.items())
+            },
+        }
+        return json.dumps(data, indent=1).encode()
+
+    @staticmethod
+    def from_json(data: bytes, location: str) -> GroupOffsets:
+        try:
+            raw = json.loads(data)
+            topics = {
+                str(t): {
+                    int(p): CommittedOffset(int(c["offset"]), int(c.get("commit_ms", 0)), str(c.get("metadata", "")))
+                    for p, c in parts.items()
+                }
+                for t, parts in raw["topics"].items()
+            }
+            return GroupOffsets(str(raw["group"]), topics)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptOffsets(
+                f"consumer offsets {location} are corrupt ({exc}); recommit the group's offsets"
+            ) from exc
+
+
+class OffsetStore:
+    """Commit and read consumer groups' offsets; the minimum committed offset per partition."""
+
+    def __init__(self, store: ObjectStore, config: LakeConfig) -> None:
+        self.store = store
+        self.config = config
+
+    def read_group(self, group: str) -> GroupOffsets:
+        """A group's offsets; an unknown group has none."""
+        validate_group_id(group)
+        try:
+            data = self.store.read(group_key(group))
+        except ObjectNotFound:
+            return GroupOffsets(group)
+        return GroupOffsets.from_json(data, self.store.location(group_key(group)))
+
+    def commit(
+        self, group: str, topic: str, offsets: Mapping[int, int], *, metadata: str = "", now_ms: int | None = None
+    ) -> GroupOffsets:
+        """Commit `offsets` (partition → next offset to consume) for `group` on `topic`.
+
+        Offsets must be ≥ 0. An empty mapping subscribes the group to the topic without offsets.
+        The group file is updated by a conditional write, retried when another member commits.
+        """
+        validate_group_id(group)
+        validate_topic_name(topic)
+        for p, o in offsets.items():
+            validate_partition(p)
+            if isinstance(o, bool) or not isinstance(o, int) or o < 0:
+                raise ValueError(f"offset {o!r} for {topic}-{p} must be a non-negative integer (the next offset)")
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        key = group_key(group)
+        for _ in range(50):
+            try:
+                data, etag = self.store.read_with_etag(key)
+                current: GroupOffsets | None = GroupOffsets.from_json(data, self.store.location(key))
+            except ObjectNotFound:
+                current, etag = None, ""
+            topics = {t: dict(parts) for t, parts in (current.topics if current else {}).items()}
+            topics.setdefault(topic, {}).update({p: CommittedOffset(o, now, metadata) for p, o in offsets.items()})
+            updated = GroupOffsets(group, topics)
+            try:
+                if current is None:
+                    self.store.create(key, updated.to_json())
+                else:
+                    self.store.replace(key, updated.to_json(), etag)
+                return updated
+            except ConditionFailed:
+                time.sleep(random.uniform(0, 0.05))
+        raise ConcurrentModification(f"consumer group {group}: lost 50 offset-commit races in a row; retry later")
+
+    def list_groups(self) -> list[str]:
+        return sorted(
+            o.key[len(OFFSETS_PREFIX) : -len(".json")]
+            for o in self.store.list(OFFSETS_PREFIX)
+            if o.key.endswith(".json")
+        )
+
+    def subscribed_groups(self, topic: str) -> tuple[list[str], dict[str, str]]:
+        """Groups subscribed to `topic` (declared in the config, or with an entry for it), and the
+        groups whose offsets could not be read, each with the reason."""
+        declared = set(self.config.topics[topic].consumer_groups) if topic in self.config.topics else set()
+        subscribed, failures = set(declared), {}
+        for group in self.list_groups():
+            try:
+                if topic in self.read_group(group).topics:
+                    subscribed.add(group)
+            except (CorruptOffsets, StorageError) as exc:
+                failures[group] = str(exc)
+        return sorted(subscribed), failures
+
+    def consumed_position(self, topic: str, partition: int) -> ConsumedPosition:
+        """The minimum committed offset of `topic`-`partition` over every subscribed group (KIP-68).
+
+        Unknown (offset None) when any group's offsets cannot be read, when a subscribed group
+        has no committed offset for the partition, or when no group is subscribed.
+        """
+        return self.consumed_positions(topic, [partition])[partition]
+
+    def consumed_positions(self, topic: str, partitions: list[int]) -> dict[int, ConsumedPosition]:
+        """`consumed_position` for several partitions, reading each group's offsets once."""
+        subscribed, failures = self.subscribed_groups(topic)
+        offsets: dict[str, Mapping[int, CommittedOffset]] = {}
+        for group in subscribed:
+            if group in failures:
+                continue
+            try:
+                offsets[group] = self.read_group(group).topics.get(topic, {})
+            except (CorruptOffsets, StorageError) as exc:
+                failures[group] = str(exc)
+        return {p: _min_position(p, subscribed, offsets, failures) for p in partitions}
+
+
+def _min_position(
+    partition: int,
+    subscribed: list[str],
+    offsets: Mapping[str, Mapping[int, CommittedOffset]],
+    failures: Mapping[str, str],
+) -> ConsumedPosition:
+    groups: dict[str, int | None] = {}
+    for group in subscribed:
+        committed = offsets.get(group, {}).get(partition)
+        groups[group] = None if committed is None else committed.offset
+    if failures:
+        groups.update({g: None for g in failures})
+        name, reason = next(iter(sorted(failures.items())))
+        return ConsumedPosition(None, groups, f"offsets of group {name} cannot be read: {reason}")
+    if not subscribed:
+        return ConsumedPosition(None, groups, "no consumer group is subscribed to the topic")
+    missing = sorted(g for g, o in groups.items() if o is None)
+    if missing:
+        return ConsumedPosition(None, groups, f"group {missing[0]} has no committed offset for partition {partition}")
+    return ConsumedPosition(min(o for o in groups.values() if o is not None), groups)

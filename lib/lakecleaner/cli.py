@@ -1,0 +1,533 @@
+"""The `lakecleaner` command line. Every command takes `--config` and `--lake`, and `--json`
+for output scripts can parse. Errors print one clear message and exit with status 2."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import click
+import pyarrow as pa
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from lakecleaner.config import LakeConfig, load_config, parse_config
+from lakecleaner.errors import ConfigError, LakeCleanerError
+from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.partition import wall_clock_ms
+from lakecleaner.log.records import BATCH_SCHEMA, HEADER_TYPE
+from lakecleaner.log.repair import repair_partition
+from lakecleaner.status import partition_status
+from lakecleaner.workload import WorkloadSpec, generate, kafka_partition
+
+F = TypeVar("F", bound=Callable[..., Any])
+console = Console()
+err_console = Console(stderr=True)
+
+
+class Context:
+    def __init__(self, config_path: str | None, lake_uri: str | None, as_json: bool) -> None:
+        self.config_path = config_path
+        self.lake_uri = lake_uri
+        self.as_json = as_json
+        self._lake: Lake | None = None
+
+    @property
+    def config(self) -> LakeConfig:
+        config = load_config(self.config_path)
+        if self.lake_uri:
+            raw = {"uri": self.lake_uri}
+            config = (
+                parse_config({"lake": raw}, "--lake")
+                if config.source == "<defaults>"
+                else LakeConfig(
+                    self.lake_uri, config.storage, config.defaults, config.topics, config.spark, config.source
+                )
+            )
+        return config
+
+    @property
+    def lake(self) -> Lake:
+        if self._lake is None:
+            self._lake = Lake.open(self.config)
+        return self._lake
+
+    def emit(self, data: object, human: Callable[[], None]) -> None:
+        if self.as_json:
+            click.echo(json.dumps(data, indent=1, default=str))
+        else:
+            human()
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+def parse_config_pairs(pairs: tuple[str, ...]) -> dict[str, object]:
+    """k=v pairs from --config options."""
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not key=value (e.g. --config cleanup.policy=compact)")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@click.group()
+@click.option("--config", "config_path", envvar="LAKECLEANER_CONFIG", help="Path of lakecleaner.yaml.")
+@click.option("--lake", "lake_uri", help="Lake URI (s3://bucket/prefix or file:///path); overrides the config.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, lake_uri: str | None, as_json: bool) -> None:
+    """Kafka's log compaction and retention for logs stored in a data lake."""
+    ctx.obj = Context(config_path, lake_uri, as_json)
+
+
+# -- topics --------------------------------------------------------------------------------------
+@cli.group()
+def topics() -> None:
+    """Create, list and describe topics."""
+
+
+@topics.command("create")
+@click.argument("name")
+@click.option("--partitions", type=int, help="Partition count (default: the config file's, else 1).")
+@click.option("--config", "pairs", multiple=True, help="Topic-level config, key=value (repeatable).")
+@click.option("--if-not-exists", is_flag=True, help="Succeed if the topic exists already.")
+@pass_ctx
+def topics_create(ctx: Context, name: str, partitions: int | None, pairs: tuple[str, ...], if_not_exists: bool) -> None:
+    """Create topic NAME and its partitions."""
+    topic = ctx.lake.create_topic(name, partitions, parse_config_pairs(pairs), exist_ok=if_not_exists)
+    ctx.emit(
+        _describe(topic), lambda: console.print(f"created topic {topic.name} with {topic.partitions} partition(s)")
+    )
+
+
+@topics.command("alter")
+@click.argument("name")
+@click.option("--config", "pairs", multiple=True, help="Topic-level config to set, key=value (repeatable).")
+@click.option("--delete-config", "deletes", multiple=True, help="Topic-level key to remove (repeatable).")
+@pass_ctx
+def topics_alter(ctx: Context, name: str, pairs: tuple[str, ...], deletes: tuple[str, ...]) -> None:
+    """Change topic NAME's stored config overrides."""
+    changes: dict[str, object] = {**parse_config_pairs(pairs), **dict.fromkeys(deletes)}
+    topic = ctx.lake.alter_topic(name, changes)
+    ctx.emit(_describe(topic), lambda: console.print(f"altered topic {topic.name}"))
+
+
+@topics.command("list")
+@pass_ctx
+def topics_list(ctx: Context) -> None:
+    """List the lake's topics."""
+    names = ctx.lake.list_topics()
+    ctx.emit(names, lambda: console.print("\n".join(names) if names else "no topics in the lake"))
+
+
+def _describe(topic: Topic) -> dict[str, object]:
+    return {
+        "topic": topic.name,
+        "partitions": topic.partitions,
+        "overrides": dict(topic.metadata.overrides),
+        "config": topic.config.to_kafka_dict(),
+    }
+
+
+@topics.command("describe")
+@click.argument("name")
+@pass_ctx
+def topics_describe(ctx: Context, name: str) -> None:
+    """Show topic NAME's partitions and effective config."""
+    topic = ctx.lake.topic(name)
+    info = _describe(topic)
+
+    def human() -> None:
+        console.print(f"[bold]{topic.name}[/bold]  partitions={topic.partitions}")
+        table = Table("config", "value", "source")
+        yaml_spec = ctx.lake.config.topics.get(name)
+        for key, value in topic.config.to_kafka_dict().items():
+            if key in topic.metadata.overrides:
+                source = "topic"
+            elif yaml_spec and key in yaml_spec.overrides:
+                source = "config file (topic)"
+            else:
+                source = "default"
+            table.add_row(key, str(value), source)
+        console.print(table)
+
+    ctx.emit(info, human)
+
+
+# -- produce / consume ---------------------------------------------------------------------------
+def _decode(value: object, binary: bool, what: str, line_no: int) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        value = json.dumps(value)
+    try:
+        return base64.b64decode(value, validate=True) if binary else value.encode()
+    except ValueError as exc:
+        raise click.ClickException(f"line {line_no}: {what} is not valid base64: {exc}") from None
+
+
+def _json_lines(
+    stream: IO[str], binary: bool, partitions: int, fixed: int | None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    for line_no, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise click.ClickException(f"line {line_no}: not valid JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise click.ClickException(f"line {line_no}: expected an object with key, value, timestamp, headers")
+        key = _decode(raw.get("key"), binary, "key", line_no)
+        headers = raw.get("headers") or []
+        if isinstance(headers, dict):
+            headers = list(headers.items())
+        row = {
+            "key": key,
+            "value": _decode(raw.get("value"), binary, "value", line_no),
+            "timestamp": raw.get("timestamp"),
+            "headers": [{"key": str(k), "value": _decode(v, binary, "header", line_no)} for k, v in headers],
+        }
+        partition = raw.get("partition", fixed)
+        if partition is None:
+            partition = kafka_partition(key, partitions) if key is not None else line_no % partitions
+        yield int(partition), row
+
+
+@cli.command()
+@click.option("--topic", required=True)
+@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False), help="JSON lines file (default stdin).")
+@click.option("--partition", type=int, help="Write every record to this partition (default: by key, like Kafka).")
+@click.option("--base64", "binary", is_flag=True, help="Keys, values and headers are base64 (default UTF-8 text).")
+@click.option(
+    "--generate", "synthetic", is_flag=True, help="Produce a synthetic CDC workload instead of reading input."
+)
+@click.option("--keys", default=1000, show_default=True)
+@click.option("--records", default=10000, show_default=True)
+@click.option("--value-size", default=100, show_default=True)
+@click.option("--tombstone-share", default=0.05, show_default=True)
+@click.option("--out-of-order-share", default=0.0, show_default=True)
+@click.option("--timestamp-spread-ms", default=3_600_000, show_default=True)
+@click.option("--start-ms", type=int, help="First record timestamp (default: now − spread).")
+@click.option("--header-versions", is_flag=True, help="Add a KIP-280 version header to each record.")
+@click.option("--header-name", default="version", show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--batch-records", default=50_000, show_default=True, help="Records per append batch.")
+@pass_ctx
+def produce(
+    ctx: Context,
+    topic: str,
+    path: str | None,
+    partition: int | None,
+    binary: bool,
+    synthetic: bool,
+    keys: int,
+    records: int,
+    value_size: int,
+    tombstone_share: float,
+    out_of_order_share: float,
+    timestamp_spread_ms: int,
+    start_ms: int | None,
+    header_versions: bool,
+    header_name: str,
+    seed: int,
+    batch_records: int,
+) -> None:
+    """Append records to TOPIC: JSON lines ({"key", "value", "timestamp", "headers", "partition"}) or --generate."""
+    t = ctx.lake.topic(topic)
+    totals: dict[int, int] = {}
+    if synthetic:
+        now = wall_clock_ms()
+        spec = WorkloadSpec(
+            keys=keys,
+            records=records,
+            partitions=t.partitions,
+            value_size=value_size,
+            tombstone_share=tombstone_share,
+            out_of_order_share=out_of_order_share,
+            start_ms=now - timestamp_spread_ms if start_ms is None else start_ms,
+            timestamp_spread_ms=timestamp_spread_ms,
+            header_versions=header_versions,
+            header_name=header_name,
+            seed=seed,
+        )
+        with _progress(ctx, f"producing to {topic}", records) as (progress, task):
+            for p, batch in generate(spec, batch_records=batch_records):
+                t.partition(p).append(batch)
+                totals[p] = totals.get(p, 0) + batch.num_rows
+                progress.advance(task, batch.num_rows)
+    else:
+        rows: dict[int, list[dict[str, Any]]] = {}
+        with open(path) if path else sys.stdin as stream:
+            for p, row in _json_lines(stream, binary, t.partitions, partition):
+                rows.setdefault(p, []).append(row)
+        for p, part_rows in sorted(rows.items()):
+            table = pa.Table.from_pylist(part_rows, schema=BATCH_SCHEMA.set(3, pa.field("headers", HEADER_TYPE)))
+            t.partition(p).append(table)
+            totals[p] = len(part_rows)
+    summary = {"topic": topic, "records": sum(totals.values()), "per_partition": totals}
+    ctx.emit(summary, lambda: console.print(f"appended {summary['records']} records to {topic}: {totals}"))
+
+
+@cli.command()
+@click.option("--topic", required=True)
+@click.option("--partition", type=int, required=True)
+@click.option("--from-offset", type=int, help="First offset (default: the log start).")
+@click.option("--max-records", type=int)
+@click.option("--base64", "binary", is_flag=True, help="Print keys/values as base64 (default UTF-8, replacing errors).")
+@pass_ctx
+def consume(
+    ctx: Context, topic: str, partition: int, from_offset: int | None, max_records: int | None, binary: bool
+) -> None:
+    """Print a partition's records as JSON lines."""
+    log = ctx.lake.topic(topic).partition(partition)
+
+    def enc(b: bytes | None) -> str | None:
+        if b is None:
+            return None
+        return base64.b64encode(b).decode() if binary else b.decode(errors="replace")
+
+    printed = 0
+    for batch in log.iter_batches(from_offset, max_records=max_records):
+        for row in batch.to_pylist():
+            if max_records is not None and printed >= max_records:
+                return
+            click.echo(
+                json.dumps(
+                    {
+                        "offset": row["offset"],
+                        "timestamp": row["timestamp"],
+                        "key": enc(row["key"]),
+                        "value": enc(row["value"]),
+                        "headers": [[h["key"], enc(h["value"])] for h in row["headers"] or []],
+                        "delete_horizon_ms": row["delete_horizon_ms"],
+                    }
+                )
+            )
+            printed += 1
+
+
+# -- status / roll / repair ---------------------------------------------------------------------------
+@cli.command()
+@click.option("--topic", "names", multiple=True, help="Topics to show (default: all).")
+@pass_ctx
+def status(ctx: Context, names: tuple[str, ...]) -> None:
+    """A table per topic: segments, records, bytes, offsets, checkpoint and active segment age."""
+    now = wall_clock_ms()
+    result = {}
+    for name in names or ctx.lake.list_topics():
+        topic = ctx.lake.topic(name)
+        result[name] = [asdict(partition_status(p, m, now)) for p, m in topic.manifests().items()]
+
+    def human() -> None:
+        for name, rows in result.items():
+            table = Table(title=f"topic {name}")
+            for col in (
+                "partition",
+                "segments",
+                "records",
+                "bytes",
+                "log start",
+                "next offset",
+                "checkpoint",
+                "active age",
+            ):
+                table.add_column(col, justify="right")
+            for r in rows:
+                table.add_row(
+                    str(r["partition"]),
+                    str(r["segments"]),
+                    f"{r['records']:,}",
+                    _bytes(r["bytes"]),
+                    str(r["log_start_offset"]),
+                    str(r["next_offset"]),
+                    "-" if r["cleaner_checkpoint"] is None else str(r["cleaner_checkpoint"]),
+                    _age(r["active_segment_age_ms"]),
+                )
+            console.print(table)
+        if not result:
+            console.print("no topics in the lake")
+
+    ctx.emit(result, human)
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _age(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    seconds = ms // 1000
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+@cli.command()
+@click.option("--topic", required=True)
+@click.option("--partition", type=int, required=True)
+@pass_ctx
+def roll(ctx: Context, topic: str, partition: int) -> None:
+    """Seal the active segment of a partition."""
+    manifest = ctx.lake.topic(topic).partition(partition).roll()
+    ctx.emit({"version": manifest.version}, lambda: console.print(f"rolled {topic}-{partition}"))
+
+
+@cli.command()
+@click.option("--topic", required=True)
+@click.option("--partition", "partitions", type=int, multiple=True, help="Partitions to repair (default: all).")
+@click.option("--force", is_flag=True, help="Rebuild even a readable manifest.")
+@click.option("--log-start-offset", type=int, help="Log start offset to restore (after a trim or retention).")
+@pass_ctx
+def repair(ctx: Context, topic: str, partitions: tuple[int, ...], force: bool, log_start_offset: int | None) -> None:
+    """Rebuild missing or corrupt manifests from the segment files' metadata."""
+    t = ctx.lake.topic(topic)
+    reports = []
+    for p in partitions or range(t.partitions):
+        log = t.partition(p)
+        state = "ok"
+        try:
+            log.load()
+        except LakeCleanerError as exc:
+            state = str(exc)
+        if state == "ok" and not force and not partitions:
+            continue
+        report = repair_partition(ctx.lake.store, topic, p, t.config, force=force, log_start_offset=log_start_offset)
+        reports.append({**report.to_dict(), "left_out_count": len(report.left_out)})
+
+    def human() -> None:
+        if not reports:
+            console.print(f"every manifest of {topic} is readable; nothing to repair")
+        for r in reports:
+            console.print(
+                f"repaired {topic}-{r['partition']}: {r['segments']} segments, {r['records']} records, "
+                f"offsets [{r['log_start_offset']}, {r['next_offset']}), {r['left_out_count']} file(s) left out"
+            )
+
+    ctx.emit(reports, human)
+
+
+# -- offsets ----------------------------------------------------------------------------------
+@cli.group()
+def offsets() -> None:
+    """Consumer groups' committed offsets."""
+
+
+@offsets.command("commit")
+@click.option("--group", required=True)
+@click.option("--topic", required=True)
+@click.argument("assignments", nargs=-1, required=True)
+@pass_ctx
+def offsets_commit(ctx: Context, group: str, topic: str, assignments: tuple[str, ...]) -> None:
+    """Commit PARTITION=OFFSET pairs (the next offset to consume) for GROUP on TOPIC."""
+    parsed: dict[int, int] = {}
+    for a in assignments:
+        p, sep, o = a.partition("=")
+        if not sep or not p.strip().isdigit() or not o.strip().isdigit():
+            raise click.BadParameter(f"{a!r} is not PARTITION=OFFSET (e.g. 0=1500)")
+        parsed[int(p)] = int(o)
+    topic_obj = ctx.lake.topic(topic)
+    for part in parsed:
+        topic_obj.partition(part)
+    ctx.lake.offsets.commit(group, topic, parsed)
+    ctx.emit(
+        {"group": group, "topic": topic, "offsets": parsed},
+        lambda: console.print(f"committed {group} {topic} {parsed}"),
+    )
+
+
+@offsets.command("list")
+@click.option("--group", help="Only this group.")
+@click.option("--topic", help="Only this topic, with the minimum committed offset per partition.")
+@pass_ctx
+def offsets_list(ctx: Context, group: str | None, topic: str | None) -> None:
+    """List committed offsets per group, topic and partition."""
+    rows = []
+    for g in [group] if group else ctx.lake.offsets.list_groups():
+        for t, parts in ctx.lake.offsets.read_group(g).topics.items():
+            if topic and t != topic:
+                continue
+            for p, c in sorted(parts.items()):
+                rows.append({"group": g, "topic": t, "partition": p, "offset": c.offset, "commit_ms": c.commit_ms})
+    minimum = {}
+    if topic:
+        t_obj = ctx.lake.topic(topic)
+        for p, pos in ctx.lake.offsets.consumed_positions(topic, list(range(t_obj.partitions))).items():
+            minimum[p] = {"offset": pos.offset, "reason": pos.reason}
+
+    def human() -> None:
+        table = Table("group", "topic", "partition", "committed offset")
+        for r in rows:
+            table.add_row(str(r["group"]), str(r["topic"]), str(r["partition"]), str(r["offset"]))
+        console.print(table)
+        for p, m in minimum.items():
+            shown = m["offset"] if m["offset"] is not None else f"unknown ({m['reason']})"
+            console.print(f"{topic}-{p}: minimum committed offset {shown}")
+
+    ctx.emit({"offsets": rows, "minimum": minimum}, human)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+class _progress:
+    """A rich progress bar on stderr (silent with --json)."""
+
+    def __init__(self, ctx: Context, label: str, total: int) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err_console,
+            disable=ctx.as_json,
+        )
+        self.label, self.total = label, total
+
+    def __enter__(self) -> tuple[Progress, Any]:
+        self.progress.start()
+        return self.progress, self.progress.add_task(self.label, total=self.total)
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+def main() -> None:
+    """Entry point: run the CLI, turning the project's errors into one clear message and exit 2."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except ConfigError as exc:
+        err_console.print("[red]configuration error[/red]")
+        for problem in exc.problems:
+            err_console.print(f"  - {problem}", markup=False, highlight=False)
+        sys.exit(2)
+    except (LakeCleanerError, ValueError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["Path", "cli", "main"]

@@ -1,0 +1,26 @@
+"""Storage: one object-store interface over s3:// and file:// lake roots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lakecleaner.config import StorageSettings
+from lakecleaner.errors import StorageError
+from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy
+from lakecleaner.io.local import LocalStore
+from lakecleaner.io.s3 import S3Store
+
+
+def open_store(uri: str, settings: StorageSettings | None = None) -> ObjectStore:
+    """The object store for a lake URI: s3://bucket/prefix or file:///path (file://./rel is relative)."""
+    settings = settings or StorageSettings()
+    if uri.startswith("s3://"):
+        return S3Store(uri, settings)
+    if uri.startswith("file://"):
+        root = Path(uri[len("file://") :])
+        root.mkdir(parents=True, exist_ok=True)
+        return LocalStore(root, RetryPolicy.from_settings(settings))
+    raise StorageError("open", uri, "unsupported lake URI; use s3://bucket/prefix or file:///path")
+
+
+__all__ = ["LocalStore", "ObjectInfo", "ObjectStore", "RetryPolicy", "S3Store", "open_store"]

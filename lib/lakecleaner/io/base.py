@@ -1,0 +1,142 @@
+"""The storage interface: one object store over s3:// and file:// (DESIGN section 3).
+
+Keys are '/'-separated paths relative to the lake root. Data files are written once under
+new names; the only objects ever replaced are small JSON documents (manifests, offsets),
+and only by a conditional write: create-if-absent or replace-if-etag-matches.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pyarrow.fs as pafs
+
+from lakecleaner.config import StorageSettings
+from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    mtime_ms: int
+
+
+class Transient(Exception):
+    """Raised by a backend's classifier for an error worth retrying (never escapes the store)."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter: attempt n sleeps up to min(max, base × 2^n)."""
+
+    max_attempts: int = 5
+    base_delay_s: float = 0.1
+    max_delay_s: float = 5.0
+
+    @staticmethod
+    def from_settings(settings: StorageSettings) -> RetryPolicy:
+        return RetryPolicy(settings.max_attempts, settings.backoff_base_ms / 1000, settings.backoff_max_ms / 1000)
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_delay_s, self.base_delay_s * (2**attempt)))
+
+
+class ObjectStore(ABC):
+    """Read, write, list, delete and conditionally write objects under one lake root."""
+
+    def __init__(self, root_uri: str, retry: RetryPolicy) -> None:
+        self.root_uri = root_uri.rstrip("/")
+        self.retry_policy = retry
+
+    def location(self, key: str) -> str:
+        """The object's URI, for messages (never carries credentials)."""
+        return f"{self.root_uri}/{key}"
+
+    # -- retry ------------------------------------------------------------------------------
+    def _retrying(self, operation: str, key: str, fn: Callable[[], T]) -> T:
+        """Run `fn`, retrying transient errors with backoff; raise StorageError when out of attempts."""
+        last: BaseException | None = None
+        for attempt in range(self.retry_policy.max_attempts):
+            try:
+                return self._classified(operation, key, fn)
+            except Transient as exc:
+                last = exc
+                if attempt + 1 < self.retry_policy.max_attempts:
+                    time.sleep(self.retry_policy.delay(attempt))
+        raise StorageError(
+            operation,
+            self.location(key),
+            f"still failing after {self.retry_policy.max_attempts} attempts: {last}; "
+            "check that the storage endpoint is reachable",
+        )
+
+    @abstractmethod
+    def _classified(self, operation: str, key: str, fn: Callable[[], T]) -> T:
+        """Run `fn`, translating backend errors: Transient (retry), ObjectNotFound,
+        ConditionFailed or StorageError (permanent)."""
+
+    # -- the interface ----------------------------------------------------------------------
+    @abstractmethod
+    def read(self, key: str) -> bytes: ...
+
+    @abstractmethod
+    def read_with_etag(self, key: str) -> tuple[bytes, str]:
+        """The object's bytes and its etag, for a later `replace`."""
+
+    @abstractmethod
+    def write(self, key: str, data: bytes) -> None:
+        """Write an object unconditionally (for new, never-reused names)."""
+
+    @abstractmethod
+    def create(self, key: str, data: bytes) -> str:
+        """Write only if absent (If-None-Match: *); raise ConditionFailed if it exists. Returns the etag."""
+
+    @abstractmethod
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        """Write only if the current etag is `etag` (If-Match); raise ConditionFailed otherwise."""
+
+    @abstractmethod
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        """Every object whose key starts with `prefix` (recursive), sorted by key."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Delete an object; deleting a missing object is not an error (idempotent)."""
+
+    @abstractmethod
+    def stat(self, key: str) -> ObjectInfo: ...
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.stat(key)
+        except ObjectNotFound:
+            return False
+        return True
+
+    @property
+    @abstractmethod
+    def arrow_fs(self) -> pafs.FileSystem:
+        """A pyarrow filesystem reaching the same objects (for column-projected Parquet reads)."""
+
+    @abstractmethod
+    def arrow_path(self, key: str) -> str:
+        """The path of `key` in `arrow_fs`."""
+
+    def versioning_enabled(self) -> bool:
+        """Whether deletes keep old versions (S3 bucket versioning). Local directories: never."""
+        return False
+
+    def delete_all_versions(self, key: str) -> None:
+        """Delete every version of an object (versioned buckets); plain delete elsewhere."""
+        self.delete(key)
+
+
+__all__ = ["ConditionFailed", "ObjectInfo", "ObjectNotFound", "ObjectStore", "RetryPolicy", "StorageError", "Transient"]

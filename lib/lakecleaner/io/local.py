@@ -1,0 +1,161 @@
+"""The file:// backend: a local directory, with conditional writes by lock + atomic rename.
+
+A conditional write takes an exclusive flock on the object's directory, checks the condition
+(absent, or content hash equal to the etag), writes a temporary file in the same directory,
+fsyncs it and renames it over the object. Readers never see a partial object, and two
+writers in different processes serialise on the lock, which gives the same guarantee as
+S3's If-None-Match / If-Match.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import pyarrow.fs as pafs
+
+from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
+from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy, Transient
+
+T = TypeVar("T")
+
+_TRANSIENT_ERRNOS = {errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ETIMEDOUT, errno.ESTALE}
+_TMP_PREFIX = ".tmp-"
+
+
+def etag_of(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+class LocalStore(ObjectStore):
+    """Objects as files under `root`."""
+
+    def __init__(self, root: str | Path, retry: RetryPolicy | None = None) -> None:
+        self.root = Path(root).resolve()
+        super().__init__(f"file://{self.root}", retry or RetryPolicy())
+        self._fs = pafs.LocalFileSystem()
+
+    def _path(self, key: str) -> Path:
+        parts = key.split("/")
+        if key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise StorageError("resolve", self.location(key), "keys must be relative paths without '.' or '..'")
+        return self.root.joinpath(*parts)
+
+    def _classified(self, operation: str, key: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except FileNotFoundError as exc:
+            raise ObjectNotFound(operation, self.location(key), "no such object") from exc
+        except OSError as exc:
+            if exc.errno in _TRANSIENT_ERRNOS:
+                raise Transient(f"{exc.strerror}") from exc
+            raise StorageError(operation, self.location(key), exc.strerror or str(exc)) from exc
+
+    @contextmanager
+    def _locked_dir(self, path: Path) -> Iterator[None]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _atomic_write(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{_TMP_PREFIX}{uuid.uuid4().hex}-{path.name}")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+
+    def read(self, key: str) -> bytes:
+        return self._retrying("read", key, self._path(key).read_bytes)
+
+    def read_with_etag(self, key: str) -> tuple[bytes, str]:
+        data = self.read(key)
+        return data, etag_of(data)
+
+    def write(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        self._retrying("write", key, lambda: self._atomic_write(path, data))
+
+    def create(self, key: str, data: bytes) -> str:
+        path = self._path(key)
+
+        def attempt() -> str:
+            with self._locked_dir(path):
+                if path.exists():
+                    raise ConditionFailed("create", self.location(key), "object already exists")
+                self._atomic_write(path, data)
+            return etag_of(data)
+
+        return self._retrying("create", key, attempt)
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        path = self._path(key)
+
+        def attempt() -> str:
+            with self._locked_dir(path):
+                current = etag_of(path.read_bytes())
+                if current != etag:
+                    raise ConditionFailed("replace", self.location(key), "object changed since it was read")
+                self._atomic_write(path, data)
+            return etag_of(data)
+
+        return self._retrying("replace", key, attempt)
+
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        def walk() -> list[ObjectInfo]:
+            out = []
+            for dirpath, _dirs, files in os.walk(self.root):
+                for name in files:
+                    if name.startswith(_TMP_PREFIX):
+                        continue
+                    full = Path(dirpath) / name
+                    key = full.relative_to(self.root).as_posix()
+                    if key.startswith(prefix):
+                        st = full.stat()
+                        out.append(ObjectInfo(key, st.st_size, st.st_mtime_ns // 1_000_000))
+            return sorted(out, key=lambda o: o.key)
+
+        return self._retrying("list", prefix, walk)
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+
+        def attempt() -> None:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return
+
+        self._retrying("delete", key, attempt)
+
+    def stat(self, key: str) -> ObjectInfo:
+        path = self._path(key)
+
+        def attempt() -> ObjectInfo:
+            st = path.stat()
+            return ObjectInfo(key, st.st_size, st.st_mtime_ns // 1_000_000)
+
+        return self._retrying("stat", key, attempt)
+
+    @property
+    def arrow_fs(self) -> pafs.FileSystem:
+        return self._fs
+
+    def arrow_path(self, key: str) -> str:
+        return str(self._path(key))

@@ -1,0 +1,204 @@
+"""The s3:// backend: boto3 for objects and conditional writes, pyarrow's S3FileSystem for
+column-projected Parquet reads. Works with AWS S3, MinIO and any S3-compatible endpoint
+that supports conditional writes (If-None-Match / If-Match on PutObject).
+
+Credentials come from the config's storage section, else the standard AWS environment
+variables and credential chain. They are never formatted into a message: every error is
+built from the bucket, key, operation and the service's error code only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import boto3
+import botocore.exceptions as bexc
+import pyarrow.fs as pafs
+from botocore.config import Config as BotoConfig
+
+from lakecleaner.config import ENV_AWS_DEFAULT_REGION, ENV_AWS_REGION, StorageSettings
+from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
+from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy, Transient
+
+if TYPE_CHECKING:
+    from types_boto3_s3 import S3Client
+else:
+    S3Client = Any
+
+T = TypeVar("T")
+
+_TRANSIENT_CODES = {
+    "InternalError",
+    "ServiceUnavailable",
+    "SlowDown",
+    "RequestTimeout",
+    "RequestTimeTooSkewed",
+    "Throttling",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "OperationAborted",
+    "500",
+    "502",
+    "503",
+    "504",
+}
+_NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound"}
+_CONDITION_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
+_HINTS = {
+    "NoSuchBucket": "the bucket does not exist; create it or fix lake.uri",
+    "AccessDenied": "access denied; check the credentials and the bucket policy",
+    "InvalidAccessKeyId": "the access key is not known to the endpoint; check AWS_ACCESS_KEY_ID",
+    "SignatureDoesNotMatch": "the secret key does not match; check AWS_SECRET_ACCESS_KEY",
+}
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """('bucket', 'prefix') from s3://bucket/prefix (prefix without slashes at the ends)."""
+    rest = uri[len("s3://") :]
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise StorageError("open", uri, "an s3:// URI needs a bucket: s3://bucket/prefix")
+    return bucket, prefix.strip("/")
+
+
+class S3Store(ObjectStore):
+    """Objects under s3://bucket/prefix."""
+
+    def __init__(self, uri: str, settings: StorageSettings, retry: RetryPolicy | None = None) -> None:
+        super().__init__(uri, retry or RetryPolicy.from_settings(settings))
+        self.bucket, self.prefix = split_s3_uri(uri)
+        region = settings.region or os.environ.get(ENV_AWS_REGION) or os.environ.get(ENV_AWS_DEFAULT_REGION)
+        region = region or "us-east-1"
+        self._client: S3Client = boto3.client(
+            "s3",
+            endpoint_url=settings.endpoint_url,
+            region_name=region,
+            aws_access_key_id=settings.access_key_id,
+            aws_secret_access_key=settings.secret_access_key,
+            aws_session_token=settings.session_token,
+            config=BotoConfig(
+                retries={"total_max_attempts": 1},
+                s3={"addressing_style": "path"} if settings.endpoint_url else None,
+                connect_timeout=10,
+                read_timeout=60,
+            ),
+        )
+        fs_args: dict[str, Any] = {"region": region}
+        if settings.endpoint_url:
+            scheme, _, host = settings.endpoint_url.partition("://")
+            fs_args.update(endpoint_override=host.rstrip("/"), scheme=scheme)
+        if settings.access_key_id and settings.secret_access_key:
+            fs_args.update(access_key=settings.access_key_id, secret_key=settings.secret_access_key)
+            if settings.session_token:
+                fs_args["session_token"] = settings.session_token
+        self._fs = pafs.S3FileSystem(**fs_args)
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _classified(self, operation: str, key: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except bexc.ClientError as exc:
+            err = exc.response.get("Error", {})
+            code = str(err.get("Code", ""))
+            status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+            if code in _NOT_FOUND_CODES or (status == "404" and code != "NoSuchBucket"):
+                raise ObjectNotFound(operation, self.location(key), "no such object") from None
+            if code in _CONDITION_CODES or status in ("412", "409"):
+                raise ConditionFailed(operation, self.location(key), f"condition not met ({code or status})") from None
+            if code in _TRANSIENT_CODES or status.startswith("5") or status == "429":
+                raise Transient(f"{code or status}") from None
+            reason = _HINTS.get(code, f"{code or status}: {err.get('Message', 'request failed')}")
+            raise StorageError(operation, self.location(key), reason) from None
+        except (
+            bexc.EndpointConnectionError,
+            bexc.ConnectionClosedError,
+            bexc.ReadTimeoutError,
+            bexc.ConnectTimeoutError,
+            bexc.ResponseStreamingError,
+        ) as exc:
+            raise Transient(type(exc).__name__) from None
+        except (bexc.NoCredentialsError, bexc.PartialCredentialsError):
+            raise StorageError(
+                operation,
+                self.location(key),
+                "no credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or lake.storage",
+            ) from None
+
+    def read(self, key: str) -> bytes:
+        return self.read_with_etag(key)[0]
+
+    def read_with_etag(self, key: str) -> tuple[bytes, str]:
+        def attempt() -> tuple[bytes, str]:
+            resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
+            return resp["Body"].read(), resp["ETag"]
+
+        return self._retrying("read", key, attempt)
+
+    def write(self, key: str, data: bytes) -> None:
+        self._retrying("write", key, lambda: self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data))
+
+    def create(self, key: str, data: bytes) -> str:
+        def attempt() -> str:
+            resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
+            return resp["ETag"]
+
+        return self._retrying("create", key, attempt)
+
+    def replace(self, key: str, data: bytes, etag: str) -> str:
+        def attempt() -> str:
+            resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfMatch=etag)
+            return resp["ETag"]
+
+        return self._retrying("replace", key, attempt)
+
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        def attempt() -> list[ObjectInfo]:
+            out: list[ObjectInfo] = []
+            strip = len(self.prefix) + 1 if self.prefix else 0
+            paginator = self._client.get_paginator("list_objects_v2")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+                for obj in page.get("Contents", []):
+                    out.append(
+                        ObjectInfo(obj["Key"][strip:], int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000))
+                    )
+            return sorted(out, key=lambda o: o.key)
+
+        return self._retrying("list", prefix, attempt)
+
+    def delete(self, key: str) -> None:
+        self._retrying("delete", key, lambda: self._client.delete_object(Bucket=self.bucket, Key=self._key(key)))
+
+    def stat(self, key: str) -> ObjectInfo:
+        def attempt() -> ObjectInfo:
+            resp = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return ObjectInfo(key, int(resp["ContentLength"]), int(resp["LastModified"].timestamp() * 1000))
+
+        return self._retrying("stat", key, attempt)
+
+    @property
+    def arrow_fs(self) -> pafs.FileSystem:
+        return self._fs
+
+    def arrow_path(self, key: str) -> str:
+        return f"{self.bucket}/{self._key(key)}"
+
+    def versioning_enabled(self) -> bool:
+        def attempt() -> bool:
+            status = self._client.get_bucket_versioning(Bucket=self.bucket).get("Status")
+            return status in ("Enabled", "Suspended")
+
+        return self._retrying("get versioning of", "", attempt)
+
+    def delete_all_versions(self, key: str) -> None:
+        def attempt() -> None:
+            paginator = self._client.get_paginator("list_object_versions")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(key)):
+                for v in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
+                    if v["Key"] == self._key(key):
+                        self._client.delete_object(Bucket=self.bucket, Key=v["Key"], VersionId=v["VersionId"])
+
+        self._retrying("delete all versions of", key, attempt)

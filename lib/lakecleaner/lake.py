@@ -1,0 +1,178 @@
+"""The Python API: a lake, its topics and their partition logs.
+
+    lake = Lake.open("file:///tmp/lake")            # or s3://bucket/prefix, or a LakeConfig
+    orders = lake.create_topic("orders", partitions=3, config={"cleanup.policy": "compact"})
+    orders.partition(0).append([Record(b"k", b"v")])
+    table = orders.partition(0).read()
+
+A topic's config resolves as: overrides stored with the topic (set by `topics create --config`
+or `topics alter`) over the topic's `config:` in the YAML file, over the YAML's broker-level
+`defaults:`, over Kafka's defaults.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakecleaner.config import LakeConfig, TopicConfig, load_config, parse_config
+from lakecleaner.errors import ConditionFailed, ObjectNotFound, TopicExists, TopicNotFound
+from lakecleaner.io import ObjectStore, open_store
+from lakecleaner.log.manifest import Manifest
+from lakecleaner.log.partition import PartitionLog, wall_clock_ms
+from lakecleaner.names import validate_partition, validate_topic_name
+from lakecleaner.offsets import OffsetStore
+
+TOPICS_PREFIX = "topics/"
+RUNS_PREFIX = "_lakecleaner/runs/"
+
+
+def topic_metadata_key(topic: str) -> str:
+    return f"{TOPICS_PREFIX}{topic}/topic.json"
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    """What the lake stores about a topic: its partition count and its own config overrides."""
+
+    name: str
+    partitions: int
+    overrides: Mapping[str, object] = field(default_factory=dict)
+    created_ms: int = 0
+
+    def to_json(self) -> bytes:
+        data = {
+            "name": self.name,
+            "partitions": self.partitions,
+            "config": dict(self.overrides),
+            "created_ms": self.created_ms,
+        }
+        return json.dumps(data, indent=1).encode()
+
+    @staticmethod
+    def from_json(data: bytes) -> TopicMetadata:
+        raw: dict[str, Any] = json.loads(data)
+        return TopicMetadata(
+            str(raw["name"]), int(raw["partitions"]), dict(raw.get("config") or {}), int(raw.get("created_ms", 0))
+        )
+
+
+class Topic:
+    """A topic in the lake: metadata plus its effective config."""
+
+    def __init__(self, lake: Lake, metadata: TopicMetadata) -> None:
+        self.lake = lake
+        self.metadata = metadata
+        self.name = metadata.name
+        self.config: TopicConfig = lake.config.topic_config(metadata.name, metadata.overrides)
+
+    @property
+    def partitions(self) -> int:
+        return self.metadata.partitions
+
+    def partition(self, partition: int) -> PartitionLog:
+        validate_partition(partition)
+        if partition >= self.partitions:
+            raise TopicNotFound(
+                f"topic {self.name} has partitions 0..{self.partitions - 1}; partition {partition} does not exist"
+            )
+        return PartitionLog(self.lake.store, self.name, partition, self.config)
+
+    def partition_logs(self) -> list[PartitionLog]:
+        return [self.partition(p) for p in range(self.partitions)]
+
+    def manifests(self) -> dict[int, Manifest]:
+        return {log.partition: log.manifest() for log in self.partition_logs()}
+
+
+class Lake:
+    """A lake root (s3:// or file://) with its config."""
+
+    def __init__(self, store: ObjectStore, config: LakeConfig) -> None:
+        self.store = store
+        self.config = config
+        self.offsets = OffsetStore(store, config)
+
+    @classmethod
+    def open(cls, target: str | LakeConfig | None = None) -> Lake:
+        """Open a lake by URI (with default settings), by a loaded LakeConfig, or from the config file."""
+        if isinstance(target, LakeConfig):
+            config = target
+        elif isinstance(target, str):
+            config = parse_config({"lake": {"uri": target}}, "<uri>")
+        else:
+            config = load_config()
+        return cls(open_store(config.lake_uri, config.storage), config)
+
+    @property
+    def uri(self) -> str:
+        return self.config.lake_uri
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        config: Mapping[str, object] | None = None,
+        *,
+        exist_ok: bool = False,
+        now_ms: int | None = None,
+    ) -> Topic:
+        """Create a topic and its partitions. The partition count defaults to the YAML's, else 1.
+
+        The config overrides are validated before anything is written. Creation is
+        idempotent after a crash: partitions already created are kept.
+        """
+        validate_topic_name(name)
+        spec = self.config.topics.get(name)
+        count = partitions if partitions is not None else (spec.partitions if spec else 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"topic {name}: partitions={count!r} must be an integer of at least 1")
+        overrides = dict(config or {})
+        self.config.topic_config(name, overrides)
+        now = wall_clock_ms() if now_ms is None else now_ms
+        metadata = TopicMetadata(name, count, overrides, now)
+        try:
+            self.store.create(topic_metadata_key(name), metadata.to_json())
+        except ConditionFailed:
+            if not exist_ok:
+                raise TopicExists(f"topic {name} already exists in {self.uri}") from None
+            metadata = self._load_metadata(name)
+        topic = Topic(self, metadata)
+        for log in topic.partition_logs():
+            log.create(now)
+        return topic
+
+    def alter_topic(self, name: str, config: Mapping[str, object]) -> Topic:
+        """Set topic-level overrides (merged over the stored ones; a None value removes a key)."""
+        data, etag = self._read_metadata(name)
+        current = TopicMetadata.from_json(data)
+        merged = {**current.overrides, **config}
+        merged = {k: v for k, v in merged.items() if v is not None}
+        self.config.topic_config(name, merged)
+        updated = TopicMetadata(current.name, current.partitions, merged, current.created_ms)
+        self.store.replace(topic_metadata_key(name), updated.to_json(), etag)
+        return Topic(self, updated)
+
+    def _read_metadata(self, name: str) -> tuple[bytes, str]:
+        validate_topic_name(name)
+        try:
+            return self.store.read_with_etag(topic_metadata_key(name))
+        except ObjectNotFound:
+            raise TopicNotFound(
+                f"topic {name} does not exist in {self.uri}; create it with `lakecleaner topics create {name}`"
+            ) from None
+
+    def _load_metadata(self, name: str) -> TopicMetadata:
+        return TopicMetadata.from_json(self._read_metadata(name)[0])
+
+    def topic(self, name: str) -> Topic:
+        return Topic(self, self._load_metadata(name))
+
+    def list_topics(self) -> list[str]:
+        return sorted(
+            o.key[len(TOPICS_PREFIX) : -len("/topic.json")]
+            for o in self.store.list(TOPICS_PREFIX)
+            if o.key.endswith("/topic.json") and o.key.count("/") == 2
+        )

@@ -1,0 +1,355 @@
+"""The partition log (Kafka's UnifiedLog): append, roll, read, and conditional commits.
+
+Every change to a partition is one conditional write of its manifest. A writer reads the
+manifest and its etag, builds the next version, and writes it with If-Match; when another
+writer got there first it re-reads and tries again (data files it wrote for the lost attempt
+are deleted, as they were never part of the log). A crash between writing a data file and
+committing leaves the old log: the file is an orphan no manifest references, removed later.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeAlias
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakecleaner.config import TopicConfig
+from lakecleaner.errors import (
+    ConcurrentModification,
+    ConditionFailed,
+    InvalidRecord,
+    ObjectNotFound,
+    OffsetOutOfRange,
+    TopicNotFound,
+)
+from lakecleaner.faults import crash_point
+from lakecleaner.io import ObjectStore, RetryPolicy
+from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
+from lakecleaner.log.records import BATCH_SCHEMA, SEGMENT_SCHEMA, Record, conform_batch, records_to_batch
+from lakecleaner.log.segment_files import (
+    KIND_APPEND,
+    FileMeta,
+    encode_segment_file,
+    new_segment_path,
+    read_segment_file,
+    table_stats,
+    write_segment_file,
+)
+
+#: How often a commit retries after losing a race before giving up.
+MAX_COMMIT_ATTEMPTS = 50
+COMMIT_BACKOFF = RetryPolicy(max_attempts=MAX_COMMIT_ATTEMPTS, base_delay_s=0.01, max_delay_s=0.5)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def partition_prefix(topic: str, partition: int) -> str:
+    return f"topics/{topic}/partition={partition}/"
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Offsets [base_offset, next_offset) were assigned; `rolled` segments were sealed on the way."""
+
+    base_offset: int
+    next_offset: int
+    record_count: int
+    rolled: int
+    manifest_version: int
+
+
+Batch: TypeAlias = pa.Table | Sequence[Record]
+
+
+class PartitionLog:
+    """One topic-partition's log in the lake."""
+
+    def __init__(self, store: ObjectStore, topic: str, partition: int, config: TopicConfig) -> None:
+        self.store = store
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.prefix = partition_prefix(topic, partition)
+        self.manifest_key = self.prefix + "manifest.json"
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.topic}-{self.partition})"
+
+    # -- manifest -----------------------------------------------------------------------------
+    def create(self, now_ms: int | None = None) -> Manifest:
+        """Create the empty partition if absent (idempotent); returns the current manifest."""
+        empty = Manifest(self.topic, self.partition, version=1, updated_ms=now_ms or wall_clock_ms())
+        try:
+            self.store.create(self.manifest_key, empty.to_json())
+            return empty
+        except ConditionFailed:
+            return self.manifest()
+
+    def load(self) -> tuple[Manifest, str]:
+        """The committed manifest and its etag; TopicNotFound when the partition does not exist."""
+        try:
+            data, etag = self.store.read_with_etag(self.manifest_key)
+        except ObjectNotFound as exc:
+            raise TopicNotFound(
+                f"partition {self.topic}-{self.partition} has no manifest at {self.store.location(self.manifest_key)}; "
+                "create the topic first (`lakecleaner topics create`), or run `lakecleaner repair` if it was lost"
+            ) from exc
+        return Manifest.from_json(data, self.store.location(self.manifest_key)), etag
+
+    def manifest(self) -> Manifest:
+        return self.load()[0]
+
+    def commit(
+        self,
+        change: Callable[[Manifest], Manifest | None],
+        *,
+        on_conflict: Callable[[], None] | None = None,
+    ) -> Manifest:
+        """Apply `change` to the current manifest and commit the result conditionally.
+
+        `change` returns the next manifest, or None when there is nothing to do. When another
+        writer commits first, `on_conflict` runs (to discard files the attempt wrote) and the
+        change is applied again to the new manifest. `change` may raise to abort.
+        """
+        for attempt in range(MAX_COMMIT_ATTEMPTS):
+            current, etag = self.load()
+            updated = change(current)
+            if updated is None:
+                return current
+            crash_point("commit.before_manifest_write")
+            try:
+                self.store.replace(self.manifest_key, updated.to_json(), etag)
+            except ConditionFailed:
+                if on_conflict is not None:
+                    on_conflict()
+                time.sleep(COMMIT_BACKOFF.delay(min(attempt, 6)))
+                continue
+            crash_point("commit.after_manifest_write")
+            return updated
+        raise ConcurrentModification(
+            f"partition {self.topic}-{self.partition}: lost {MAX_COMMIT_ATTEMPTS} commit races in a row; "
+            "another writer is committing continuously — retry later"
+        )
+
+    # -- append -------------------------------------------------------------------------------
+    def append(self, batch: Batch, *, now_ms: int | None = None) -> AppendResult:
+        """Append one batch (a table in BATCH_SCHEMA, or Records) as one commit."""
+        return self.append_batches([batch], now_ms=now_ms)
+
+    def append_batches(self, batches: Iterable[Batch], *, now_ms: int | None = None) -> AppendResult:
+        """Append batches in order, all in one commit: offsets are assigned from `next_offset`,
+        and the active segment rolls before a batch as Kafka's UnifiedLog.maybeRoll decides
+        (size, or segment.ms / KIP-354's max.compaction.lag.ms bound on compacted topics).
+
+        Records without a timestamp get `now_ms`. A compacted topic rejects records without a key.
+        """
+        now = wall_clock_ms() if now_ms is None else now_ms
+        tables = [self._conform(b, now) for b in batches]
+        tables = [t for t in tables if t.num_rows]
+        written: list[str] = []
+
+        def discard_written() -> None:
+            for path in written:
+                self.store.delete(self.prefix + path)
+            written.clear()
+
+        result: list[AppendResult] = []
+
+        def change(manifest: Manifest) -> Manifest | None:
+            if not tables:
+                result.append(AppendResult(manifest.next_offset, manifest.next_offset, 0, 0, manifest.version))
+                return None
+            segments = list(manifest.segments)
+            next_offset = manifest.next_offset
+            rolled = 0
+            for table in tables:
+                rolled += self._append_one(segments, next_offset, table, manifest.version + 1, now, written)
+                next_offset += table.num_rows
+            crash_point("append.after_data_write")
+            new = manifest.next_version(now, segments=tuple(segments), next_offset=next_offset)
+            result.append(
+                AppendResult(manifest.next_offset, next_offset, next_offset - manifest.next_offset, rolled, new.version)
+            )
+            return new
+
+        def on_conflict() -> None:
+            discard_written()
+            result.clear()
+
+        self.commit(change, on_conflict=on_conflict)
+        return result[-1]
+
+    def _conform(self, batch: Batch, now: int) -> pa.Table:
+        table = conform_batch(batch, now) if isinstance(batch, pa.Table) else records_to_batch(batch, now)
+        if self.config.compact and table.column("key").null_count:
+            first = table.column("key").to_pylist().index(None)
+            raise InvalidRecord(
+                f"topic {self.topic} is compacted (cleanup.policy={','.join(sorted(self.config.cleanup_policy))}) "
+                f"and cannot accept records without a key: {table.column('key').null_count} of {table.num_rows} "
+                f"records have a null key (first at batch index {first}); give every record a key"
+            )
+        return table
+
+    def _append_one(
+        self, segments: list[Segment], base: int, batch: pa.Table, version: int, now: int, written: list[str]
+    ) -> int:
+        """Write `batch` as one file at offsets [base, base + n) into the active segment, rolling it
+        first when Kafka's rules say so. Mutates `segments`; returns 1 if it rolled, else 0."""
+        n = batch.num_rows
+        table = pa.table(
+            {
+                "offset": pa.array(range(base, base + n), pa.int64()),
+                "timestamp": batch.column("timestamp"),
+                "key": batch.column("key"),
+                "value": batch.column("value"),
+                "headers": batch.column("headers"),
+                "delete_horizon_ms": pa.nulls(n, pa.int64()),
+            },
+            schema=SEGMENT_SCHEMA,
+        )
+        stats = table_stats(table, base, base + n)
+        active = segments[-1] if segments and not segments[-1].sealed else None
+        meta = FileMeta(
+            self.topic,
+            self.partition,
+            active.base_offset if active else base,
+            KIND_APPEND,
+            now,
+            version,
+            stats.max_timestamp,
+            stats,
+        )
+        data = encode_segment_file(table, meta)
+        rolled = 0
+        if active is not None and self._should_roll(active, len(data), stats.max_timestamp, now):
+            segments[-1] = replace(active, sealed=True)
+            active = None
+            rolled = 1
+            meta = replace(meta, segment_base_offset=base)
+            data = encode_segment_file(table, meta)
+        path = new_segment_path(base)
+        written.append(path)
+        file = write_segment_file(self.store, self.prefix, path, data, meta)
+        if active is None:
+            segments.append(self._new_segment(file, stats.max_timestamp, stats.tombstone_count, now))
+        else:
+            segments[-1] = self._grow_segment(active, file, stats.max_timestamp, stats.tombstone_count)
+        return rolled
+
+    def _should_roll(self, active: Segment, incoming_bytes: int, batch_max_ts: int, now: int) -> bool:
+        """Kafka's LogSegment.shouldRoll for an append: size + incoming > segment.bytes, or the
+        batch's max timestamp is more than max segment ms (KIP-354) past the segment's first batch.
+        An empty segment never rolls."""
+        if active.size_bytes == 0:
+            return False
+        if active.size_bytes + incoming_bytes > self.config.segment_bytes:
+            return True
+        if active.first_batch_max_timestamp >= 0:
+            waited = batch_max_ts - active.first_batch_max_timestamp
+        else:
+            waited = now - active.created_ms
+        return waited > self.config.max_segment_ms
+
+    def _new_segment(self, file: SegmentFile, max_ts: int, tombstones: int, now: int) -> Segment:
+        return Segment(
+            id=uuid.uuid4().hex[:16],
+            base_offset=file.base_offset,
+            next_offset=file.next_offset,
+            files=(file,),
+            record_count=file.record_count,
+            size_bytes=file.size_bytes,
+            first_batch_max_timestamp=max_ts,
+            max_timestamp=max_ts,
+            created_ms=now,
+            sealed=False,
+            tombstone_count=tombstones,
+        )
+
+    @staticmethod
+    def _grow_segment(active: Segment, file: SegmentFile, max_ts: int, tombstones: int) -> Segment:
+        return replace(
+            active,
+            next_offset=file.next_offset,
+            files=(*active.files, file),
+            record_count=active.record_count + file.record_count,
+            size_bytes=active.size_bytes + file.size_bytes,
+            max_timestamp=max(active.max_timestamp, max_ts),
+            tombstone_count=active.tombstone_count + tombstones,
+        )
+
+    # -- roll -----------------------------------------------------------------------------------
+    def roll(self, *, now_ms: int | None = None) -> Manifest:
+        """Seal the active segment (a no-op when there is none or it is empty)."""
+        now = wall_clock_ms() if now_ms is None else now_ms
+
+        def change(manifest: Manifest) -> Manifest | None:
+            active = manifest.active_segment
+            if active is None or active.is_empty:
+                return None
+            return manifest.next_version(now, segments=(*manifest.segments[:-1], replace(active, sealed=True)))
+
+        return self.commit(change)
+
+    # -- read -----------------------------------------------------------------------------------
+    def read(
+        self,
+        from_offset: int | None = None,
+        *,
+        max_records: int | None = None,
+        columns: list[str] | None = None,
+        manifest: Manifest | None = None,
+    ) -> pa.Table:
+        """Records at offsets ≥ `from_offset` (default: the log start), in offset order.
+
+        `manifest` reads a snapshot a reader already holds. An offset below the log start or
+        beyond the log end raises OffsetOutOfRange, like a Kafka fetch.
+        """
+        batches = list(self.iter_batches(from_offset, columns=columns, manifest=manifest, max_records=max_records))
+        schema = SEGMENT_SCHEMA if columns is None else pa.schema([SEGMENT_SCHEMA.field(c) for c in columns])
+        table = pa.concat_tables(batches) if batches else schema.empty_table()
+        return table if max_records is None else table.slice(0, max_records)
+
+    def iter_batches(
+        self,
+        from_offset: int | None = None,
+        *,
+        columns: list[str] | None = None,
+        manifest: Manifest | None = None,
+        max_records: int | None = None,
+    ) -> Iterator[pa.Table]:
+        """Yield the log file by file from `from_offset` (see `read`)."""
+        m = manifest or self.manifest()
+        start = m.log_start_offset if from_offset is None else from_offset
+        if not m.log_start_offset <= start <= m.next_offset:
+            raise OffsetOutOfRange(
+                f"offset {start} is out of range for {self.topic}-{self.partition}: the log holds "
+                f"[{m.log_start_offset}, {m.next_offset}); read from the log start offset or later"
+            )
+        read_columns = None if columns is None else sorted(set(columns) | {"offset"}, key=SEGMENT_SCHEMA.names.index)
+        remaining = max_records
+        for seg in m.segments:
+            if seg.next_offset <= start:
+                continue
+            for file in seg.files:
+                if file.next_offset <= start:
+                    continue
+                table = read_segment_file(self.store, self.prefix + file.path, columns=read_columns, expected=file)
+                if file.base_offset < start:
+                    table = table.filter(pc.greater_equal(table.column("offset"), start))
+                if columns is not None:
+                    table = table.select(columns)
+                yield table
+                if remaining is not None:
+                    remaining -= table.num_rows
+                    if remaining <= 0:
+                        return
+
+
+__all__ = ["BATCH_SCHEMA", "AppendResult", "PartitionLog", "partition_prefix", "wall_clock_ms"]

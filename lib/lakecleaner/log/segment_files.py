@@ -1,0 +1,178 @@
+"""Reading and writing segment files: immutable Parquet (zstd), rows sorted by offset.
+
+Each file's key-value metadata carries the topic, partition, offsets, the segment it was
+written for and its statistics, so that `lakecleaner repair` can rebuild a lost manifest
+from the files alone (DESIGN section 2).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakecleaner.errors import CorruptSegment, ObjectNotFound
+from lakecleaner.io import ObjectStore
+from lakecleaner.log.manifest import FORMAT_VERSION, SegmentFile
+from lakecleaner.log.records import SEGMENT_SCHEMA
+
+META_PREFIX = "lakecleaner."
+KIND_APPEND = "append"
+KIND_COMPACTED = "compacted"
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """Statistics of one file's rows, as the manifest needs them."""
+
+    record_count: int
+    base_offset: int
+    next_offset: int
+    max_timestamp: int
+    tombstone_count: int
+    earliest_delete_horizon_ms: int | None
+
+
+@dataclass(frozen=True)
+class FileMeta:
+    """What a segment file says about itself (its Parquet key-value metadata)."""
+
+    topic: str
+    partition: int
+    segment_base_offset: int
+    kind: str
+    written_ms: int
+    manifest_version: int
+    first_batch_max_timestamp: int
+    stats: FileStats
+    format_version: int = FORMAT_VERSION
+
+    def to_metadata(self) -> dict[str, str]:
+        values: Mapping[str, object] = {
+            "format_version": self.format_version,
+            "topic": self.topic,
+            "partition": self.partition,
+            "segment_base_offset": self.segment_base_offset,
+            "kind": self.kind,
+            "written_ms": self.written_ms,
+            "manifest_version": self.manifest_version,
+            "first_batch_max_timestamp": self.first_batch_max_timestamp,
+            "base_offset": self.stats.base_offset,
+            "next_offset": self.stats.next_offset,
+            "record_count": self.stats.record_count,
+            "max_timestamp": self.stats.max_timestamp,
+            "tombstone_count": self.stats.tombstone_count,
+            "earliest_delete_horizon_ms": (
+                "" if self.stats.earliest_delete_horizon_ms is None else self.stats.earliest_delete_horizon_ms
+            ),
+        }
+        return {META_PREFIX + k: str(v) for k, v in values.items()}
+
+    @staticmethod
+    def from_metadata(meta: Mapping[bytes, bytes], location: str) -> FileMeta:
+        try:
+            m = {k.decode()[len(META_PREFIX) :]: v.decode() for k, v in meta.items() if k.startswith(b"lakecleaner.")}
+            horizon = m["earliest_delete_horizon_ms"]
+            return FileMeta(
+                topic=m["topic"],
+                partition=int(m["partition"]),
+                segment_base_offset=int(m["segment_base_offset"]),
+                kind=m["kind"],
+                written_ms=int(m["written_ms"]),
+                manifest_version=int(m["manifest_version"]),
+                first_batch_max_timestamp=int(m["first_batch_max_timestamp"]),
+                stats=FileStats(
+                    record_count=int(m["record_count"]),
+                    base_offset=int(m["base_offset"]),
+                    next_offset=int(m["next_offset"]),
+                    max_timestamp=int(m["max_timestamp"]),
+                    tombstone_count=int(m["tombstone_count"]),
+                    earliest_delete_horizon_ms=int(horizon) if horizon else None,
+                ),
+                format_version=int(m["format_version"]),
+            )
+        except (KeyError, ValueError) as exc:
+            raise CorruptSegment(f"segment file {location} has no lakecleaner metadata ({exc})") from exc
+
+
+def table_stats(table: pa.Table, base_offset: int, next_offset: int) -> FileStats:
+    """Statistics of a SEGMENT_SCHEMA table covering offsets [base_offset, next_offset)."""
+    n = table.num_rows
+    max_ts = pc.max(table.column("timestamp")).as_py() if n else None
+    horizon = pc.min(table.column("delete_horizon_ms")).as_py() if n else None
+    return FileStats(
+        record_count=n,
+        base_offset=base_offset,
+        next_offset=next_offset,
+        max_timestamp=-1 if max_ts is None else int(max_ts),
+        tombstone_count=int(table.column("value").null_count) if n else 0,
+        earliest_delete_horizon_ms=None if horizon is None else int(horizon),
+    )
+
+
+def new_segment_path(base_offset: int, directory: str = "segments") -> str:
+    """A new, never-reused file name relative to the partition: <directory>/<base:020d>-<id>.parquet."""
+    return f"{directory}/{base_offset:020d}-{uuid.uuid4().hex[:16]}.parquet"
+
+
+def encode_segment_file(table: pa.Table, meta: FileMeta) -> bytes:
+    """The Parquet bytes of a SEGMENT_SCHEMA table, with `meta` in the key-value metadata."""
+    schema = SEGMENT_SCHEMA.with_metadata(meta.to_metadata())
+    sink = pa.BufferOutputStream()
+    pq.write_table(
+        table.cast(SEGMENT_SCHEMA).replace_schema_metadata(schema.metadata),
+        sink,
+        compression="zstd",
+        row_group_size=256 * 1024,
+        write_statistics=["offset", "timestamp"],
+    )
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def read_segment_file(
+    store: ObjectStore, key: str, *, columns: list[str] | None = None, expected: SegmentFile | None = None
+) -> pa.Table:
+    """Read a segment file (optionally only some columns); raise CorruptSegment naming the file
+    and the reason when it is missing, unreadable, or disagrees with the manifest's entry."""
+    location = store.location(key)
+    try:
+        table = pq.read_table(store.arrow_path(key), filesystem=store.arrow_fs, columns=columns)
+    except FileNotFoundError as exc:
+        raise CorruptSegment(
+            f"segment file {location} is missing; the manifest references it "
+            "(restore the file, or run `lakecleaner repair` to rebuild the manifest from the files present)"
+        ) from exc
+    except (pa.ArrowInvalid, OSError) as exc:
+        if isinstance(exc, OSError) and "not found" in str(exc).lower():
+            raise CorruptSegment(f"segment file {location} is missing: {exc}") from exc
+        raise CorruptSegment(f"segment file {location} is unreadable: {exc}") from exc
+    if expected is not None and table.num_rows != expected.record_count:
+        raise CorruptSegment(
+            f"segment file {location} holds {table.num_rows} records but the manifest expects {expected.record_count}"
+        )
+    return table
+
+
+def read_file_meta(store: ObjectStore, key: str) -> FileMeta:
+    """A segment file's own metadata, from its Parquet footer only."""
+    location = store.location(key)
+    try:
+        with store.arrow_fs.open_input_file(store.arrow_path(key)) as f:
+            schema = pq.read_schema(f)
+    except FileNotFoundError as exc:
+        raise ObjectNotFound("read", location, "no such object") from exc
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptSegment(f"segment file {location} is unreadable: {exc}") from exc
+    return FileMeta.from_metadata(schema.metadata or {}, location)
+
+
+def write_segment_file(
+    store: ObjectStore, partition_prefix: str, path: str, data: bytes, meta: FileMeta
+) -> SegmentFile:
+    """Write one encoded file at `path` (relative to the partition); returns its manifest entry."""
+    store.write(partition_prefix + path, data)
+    return SegmentFile(path, meta.stats.base_offset, meta.stats.next_offset, meta.stats.record_count, len(data))

@@ -1,0 +1,92 @@
+"""Shared fixtures: real storage backends.
+
+The S3 backend is a real HTTP endpoint: moto's server mode started in-process on 127.0.0.1,
+or, when LAKECLEANER_TEST_S3_ENDPOINT is set, that endpoint (e.g. the MinIO of
+docker-compose.yml, with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY set). Every test that
+takes `store` or `lake` runs once per backend.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from lakecleaner.config import LakeConfig, StorageSettings, parse_config
+from lakecleaner.io import LocalStore, ObjectStore, S3Store
+from lakecleaner.lake import Lake
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+ENV_TEST_ENDPOINT = "LAKECLEANER_TEST_S3_ENDPOINT"
+TEST_ACCESS_KEY = "lakecleaner-test-access"
+TEST_SECRET_KEY = "lakecleaner-test-SECRET-do-not-print"
+
+
+class S3Endpoint:
+    def __init__(self, url: str, access_key: str, secret_key: str, bucket: str) -> None:
+        self.url, self.access_key, self.secret_key, self.bucket = url, access_key, secret_key, bucket
+
+    def settings(self, **extra: object) -> StorageSettings:
+        return StorageSettings(
+            endpoint_url=self.url, region="us-east-1", access_key_id=self.access_key,
+            secret_access_key=self.secret_key, max_attempts=3, backoff_base_ms=10, backoff_max_ms=100,
+            **extra,  # type: ignore[arg-type]
+        )
+
+    def client(self):  # type: ignore[no-untyped-def]
+        return boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
+                            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[S3Endpoint]:
+    url = os.environ.get(ENV_TEST_ENDPOINT)
+    if url:
+        endpoint = S3Endpoint(url, os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"],
+                              f"lakecleaner-test-{uuid.uuid4().hex[:8]}")
+        endpoint.client().create_bucket(Bucket=endpoint.bucket)
+        yield endpoint
+        return
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = S3Endpoint(f"http://{host}:{port}", TEST_ACCESS_KEY, TEST_SECRET_KEY, "lakecleaner-test")
+    endpoint.client().create_bucket(Bucket=endpoint.bucket)
+    yield endpoint
+    server.stop()
+
+
+@pytest.fixture(params=["local", "s3"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def lake_config(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> LakeConfig:
+    """A LakeConfig for a fresh, empty lake on the chosen backend."""
+    if backend == "local":
+        return parse_config({"lake": {"uri": f"file://{tmp_path / 'lake'}"}}, "<test>")
+    endpoint: S3Endpoint = request.getfixturevalue("s3_endpoint")
+    uri = f"s3://{endpoint.bucket}/{uuid.uuid4().hex[:12]}"
+    return LakeConfig(uri, endpoint.settings(), source="<test>")
+
+
+@pytest.fixture
+def store(lake_config: LakeConfig) -> ObjectStore:
+    lake = Lake.open(lake_config)
+    assert isinstance(lake.store, LocalStore | S3Store)
+    return lake.store
+
+
+@pytest.fixture
+def lake(lake_config: LakeConfig) -> Lake:
+    return Lake.open(lake_config)

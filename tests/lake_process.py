@@ -1,0 +1,59 @@
+"""A child process that works on a lake, for concurrency and crash tests.
+
+    python -m tests.lake_process '<json>'
+
+The JSON names the lake (uri and optional S3 endpoint and keys) and an action. Run it with
+LAKECLEANER_CRASH_AT=<crash point> to kill it at that point.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from lakecleaner.config import LakeConfig, StorageSettings
+from lakecleaner.lake import Lake
+from lakecleaner.log.records import Record
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def lake_spec(config: LakeConfig) -> dict[str, Any]:
+    s = config.storage
+    return {"uri": config.lake_uri, "endpoint_url": s.endpoint_url, "access_key_id": s.access_key_id,
+            "secret_access_key": s.secret_access_key}
+
+
+def open_lake(spec: dict[str, Any]) -> Lake:
+    settings = StorageSettings(endpoint_url=spec["endpoint_url"], region="us-east-1",
+                               access_key_id=spec["access_key_id"], secret_access_key=spec["secret_access_key"])
+    return Lake.open(LakeConfig(spec["uri"], settings))
+
+
+def start(config: LakeConfig, action: dict[str, Any], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    import os
+
+    payload = json.dumps({"lake": lake_spec(config), **action})
+    return subprocess.Popen([sys.executable, "-m", "tests.lake_process", payload], cwd=REPO,
+                            env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def main() -> None:
+    request = json.loads(sys.argv[1])
+    lake = open_lake(request["lake"])
+    log = lake.topic(request["topic"]).partition(request["partition"])
+    if request["action"] == "append":
+        tag = request["tag"]
+        for i in range(request["batches"]):
+            records = [Record(f"{tag}-{i}-{j}".encode(), f"{tag}:{i}:{j}".encode(), 1000 + i)
+                       for j in range(request["batch_size"])]
+            log.append(records, now_ms=1_000_000)
+    else:
+        raise SystemExit(f"unknown action {request['action']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Config validation: one clear error per problem, naming file, key, value and the rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lakecleaner.config import LONG_MAX, TopicConfig, load_config, parse_config, resolve_topic_config
+from lakecleaner.errors import ConfigError
+
+
+def problems_of(data: object) -> list[str]:
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data, "lakecleaner.yaml")
+    return exc.value.problems
+
+
+def test_kafka_defaults() -> None:
+    config = resolve_topic_config({}, {})
+    assert config == TopicConfig()
+    assert config.segment_bytes == 1073741824 and config.segment_ms == 604800000
+    assert config.min_cleanable_dirty_ratio == 0.5 and config.delete_retention_ms == 86400000
+    assert config.max_compaction_lag_ms == LONG_MAX and config.retention_ms == 604800000
+    assert config.retention_bytes == -1 and config.file_delete_delay_ms == 60000
+    assert config.cleanup_policy == frozenset({"delete"}) and config.compaction_strategy == "offset"
+
+
+def test_topic_override_beats_broker_default_beats_kafka_default() -> None:
+    config = resolve_topic_config({"log.retention.hours": 1, "log.cleaner.min.cleanable.ratio": 0.2},
+                                  {"min.cleanable.dirty.ratio": "0.7"})
+    assert config.retention_ms == 3_600_000
+    assert config.min_cleanable_dirty_ratio == 0.7
+
+
+def test_broker_ms_beats_minutes_beats_hours() -> None:
+    config = resolve_topic_config({"log.retention.hours": 1, "log.retention.minutes": 2, "log.retention.ms": 3}, {})
+    assert config.retention_ms == 3
+    assert resolve_topic_config({"log.retention.hours": 1, "log.retention.minutes": 2}, {}).retention_ms == 120_000
+
+
+def test_max_segment_ms_is_bounded_by_max_compaction_lag_on_compacted_topics() -> None:
+    compacted = resolve_topic_config({}, {"cleanup.policy": "compact", "segment.ms": 1000,
+                                          "max.compaction.lag.ms": 500})
+    assert compacted.max_segment_ms == 500
+    deleted = resolve_topic_config({}, {"segment.ms": 1000, "max.compaction.lag.ms": 500})
+    assert deleted.max_segment_ms == 1000
+
+
+def test_unknown_topic_key_suggests_the_right_one() -> None:
+    problems = problems_of({"topics": {"orders": {"config": {"segment.byte": 10}}}})
+    assert problems == [
+        "lakecleaner.yaml: topics.orders.config: unknown topic-level key 'segment.byte' (did you mean 'segment.bytes'?)"
+    ]
+
+
+def test_unknown_broker_key_suggests_the_right_one() -> None:
+    (problem,) = problems_of({"defaults": {"log.retention.hour": 5}})
+    assert "log.retention.hour" in problem and "did you mean 'log.retention.hours'?" in problem
+
+
+def test_unknown_section_key() -> None:
+    (problem,) = problems_of({"topic": {}})
+    assert "unknown key 'topic'" in problem and "did you mean 'topics'?" in problem
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "rule"),
+    [
+        ("segment.bytes", "lots", "must be an integer"),
+        ("segment.bytes", True, "not a boolean"),
+        ("segment.bytes", 3, "must be at least 14"),
+        ("min.cleanable.dirty.ratio", 1.5, "between 0 and 1"),
+        ("min.cleanable.dirty.ratio", "half", "must be a number"),
+        ("max.compaction.lag.ms", 0, "must be at least 1"),
+        ("retention.ms", -2, "-1 (unlimited) or at least 0"),
+        ("cleanup.policy", "compact,archive", "'compact' and 'delete'"),
+        ("compaction.strategy", "newest", "offset, timestamp, header"),
+    ],
+)
+def test_bad_values_name_file_key_value_and_rule(key: str, value: object, rule: str) -> None:
+    (problem,) = problems_of({"topics": {"orders": {"config": {key: value}}}})
+    assert problem.startswith("lakecleaner.yaml: topics.orders.config: ")
+    assert f"{key}={value!r}" in problem
+    assert rule in problem
+
+
+def test_max_lag_below_min_lag_is_rejected() -> None:
+    (problem,) = problems_of(
+        {"topics": {"t": {"config": {"min.compaction.lag.ms": 1000, "max.compaction.lag.ms": 999}}}}
+    )
+    assert "max.compaction.lag.ms=999 is less than min.compaction.lag.ms=1000" in problem
+
+
+def test_consumed_retention_above_forced_retention_is_rejected() -> None:
+    (problem,) = problems_of(
+        {"topics": {"t": {"config": {"retention.ms": 1000, "retention.commitoffset.ms": 2000}}}}
+    )
+    assert "retention.commitoffset.ms=2000 is greater than retention.ms=1000" in problem
+    parse_config({"topics": {"t": {"config": {"retention.ms": -1, "retention.commitoffset.ms": 2000}}}})
+
+
+def test_header_strategy_needs_a_header_name() -> None:
+    (problem,) = problems_of({"topics": {"t": {"config": {"compaction.strategy": "header"}}}})
+    assert "compaction.strategy.header" in problem
+
+
+def test_illegal_topic_name_in_config() -> None:
+    (problem,) = problems_of({"topics": {"bad name!": {}}})
+    assert "bad name!" in problem and "illegal characters" in problem
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    problems = problems_of(
+        {
+            "lake": {"uri": "ftp://x", "storage": {"max_attempts": 0}},
+            "topics": {"a": {"partitions": 0, "config": {"segment.ms": -5, "retention.bytes": "x"}}},
+        }
+    )
+    assert len(problems) == 5, problems
+    assert any("lake.uri='ftp://x'" in p for p in problems)
+    assert any("max_attempts=0" in p for p in problems)
+    assert any("partitions=0" in p for p in problems)
+
+
+def test_env_references_and_missing_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_ENDPOINT", "http://127.0.0.1:9000")
+    config = parse_config({"lake": {"uri": "s3://b/p", "storage": {"endpoint_url": "${MY_ENDPOINT}"}}})
+    assert config.storage.endpoint_url == "http://127.0.0.1:9000"
+    monkeypatch.delenv("MY_ENDPOINT")
+    (problem,) = problems_of({"lake": {"storage": {"endpoint_url": "${MY_ENDPOINT}"}}})
+    assert "MY_ENDPOINT is not set" in problem
+
+
+def test_secrets_never_in_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = parse_config({"lake": {"uri": "s3://b/p", "storage": {"secret_access_key": "TOPSECRET"}}})
+    assert "TOPSECRET" not in repr(config)
+
+
+def test_load_config_file_and_yaml_errors(tmp_path: Path) -> None:
+    path = tmp_path / "lakecleaner.yaml"
+    path.write_text("lake: {uri: 'file:///tmp/x'}\ntopics:\n  orders:\n    partitions: 3\n")
+    config = load_config(path)
+    assert config.topics["orders"].partitions == 3 and config.lake_uri == "file:///tmp/x"
+    path.write_text("lake: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_repository_config_is_valid() -> None:
+    config = load_config(Path(__file__).parent.parent / "config" / "lakecleaner.yaml")
+    assert config.topics

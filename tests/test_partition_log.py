@@ -1,0 +1,259 @@
+"""The partition log on both backends: append, roll rules, reads, races, crashes, corruption, repair."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lakecleaner.errors import (
+    CorruptManifest,
+    CorruptSegment,
+    InvalidRecord,
+    LakeCleanerError,
+    OffsetOutOfRange,
+    TopicExists,
+    TopicNotFound,
+)
+from lakecleaner.faults import CRASH_EXIT_STATUS, on_crash_point
+from lakecleaner.lake import Lake
+from lakecleaner.log.records import Record, encode_version, table_to_records
+from lakecleaner.log.repair import repair_partition
+from tests import lake_process
+
+NOW = 1_700_000_000_000
+
+
+def recs(n: int, ts: int = NOW, prefix: str = "k", value_size: int = 10) -> list[Record]:
+    return [Record(f"{prefix}{i}".encode(), b"v" * value_size, ts) for i in range(n)]
+
+
+def test_create_topic_and_append_assigns_contiguous_offsets(lake: Lake) -> None:
+    topic = lake.create_topic("orders", partitions=3)
+    assert lake.list_topics() == ["orders"]
+    log = topic.partition(1)
+    first = log.append(recs(5), now_ms=NOW)
+    second = log.append(recs(3), now_ms=NOW)
+    assert (first.base_offset, first.next_offset, second.base_offset, second.next_offset) == (0, 5, 5, 8)
+    table = log.read()
+    assert table.column("offset").to_pylist() == list(range(8))
+    assert topic.partition(0).read().num_rows == 0
+    with pytest.raises(TopicExists):
+        lake.create_topic("orders")
+    assert lake.create_topic("orders", exist_ok=True).partitions == 3
+    with pytest.raises(TopicNotFound, match="partitions 0..2"):
+        topic.partition(3)
+
+
+def test_records_round_trip_with_headers_tombstones_and_null_keys(lake: Lake) -> None:
+    log = lake.create_topic("events").partition(0)
+    sent = [
+        Record(b"a", b"1", 10, (("version", encode_version(7)), ("dup", b"x"), ("dup", None))),
+        Record(b"a", None, 11),
+        Record(None, b"unkeyed", 12),
+    ]
+    log.append(sent, now_ms=NOW)
+    got = table_to_records(log.read())
+    assert [(r.offset, r.key, r.value, r.timestamp, r.headers) for r in got] == [
+        (i, s.key, s.value, s.timestamp, s.headers) for i, s in enumerate(sent)
+    ]
+
+
+def test_records_without_timestamp_get_append_time(lake: Lake) -> None:
+    log = lake.create_topic("events").partition(0)
+    log.append([Record(b"a", b"1")], now_ms=NOW)
+    assert log.read().column("timestamp").to_pylist() == [NOW]
+
+
+def test_compacted_topic_rejects_records_without_a_key(lake: Lake) -> None:
+    log = lake.create_topic("cdc", config={"cleanup.policy": "compact"}).partition(0)
+    with pytest.raises(InvalidRecord, match="cannot accept records without a key"):
+        log.append([Record(b"a", b"1"), Record(None, b"2")], now_ms=NOW)
+    assert log.manifest().next_offset == 0
+    assert lake.store.list(log.prefix + "segments/") == []
+
+
+def test_roll_on_size(lake: Lake) -> None:
+    log = lake.create_topic("t", config={"segment.bytes": 4000}).partition(0)
+    log.append(recs(10), now_ms=NOW)
+    size_one = log.manifest().segments[0].size_bytes
+    assert size_one < 4000 < 2 * size_one + 100
+    log.append(recs(10), now_ms=NOW)
+    segments = log.manifest().segments
+    assert [(s.base_offset, s.next_offset, s.sealed) for s in segments] == [(0, 10, True), (10, 20, False)]
+
+
+def test_no_roll_while_size_plus_incoming_fits(lake: Lake) -> None:
+    log = lake.create_topic("t", config={"segment.bytes": 1_000_000}).partition(0)
+    for _ in range(3):
+        log.append(recs(10), now_ms=NOW)
+    (segment,) = log.manifest().segments
+    assert (segment.record_count, len(segment.files), segment.sealed) == (30, 3, False)
+
+
+def test_roll_on_segment_ms_measured_from_the_first_batch_max_timestamp(lake: Lake) -> None:
+    log = lake.create_topic("t", config={"segment.ms": 1000}).partition(0)
+    log.append(recs(2, ts=NOW), now_ms=NOW)
+    log.append(recs(2, ts=NOW + 1000), now_ms=NOW)  # waited exactly segment.ms: no roll
+    assert len(log.manifest().segments) == 1
+    log.append(recs(2, ts=NOW + 1001), now_ms=NOW)  # one ms more: roll
+    segments = log.manifest().segments
+    assert [(s.base_offset, s.first_batch_max_timestamp) for s in segments] == [(0, NOW), (4, NOW + 1001)]
+
+
+def test_kip354_max_compaction_lag_bounds_segment_ms_on_compacted_topics(lake: Lake) -> None:
+    log = lake.create_topic("cdc", config={"cleanup.policy": "compact", "segment.ms": 10_000_000,
+                                            "max.compaction.lag.ms": 500}).partition(0)
+    log.append(recs(2, ts=NOW), now_ms=NOW)
+    log.append(recs(2, ts=NOW + 501), now_ms=NOW)
+    assert len(log.manifest().segments) == 2
+    plain = lake.create_topic("plain", config={"segment.ms": 10_000_000, "max.compaction.lag.ms": 500}).partition(0)
+    plain.append(recs(2, ts=NOW), now_ms=NOW)
+    plain.append(recs(2, ts=NOW + 501), now_ms=NOW)
+    assert len(plain.manifest().segments) == 1
+
+
+def test_explicit_roll_seals_and_next_append_opens_a_new_segment(lake: Lake) -> None:
+    log = lake.create_topic("t").partition(0)
+    log.roll(now_ms=NOW)  # empty log: nothing to roll
+    assert log.manifest().segments == ()
+    log.append(recs(3), now_ms=NOW)
+    log.roll(now_ms=NOW)
+    log.append(recs(2), now_ms=NOW)
+    assert [(s.base_offset, s.sealed) for s in log.manifest().segments] == [(0, True), (3, False)]
+
+
+def test_read_from_offset_and_out_of_range(lake: Lake) -> None:
+    log = lake.create_topic("t", config={"segment.bytes": 3000}).partition(0)
+    for _ in range(4):
+        log.append(recs(10), now_ms=NOW)
+    assert log.read(25).column("offset").to_pylist() == list(range(25, 40))
+    assert log.read(40).num_rows == 0
+    assert log.read(5, max_records=3).column("offset").to_pylist() == [5, 6, 7]
+    assert log.read(0, columns=["offset", "key"]).column_names == ["offset", "key"]
+    with pytest.raises(OffsetOutOfRange, match=r"offset 41 is out of range.*\[0, 40\)"):
+        log.read(41)
+
+
+def test_table_append_with_missing_optional_columns(lake: Lake) -> None:
+    log = lake.create_topic("t").partition(0)
+    log.append(pa.table({"key": [b"a", b"b"], "value": [b"1", None]}), now_ms=NOW)
+    got = log.read()
+    assert got.column("timestamp").to_pylist() == [NOW, NOW]
+    assert got.column("value").to_pylist() == [b"1", None]
+    with pytest.raises(ValueError, match="unknown columns"):
+        log.append(pa.table({"key": [b"a"], "colour": ["red"]}))
+
+
+def test_two_processes_appending_at_once_get_unique_contiguous_offsets(lake: Lake) -> None:
+    lake.create_topic("race")
+    batches, size = 15, 7
+    procs = [lake_process.start(lake.config, {"action": "append", "topic": "race", "partition": 0, "tag": tag,
+                                              "batches": batches, "batch_size": size}) for tag in ("A", "B")]
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err.decode()
+    log = lake.topic("race").partition(0)
+    table = log.read()
+    assert table.column("offset").to_pylist() == list(range(2 * batches * size))
+    values = {v.decode() for v in table.column("value").to_pylist()}
+    expected = {f"{tag}:{i}:{j}" for tag in ("A", "B") for i in range(batches) for j in range(size)}
+    assert values == expected
+    # every batch stayed whole and in order within its producer
+    for tag in ("A", "B"):
+        mine = [v.decode() for v in table.column("value").to_pylist() if v.decode().startswith(tag)]
+        assert mine == sorted(mine, key=lambda s: (int(s.split(":")[1]), int(s.split(":")[2])))
+    # files of lost races were removed: every data file is referenced
+    referenced = log.manifest().referenced_paths()
+    on_disk = {o.key[len(log.prefix):] for o in lake.store.list(log.prefix + "segments/")}
+    assert on_disk == referenced
+
+
+def test_crash_between_data_write_and_manifest_commit_leaves_the_old_log(lake: Lake) -> None:
+    log = lake.create_topic("crash").partition(0)
+    log.append(recs(4), now_ms=NOW)
+    before = log.read()
+    proc = lake_process.start(lake.config, {"action": "append", "topic": "crash", "partition": 0, "tag": "X",
+                                            "batches": 1, "batch_size": 5},
+                              env={"LAKECLEANER_CRASH_AT": "append.after_data_write"})
+    proc.communicate(timeout=120)
+    assert proc.returncode == CRASH_EXIT_STATUS
+    assert log.read().equals(before)
+    orphans = {o.key[len(log.prefix):] for o in lake.store.list(log.prefix + "segments/")}
+    assert len(orphans - log.manifest().referenced_paths()) == 1  # the orphan, left for gc
+    assert log.append(recs(1), now_ms=NOW).base_offset == 4
+
+
+def test_failure_before_manifest_write_keeps_old_log_in_process(lake: Lake) -> None:
+    log = lake.create_topic("t").partition(0)
+    log.append(recs(2), now_ms=NOW)
+
+    def boom() -> None:
+        raise RuntimeError("simulated crash")
+
+    with on_crash_point("commit.before_manifest_write", boom), pytest.raises(RuntimeError):
+        log.append(recs(3), now_ms=NOW)
+    assert log.manifest().next_offset == 2
+
+
+def test_corrupt_segment_file_gives_a_clear_error_naming_the_file(lake: Lake) -> None:
+    log = lake.create_topic("t").partition(0)
+    log.append(recs(3), now_ms=NOW)
+    path = log.manifest().segments[0].files[0].path
+    lake.store.write(log.prefix + path, b"PAR1 this is not parquet")
+    with pytest.raises(CorruptSegment) as exc:
+        log.read()
+    assert path in str(exc.value) and "unreadable" in str(exc.value)
+
+
+def test_missing_segment_file_gives_a_clear_error(lake: Lake) -> None:
+    log = lake.create_topic("t").partition(0)
+    log.append(recs(3), now_ms=NOW)
+    path = log.manifest().segments[0].files[0].path
+    lake.store.delete(log.prefix + path)
+    with pytest.raises(CorruptSegment, match="missing"):
+        log.read()
+
+
+def test_corrupt_manifest_gives_a_clear_error_and_repair_restores_the_log(lake: Lake) -> None:
+    topic = lake.create_topic("t", config={"segment.bytes": 3000})
+    log = topic.partition(0)
+    for i in range(5):
+        log.append(recs(10, prefix=f"b{i}-"), now_ms=NOW)
+    before = log.read()
+    segments_before = [(s.base_offset, s.next_offset, s.record_count) for s in log.manifest().segments]
+    lake.store.write(log.manifest_key, b'{"topic": "t", "trunc')
+    with pytest.raises(CorruptManifest, match="lakecleaner repair"):
+        log.read()
+    report = repair_partition(lake.store, "t", 0, topic.config, now_ms=NOW)
+    assert report.previous_state.startswith("corrupt")
+    assert log.read().equals(before)
+    assert [(s.base_offset, s.next_offset, s.record_count) for s in log.manifest().segments] == segments_before
+    assert log.append(recs(1), now_ms=NOW).base_offset == 50
+
+
+def test_repair_of_a_missing_manifest_prefers_the_committed_file_over_a_crash_orphan(lake: Lake) -> None:
+    topic = lake.create_topic("t")
+    log = topic.partition(0)
+    log.append(recs(4), now_ms=NOW)
+    crashed = lake_process.start(lake.config, {"action": "append", "topic": "t", "partition": 0, "tag": "X",
+                                               "batches": 1, "batch_size": 5},
+                                 env={"LAKECLEANER_CRASH_AT": "append.after_data_write"})
+    crashed.communicate(timeout=120)
+    log.append(recs(2, prefix="late"), now_ms=NOW + 5)
+    expected = log.read()
+    lake.store.delete(log.manifest_key)
+    with pytest.raises(TopicNotFound, match="repair"):
+        log.read()
+    report = repair_partition(lake.store, "t", 0, topic.config, now_ms=NOW)
+    assert report.previous_state == "missing"
+    assert log.read().equals(expected)
+    assert len(report.left_out) == 1 and "superseded" in next(iter(report.left_out.values()))
+    assert [p.path for p in log.manifest().pending_deletes] == list(report.left_out)
+
+
+def test_repair_refuses_a_readable_manifest_without_force(lake: Lake) -> None:
+    topic = lake.create_topic("t")
+    topic.partition(0).append(recs(2), now_ms=NOW)
+    with pytest.raises(LakeCleanerError, match="--force"):
+        repair_partition(lake.store, "t", 0, topic.config)
+    assert repair_partition(lake.store, "t", 0, topic.config, force=True).manifest.next_offset == 2

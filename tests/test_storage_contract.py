@@ -1,0 +1,155 @@
+"""One contract for every storage backend: the local directory and a real S3 HTTP endpoint."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow.parquet as pq
+import pytest
+
+from lakecleaner.config import StorageSettings
+from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
+from lakecleaner.io import ObjectStore, S3Store, open_store
+from tests.conftest import TEST_SECRET_KEY
+
+
+def test_write_read_stat_list_delete(store: ObjectStore) -> None:
+    store.write("a/b/one.bin", b"1")
+    store.write("a/two.bin", b"22")
+    store.write("c/three.bin", b"333")
+    assert store.read("a/b/one.bin") == b"1"
+    assert store.stat("a/two.bin").size == 2
+    assert [o.key for o in store.list("a/")] == ["a/b/one.bin", "a/two.bin"]
+    assert [o.key for o in store.list("")] == ["a/b/one.bin", "a/two.bin", "c/three.bin"]
+    store.delete("a/two.bin")
+    assert not store.exists("a/two.bin")
+    store.delete("a/two.bin")  # idempotent
+    assert [o.key for o in store.list("a/")] == ["a/b/one.bin"]
+
+
+def test_missing_object_is_object_not_found_naming_the_key(store: ObjectStore) -> None:
+    with pytest.raises(ObjectNotFound) as exc:
+        store.read("nowhere/missing.json")
+    assert "nowhere/missing.json" in str(exc.value)
+    assert store.location("nowhere/missing.json") in str(exc.value)
+
+
+def test_create_if_absent(store: ObjectStore) -> None:
+    etag = store.create("m.json", b"v1")
+    assert store.read_with_etag("m.json") == (b"v1", etag)
+    with pytest.raises(ConditionFailed):
+        store.create("m.json", b"v2")
+    assert store.read("m.json") == b"v1"
+
+
+def test_replace_if_etag_matches(store: ObjectStore) -> None:
+    etag1 = store.create("m.json", b"v1")
+    etag2 = store.replace("m.json", b"v2", etag1)
+    assert store.read_with_etag("m.json") == (b"v2", etag2)
+    with pytest.raises(ConditionFailed):
+        store.replace("m.json", b"v3", etag1)
+    assert store.read("m.json") == b"v2"
+
+
+def test_conditional_write_race_loses_no_update(store: ObjectStore) -> None:
+    """Eight threads increment one counter by read-modify-write with If-Match: every
+    increment lands exactly once, and every lost race is reported as ConditionFailed."""
+    store.create("counter.json", b"0")
+    increments_per_thread, threads = 5, 8
+    conflicts = []
+
+    def worker() -> None:
+        done = 0
+        while done < increments_per_thread:
+            data, etag = store.read_with_etag("counter.json")
+            try:
+                store.replace("counter.json", str(int(data) + 1).encode(), etag)
+                done += 1
+            except ConditionFailed:
+                conflicts.append(1)
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    assert int(store.read("counter.json")) == increments_per_thread * threads
+
+
+def test_create_race_has_exactly_one_winner(store: ObjectStore) -> None:
+    winners, losers = [], []
+
+    def worker(i: int) -> None:
+        try:
+            store.create("once.json", str(i).encode())
+            winners.append(i)
+        except ConditionFailed:
+            losers.append(i)
+
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    assert len(winners) == 1 and len(losers) == 7
+    assert store.read("once.json") == str(winners[0]).encode()
+
+
+def test_arrow_filesystem_reaches_the_same_objects(store: ObjectStore) -> None:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"x": [1, 2, 3]}), sink)
+    store.write("t/x.parquet", sink.getvalue().to_pybytes())
+    table = pq.read_table(store.arrow_path("t/x.parquet"), filesystem=store.arrow_fs, columns=["x"])
+    assert table.column("x").to_pylist() == [1, 2, 3]
+
+
+def test_local_keys_cannot_escape_the_root(backend: str, store: ObjectStore) -> None:
+    if backend != "local":
+        pytest.skip("path escapes are a local-directory concern")
+    with pytest.raises(StorageError, match="relative"):
+        store.write("../outside.bin", b"x")
+
+
+def test_unreachable_endpoint_retries_then_fails_clearly_without_credentials() -> None:
+    settings = StorageSettings(
+        endpoint_url="http://127.0.0.1:9", region="us-east-1", access_key_id="AKIAEXAMPLEKEY",
+        secret_access_key=TEST_SECRET_KEY, max_attempts=3, backoff_base_ms=1, backoff_max_ms=5,
+    )
+    store = open_store("s3://bucket/prefix", settings)
+    with pytest.raises(StorageError) as exc:
+        store.read("topics/t/partition=0/manifest.json")
+    message = str(exc.value)
+    assert "s3://bucket/prefix/topics/t/partition=0/manifest.json" in message
+    assert "3 attempts" in message
+    assert TEST_SECRET_KEY not in message and "AKIAEXAMPLEKEY" not in message
+    assert TEST_SECRET_KEY not in repr(settings)
+
+
+def test_wrong_credentials_are_a_permanent_error_without_the_secret(s3_endpoint, backend: str) -> None:  # type: ignore[no-untyped-def]
+    if backend != "s3":
+        pytest.skip("credentials are an S3 concern")
+    settings = StorageSettings(endpoint_url=s3_endpoint.url, region="us-east-1", access_key_id="x",
+                               secret_access_key=TEST_SECRET_KEY, max_attempts=2, backoff_base_ms=1)
+    store = open_store("s3://no-such-bucket-for-lakecleaner/p", settings)
+    assert isinstance(store, S3Store)
+    with pytest.raises(StorageError) as exc:
+        store.write("k", b"v")
+    assert "no-such-bucket-for-lakecleaner" in str(exc.value)
+    assert TEST_SECRET_KEY not in str(exc.value)
+
+
+def test_versioning_detection(backend: str, store: ObjectStore, s3_endpoint) -> None:  # type: ignore[no-untyped-def]
+    assert store.versioning_enabled() is False
+    if backend == "s3":
+        client = s3_endpoint.client()
+        bucket = f"versioned-{id(store) % 100000}"
+        client.create_bucket(Bucket=bucket)
+        client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        versioned = open_store(f"s3://{bucket}/x", s3_endpoint.settings())
+        assert versioned.versioning_enabled() is True
+        versioned.write("k", b"1")
+        versioned.write("k", b"2")
+        versioned.delete_all_versions("k")
+        assert client.list_object_versions(Bucket=bucket, Prefix="x/k").get("Versions", []) == []
