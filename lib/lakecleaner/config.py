@@ -449,11 +449,11 @@ class LakeConfig:
         spec = self.topics.get(name)
         topic_overrides = dict(spec.overrides) if spec else {}
         topic_overrides.update(overrides or {})
+        where = f"{self.source}: topics.{name}.config"
+        if overrides:
+            where = f"topic {name} config (stored with the topic, over {where})"
         return resolve_topic_config(
-            self.defaults,
-            topic_overrides,
-            where=f"{self.source}: topics.{name}.config",
-            broker_where=f"{self.source}: defaults",
+            self.defaults, topic_overrides, where=where, broker_where=f"{self.source}: defaults"
         )
 
 

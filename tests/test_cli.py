@@ -1,0 +1,116 @@
+"""The `lakecleaner` CLI, run as a real process against a local lake."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(lake: Path, *args: str, stdin: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "lakecleaner.cli", "--lake", f"file://{lake}", *args],
+        input=stdin, capture_output=True, text=True, cwd=REPO, timeout=120,
+    )
+    if ok:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_topics_create_list_describe(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "orders", "--partitions", "3", "--config", "cleanup.policy=compact")
+    assert json.loads(run(tmp_path, "--json", "topics", "list").stdout) == ["orders"]
+    info = json.loads(run(tmp_path, "--json", "topics", "describe", "orders").stdout)
+    assert info["partitions"] == 3 and info["config"]["cleanup.policy"] == "compact"
+    human = run(tmp_path, "topics", "describe", "orders").stdout
+    assert "cleanup.policy" in human and "topic" in human
+    run(tmp_path, "topics", "alter", "orders", "--config", "min.cleanable.dirty.ratio=0.2")
+    info = json.loads(run(tmp_path, "--json", "topics", "describe", "orders").stdout)
+    assert info["config"]["min.cleanable.dirty.ratio"] == 0.2
+
+
+def test_produce_json_lines_consume_and_status(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "events", "--partitions", "2")
+    lines = "\n".join(json.dumps(r) for r in [
+        {"key": "a", "value": "1", "timestamp": 100, "headers": {"source": "x"}},
+        {"key": "b", "value": None, "timestamp": 101, "partition": 1},
+        {"key": "a", "value": "2", "timestamp": 102},
+    ])
+    out = json.loads(run(tmp_path, "--json", "produce", "--topic", "events", stdin=lines).stdout)
+    assert out["records"] == 3
+    records = []
+    for p in (0, 1):
+        records += [json.loads(line) for line in run(tmp_path, "consume", "--topic", "events", "--partition",
+                                                       str(p)).stdout.splitlines()]
+    assert sorted((r["key"], r["value"], r["timestamp"]) for r in records) == [
+        ("a", "1", 100), ("a", "2", 102), ("b", None, 101)
+    ]
+    a_records = [r for r in records if r["key"] == "a"]
+    assert a_records[0]["headers"] == [["source", "x"]]
+    assert len({r["offset"] for r in a_records}) == 2  # same key, same partition, consecutive offsets
+    status = json.loads(run(tmp_path, "--json", "status").stdout)
+    assert sum(p["records"] for p in status["events"]) == 3
+    assert "next" in run(tmp_path, "status", "--topic", "events").stdout
+
+
+def test_produce_generate_and_offsets(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "cdc", "--partitions", "2", "--config", "cleanup.policy=compact")
+    out = json.loads(run(tmp_path, "--json", "produce", "--topic", "cdc", "--generate", "--records", "5000",
+                         "--keys", "100", "--header-versions", "--tombstone-share", "0.1").stdout)
+    assert out["records"] == 5000 and set(out["per_partition"]) == {"0", "1"}
+    run(tmp_path, "offsets", "commit", "--group", "g1", "--topic", "cdc", "0=10", "1=20")
+    run(tmp_path, "offsets", "commit", "--group", "g2", "--topic", "cdc", "0=5")
+    listed = json.loads(run(tmp_path, "--json", "offsets", "list", "--topic", "cdc").stdout)
+    assert {(r["group"], r["partition"], r["offset"]) for r in listed["offsets"]} == {
+        ("g1", 0, 10), ("g1", 1, 20), ("g2", 0, 5)
+    }
+    assert listed["minimum"]["0"]["offset"] == 5
+    assert listed["minimum"]["1"]["offset"] is None and "g2" in listed["minimum"]["1"]["reason"]
+
+
+def test_repair_command_restores_a_deleted_manifest(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "t")
+    run(tmp_path, "produce", "--topic", "t", "--generate", "--records", "300", "--keys", "30")
+    before = run(tmp_path, "consume", "--topic", "t", "--partition", "0").stdout
+    (tmp_path / "topics" / "t" / "partition=0" / "manifest.json").unlink()
+    failed = run(tmp_path, "consume", "--topic", "t", "--partition", "0", ok=False)
+    assert failed.returncode == 2 and "lakecleaner repair" in failed.stderr
+    reports = json.loads(run(tmp_path, "--json", "repair", "--topic", "t").stdout)
+    assert reports[0]["previous_state"] == "missing" and reports[0]["records"] == 300
+    assert run(tmp_path, "consume", "--topic", "t", "--partition", "0").stdout == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("topics", "create", "bad/name"), "illegal characters '/'"),
+        (("topics", "create", "t", "--config", "segment.byte=5"), "did you mean 'segment.bytes'?"),
+        (("topics", "create", "t", "--config", "min.compaction.lag.ms=10", "--config", "max.compaction.lag.ms=5"),
+         "max.compaction.lag.ms=5 is less than min.compaction.lag.ms=10"),
+        (("consume", "--topic", "missing", "--partition", "0"), "topic missing does not exist"),
+    ],
+)
+def test_errors_exit_2_with_a_clear_message(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    proc = run(tmp_path, *args, ok=False)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_compacted_topic_rejects_unkeyed_json_records(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "cdc", "--config", "cleanup.policy=compact")
+    proc = run(tmp_path, "produce", "--topic", "cdc", stdin='{"key": null, "value": "x"}\n', ok=False)
+    assert proc.returncode == 2 and "without a key" in proc.stderr
+
+
+def test_demo_builds_the_sample_topics_and_prints_status(tmp_path: Path) -> None:
+    proc = run(tmp_path, "demo", "--records", "4000")
+    assert "topic customers-cdc" in proc.stdout and "topic page-views" in proc.stdout
+    status = json.loads(run(tmp_path, "--json", "status").stdout)
+    assert sum(p["records"] for p in status["customers-cdc"]) == 4000
+    assert len(status["customers-cdc"]) == 4
