@@ -153,3 +153,30 @@ def test_versioning_detection(backend: str, store: ObjectStore, s3_endpoint) -> 
         versioned.write("k", b"2")
         versioned.delete_all_versions("k")
         assert client.list_object_versions(Bucket=bucket, Prefix="x/k").get("Versions", []) == []
+
+
+def test_transient_s3_errors_are_retried_with_backoff(s3_endpoint) -> None:  # type: ignore[no-untyped-def]
+    from tests.flaky_proxy import FlakyProxy
+
+    with FlakyProxy(s3_endpoint.url, failures=2) as proxy:
+        settings = StorageSettings(endpoint_url=proxy.url, region="us-east-1",
+                                   access_key_id=s3_endpoint.access_key, secret_access_key=s3_endpoint.secret_key,
+                                   max_attempts=4, backoff_base_ms=1, backoff_max_ms=5)
+        store = open_store(f"s3://{s3_endpoint.bucket}/flaky", settings)
+        store.write("k", b"survived")
+        assert proxy.requests == 3  # two 503s, then the write went through
+        assert store.read("k") == b"survived"
+
+
+def test_persistent_s3_outage_fails_after_the_configured_attempts(s3_endpoint) -> None:  # type: ignore[no-untyped-def]
+    from tests.flaky_proxy import FlakyProxy
+
+    with FlakyProxy(s3_endpoint.url, failures=100) as proxy:
+        settings = StorageSettings(endpoint_url=proxy.url, region="us-east-1",
+                                   access_key_id=s3_endpoint.access_key, secret_access_key=s3_endpoint.secret_key,
+                                   max_attempts=3, backoff_base_ms=1, backoff_max_ms=5)
+        store = open_store(f"s3://{s3_endpoint.bucket}/flaky", settings)
+        with pytest.raises(StorageError, match="still failing after 3 attempts") as exc:
+            store.write("k", b"lost?")
+        assert proxy.requests == 3
+        assert s3_endpoint.secret_key not in str(exc.value)
