@@ -8,7 +8,6 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
-from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import click
@@ -17,17 +16,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from lakecleaner.clock import parse_time_ms, wall_clock_ms
 from lakecleaner.config import LakeConfig, load_config, parse_config
 from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.lake import Lake, Topic
-from lakecleaner.log.partition import wall_clock_ms
 from lakecleaner.log.records import BATCH_SCHEMA, HEADER_TYPE
 from lakecleaner.log.repair import repair_partition
 from lakecleaner.status import partition_status
 from lakecleaner.workload import WorkloadSpec, generate, kafka_partition
 
 F = TypeVar("F", bound=Callable[..., Any])
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True)
 
 
@@ -419,6 +418,129 @@ def repair(ctx: Context, topic: str, partitions: tuple[int, ...], force: bool, l
     ctx.emit(reports, human)
 
 
+# -- plan / retain / trim / gc -------------------------------------------------------------------
+def _now(text: str | None) -> int:
+    return wall_clock_ms() if text is None else parse_time_ms(text)
+
+
+NOW_HELP = "Decide as of this time (epoch ms or ISO 8601; default: now)."
+
+
+def _partitions(values: tuple[int, ...]) -> list[int] | None:
+    return sorted(set(values)) or None
+
+
+@cli.command()
+@click.option("--topic", required=True)
+@click.option("--now", "now_text", help=NOW_HELP)
+@click.option("--partition", "partitions", type=int, multiple=True, help="Only these partitions.")
+@click.option("--force", is_flag=True, help="Select every partition with cleanable bytes, ignoring the ratio.")
+@click.option("--max-partitions", type=int, help="Compact at most this many partitions per run.")
+@pass_ctx
+def plan(
+    ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ...], force: bool, max_partitions: int | None
+) -> None:
+    """Show what would be rolled, compacted and deleted, and why. Changes nothing."""
+    from lakecleaner.policy import plan_topic
+    from lakecleaner.policy.render import render_topic_plan
+
+    now = _now(now_text)
+    t = ctx.lake.topic(topic)
+    manifests = t.manifests()
+    consumed = (
+        ctx.lake.offsets.consumed_positions(topic, sorted(manifests)) if t.config.consumed_retention_enabled else {}
+    )
+    result = plan_topic(
+        topic,
+        manifests,
+        t.config,
+        consumed,
+        now,
+        force=force,
+        partitions=_partitions(partitions),
+        max_partitions=max_partitions,
+    )
+    ctx.emit(result.to_dict(), lambda: console.print(render_topic_plan(result)))
+
+
+@cli.command()
+@click.option("--topic", required=True)
+@click.option("--now", "now_text", help=NOW_HELP)
+@click.option("--partition", "partitions", type=int, multiple=True, help="Only these partitions.")
+@click.option("--dry-run", is_flag=True, help="Plan and check, commit nothing.")
+@pass_ctx
+def retain(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ...], dry_run: bool) -> None:
+    """Apply time, size and consumed retention (KIP-68) to a topic."""
+    from lakecleaner.retention import retain_topic
+
+    report = retain_topic(ctx.lake, topic, _now(now_text), partitions=_partitions(partitions), dry_run=dry_run)
+    data = {**report.to_dict(), "location": report.location}
+
+    def human() -> None:
+        table = Table("part", "status", "deleted (rule: segments)", "bytes", "new log start", "held back by")
+        for p in data["partitions"]:
+            rules = ", ".join(f"{r}: {v['segments']}" for r, v in p["deleted_by_rule"].items()) or "-"
+            deleted = sum(v["bytes"] for v in p["deleted_by_rule"].values())
+            table.add_row(
+                str(p["partition"]),
+                p["status"],
+                rules,
+                _bytes(deleted),
+                str(p["new_log_start_offset"]),
+                ", ".join(p["held_back_by"]) or "-",
+            )
+        console.print(table)
+        for p in data["partitions"]:
+            if p["error"]:
+                console.print(f"partition {p['partition']}: {p['error']}", markup=False)
+            if p["consumers_below_log_start"]:
+                console.print(
+                    f"partition {p['partition']}: groups below the new log start will reset: "
+                    f"{p['consumers_below_log_start']}",
+                    markup=False,
+                )
+        if report.location:
+            console.print(f"report: {report.location}", markup=False)
+
+    ctx.emit(data, human)
+    if not report.success:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--topic", required=True)
+@click.option("--partition", type=int, required=True)
+@click.option("--offset", type=int, required=True, help="New log start offset: records below it are deleted.")
+@pass_ctx
+def trim(ctx: Context, topic: str, partition: int, offset: int) -> None:
+    """Kafka's DeleteRecords: move a partition's log start offset forward."""
+    from lakecleaner.retention import trim_partition
+
+    manifest = trim_partition(ctx.lake, topic, partition, offset)
+    ctx.emit(
+        {"log_start_offset": manifest.log_start_offset, "version": manifest.version},
+        lambda: console.print(f"{topic}-{partition}: log start offset is now {manifest.log_start_offset}"),
+    )
+
+
+@cli.command()
+@click.option("--topic", required=True)
+@click.option("--now", "now_text", help=NOW_HELP)
+@click.option("--partition", "partitions", type=int, multiple=True, help="Only these partitions.")
+@pass_ctx
+def gc(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ...]) -> None:
+    """Physically delete files whose file.delete.delay.ms has passed, and old orphan files."""
+    from lakecleaner.retention import gc_topic
+
+    report = gc_topic(ctx.lake, topic, _now(now_text), partitions=_partitions(partitions))
+    ctx.emit(
+        {**report.to_dict(), "location": report.location},
+        lambda: console.print(
+            f"{topic}: deleted {report.files_deleted} file(s); report: {report.location}", markup=False
+        ),
+    )
+
+
 # -- offsets ----------------------------------------------------------------------------------
 @cli.group()
 def offsets() -> None:
@@ -548,4 +670,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["Path", "cli", "main"]
+__all__ = ["cli", "main"]

@@ -17,16 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig, TopicConfig, load_config, parse_config
 from lakecleaner.errors import ConditionFailed, ObjectNotFound, TopicExists, TopicNotFound
 from lakecleaner.io import ObjectStore, open_store
 from lakecleaner.log.manifest import Manifest
-from lakecleaner.log.partition import PartitionLog, wall_clock_ms
+from lakecleaner.log.partition import PartitionLog
 from lakecleaner.names import validate_partition, validate_topic_name
 from lakecleaner.offsets import OffsetStore
+from lakecleaner.reports import RUNS_PREFIX
 
 TOPICS_PREFIX = "topics/"
-RUNS_PREFIX = "_lakecleaner/runs/"
 
 
 def topic_metadata_key(topic: str) -> str:
@@ -176,3 +177,6 @@ class Lake:
             for o in self.store.list(TOPICS_PREFIX)
             if o.key.endswith("/topic.json") and o.key.count("/") == 2
         )
+
+
+__all__ = ["RUNS_PREFIX", "Lake", "Topic", "TopicMetadata", "topic_metadata_key"]

@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.errors import (
     ConcurrentModification,
@@ -142,7 +143,7 @@ class OffsetStore:
             validate_partition(p)
             if isinstance(o, bool) or not isinstance(o, int) or o < 0:
                 raise ValueError(f"offset {o!r} for {topic}-{p} must be a non-negative integer (the next offset)")
-        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        now = wall_clock_ms() if now_ms is None else now_ms
         key = group_key(group)
         for _ in range(50):
             try:

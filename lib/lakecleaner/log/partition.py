@@ -18,6 +18,7 @@ from typing import TypeAlias
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import TopicConfig
 from lakecleaner.errors import (
     ConcurrentModification,
@@ -44,10 +45,6 @@ from lakecleaner.log.segment_files import (
 #: How often a commit retries after losing a race before giving up.
 MAX_COMMIT_ATTEMPTS = 50
 COMMIT_BACKOFF = RetryPolicy(max_attempts=MAX_COMMIT_ATTEMPTS, base_delay_s=0.01, max_delay_s=0.5)
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def partition_prefix(topic: str, partition: int) -> str:
@@ -352,4 +349,4 @@ class PartitionLog:
                         return
 
 
-__all__ = ["BATCH_SCHEMA", "AppendResult", "PartitionLog", "partition_prefix", "wall_clock_ms"]
+__all__ = ["BATCH_SCHEMA", "AppendResult", "PartitionLog", "partition_prefix"]

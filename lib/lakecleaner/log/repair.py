@@ -19,11 +19,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import TopicConfig
 from lakecleaner.errors import CorruptManifest, CorruptSegment, LakeCleanerError, ObjectNotFound, TopicNotFound
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.manifest import Manifest, PendingDelete, Segment, SegmentFile
-from lakecleaner.log.partition import PartitionLog, wall_clock_ms
+from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.segment_files import KIND_COMPACTED, FileMeta, read_file_meta
 
 

@@ -1,0 +1,132 @@
+"""Great Expectations 1.x quality checks: one runner for pandas and Spark DataFrames.
+
+Every rewrite (compaction) and every retention result is checked before it is committed.
+A check is a list of `Check`s — a GX expectation plus the sentence a user reads when it
+fails — run against one DataFrame in an ephemeral GX context. The result is a
+`QualityReport`: JSON-serialisable, stored with the run report, printable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+
+import great_expectations as gx
+from great_expectations.data_context.types.base import ProgressBarsConfig
+from great_expectations.expectations.expectation import Expectation
+
+logging.getLogger("great_expectations").setLevel(logging.WARNING)
+
+SAMPLE_SIZE = 5
+
+
+@dataclass(frozen=True)
+class Check:
+    """One expectation and, in words, the rule it enforces."""
+
+    rule: str
+    expectation: Expectation
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    rule: str
+    expectation: str
+    success: bool
+    unexpected_count: int | None = None
+    sample: list[Any] = field(default_factory=list)
+    observed: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "expectation": self.expectation,
+            "success": self.success,
+            "unexpected_count": self.unexpected_count,
+            "sample": [str(s) for s in self.sample],
+            "observed": None if self.observed is None else str(self.observed),
+        }
+
+
+@dataclass(frozen=True)
+class QualityReport:
+    """The outcome of every check on one subject (e.g. "compaction of orders-3")."""
+
+    subject: str
+    outcomes: tuple[CheckOutcome, ...]
+
+    @property
+    def success(self) -> bool:
+        return all(o.success for o in self.outcomes)
+
+    @property
+    def failures(self) -> tuple[CheckOutcome, ...]:
+        return tuple(o for o in self.outcomes if not o.success)
+
+    def summary(self) -> str:
+        """One line when everything passed; otherwise one line per failed check with a sample."""
+        if self.success:
+            return f"{self.subject}: all {len(self.outcomes)} quality checks passed"
+        lines = [f"{self.subject}: {len(self.failures)} of {len(self.outcomes)} quality checks failed"]
+        for f in self.failures:
+            count = "" if f.unexpected_count is None else f" ({f.unexpected_count} unexpected)"
+            sample = f", e.g. {', '.join(str(s) for s in f.sample)}" if f.sample else ""
+            observed = "" if f.observed is None else f", observed {f.observed}"
+            lines.append(f"  - {f.rule} [{f.expectation}]{count}{observed}{sample}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"subject": self.subject, "success": self.success, "checks": [o.to_dict() for o in self.outcomes]}
+
+
+_context_cache: list[Any] = []
+
+
+def _context() -> Any:
+    """One ephemeral GX context per process (creating one makes a temporary docs directory)."""
+    if not _context_cache:
+        context = gx.get_context(mode="ephemeral")
+        context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+        _context_cache.append(context)
+    return _context_cache[0]
+
+
+def validate(subject: str, dataframe: Any, checks: list[Check]) -> QualityReport:
+    """Run `checks` against a pandas or Spark DataFrame and report each outcome."""
+    context = _context()
+    name = f"lakecleaner-{uuid.uuid4().hex[:8]}"
+    is_spark = type(dataframe).__module__.startswith("pyspark")
+    source = context.data_sources.add_spark(name) if is_spark else context.data_sources.add_pandas(name)
+    batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
+    suite = context.suites.add(gx.ExpectationSuite(name=name))
+    for check in checks:
+        suite.add_expectation(check.expectation)
+    definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
+    try:
+        result = definition.run(batch_parameters={"dataframe": dataframe})
+    finally:
+        context.validation_definitions.delete(name)
+        context.suites.delete(name)
+        context.data_sources.delete(name)
+    by_id = {c.expectation.id: c for c in checks}
+    outcomes = []
+    for r in result.results:
+        config = r.expectation_config
+        matched = by_id.get(config.id) if config is not None else None
+        details = r.result or {}
+        outcomes.append(
+            CheckOutcome(
+                rule=matched.rule if matched else str(config.type if config else "?"),
+                expectation=str(config.type) if config is not None else "?",
+                success=bool(r.success),
+                unexpected_count=details.get("unexpected_count"),
+                sample=list(details.get("partial_unexpected_list") or [])[:SAMPLE_SIZE],
+                observed=details.get("observed_value"),
+            )
+        )
+    return QualityReport(subject, tuple(outcomes))

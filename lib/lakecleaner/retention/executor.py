@@ -1,0 +1,267 @@
+"""Applying retention plans (DESIGN section 4, "Retention") to the lake.
+
+For each partition: plan on the current manifest (pure, lakecleaner.policy.retention), check
+the result with Great Expectations, and commit it as ONE conditional manifest write. When
+another writer commits first, the plan is made again on the new manifest, so a retention
+commit can never delete a segment a concurrent compaction or append has just changed.
+Deleted segments' files go to `pending_deletes`; they are deleted physically by `gc` once
+`file.delete.delay.ms` has passed, so a reader holding the previous manifest can finish.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+from great_expectations import expectations as gxe
+
+from lakecleaner.clock import wall_clock_ms
+from lakecleaner.errors import LakeCleanerError
+from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.manifest import Manifest
+from lakecleaner.offsets import ConsumedPosition
+from lakecleaner.policy.retention import CONSUMED, RetentionPlan, apply_retention, plan_retention
+from lakecleaner.policy.trim import apply_trim
+from lakecleaner.quality import Check, QualityReport, validate
+from lakecleaner.reports import new_run_id, store_report
+
+COMMITTED, NOTHING_TO_DO, DRY_RUN, FAILED_QUALITY, FAILED = (
+    "committed",
+    "nothing-to-do",
+    "dry-run",
+    "failed-quality",
+    "failed",
+)
+
+
+class RetentionQualityError(LakeCleanerError):
+    def __init__(self, report: QualityReport) -> None:
+        self.report = report
+        super().__init__(report.summary())
+
+
+@dataclass(frozen=True)
+class PartitionRetentionResult:
+    topic: str
+    partition: int
+    status: str
+    plan: RetentionPlan | None
+    quality: QualityReport | None = None
+    manifest_version: int | None = None
+    consumers_below_log_start: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        plan = self.plan
+        per_rule: dict[str, dict[str, int]] = {}
+        for d in plan.deletions if plan else ():
+            entry = per_rule.setdefault(d.rule, {"segments": 0, "bytes": 0, "records": 0})
+            entry["segments"] += 1
+            entry["bytes"] += d.size_bytes
+            entry["records"] += d.record_count
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "status": self.status,
+            "deleted_by_rule": per_rule,
+            "new_log_start_offset": plan.new_log_start_offset if plan else None,
+            "held_back_by": list(plan.held_back_by) if plan else [],
+            "consumed_skipped": plan.consumed_skipped if plan else None,
+            "plan": plan.to_dict() if plan else None,
+            "quality": self.quality.to_dict() if self.quality else None,
+            "manifest_version": self.manifest_version,
+            "consumers_below_log_start": self.consumers_below_log_start,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class RetentionRunReport:
+    topic: str
+    run_id: str
+    now_ms: int
+    partitions: tuple[PartitionRetentionResult, ...]
+    location: str | None = None
+
+    @property
+    def success(self) -> bool:
+        return all(p.status not in (FAILED, FAILED_QUALITY) for p in self.partitions)
+
+    def to_dict(self) -> dict[str, Any]:
+        parts = [p.to_dict() for p in self.partitions]
+        return {
+            "kind": "retention",
+            "topic": self.topic,
+            "run_id": self.run_id,
+            "now_ms": self.now_ms,
+            "success": self.success,
+            "segments_deleted": sum(len(p.plan.deletions) for p in self.partitions if p.plan and p.status == COMMITTED),
+            "bytes_deleted": sum(p.plan.deleted_bytes for p in self.partitions if p.plan and p.status == COMMITTED),
+            "partitions": parts,
+        }
+
+
+def _readable_records(lake: Lake, prefix: str, manifest: Manifest) -> list[dict[str, Any]]:
+    """One row per remaining segment: the records the manifest expects and those its files hold
+    (from each file's Parquet footer; a missing or unreadable file counts as -1)."""
+    rows = []
+    for seg in manifest.segments:
+        readable = 0
+        for f in seg.files:
+            try:
+                readable += pq.read_metadata(
+                    lake.store.arrow_path(prefix + f.path), filesystem=lake.store.arrow_fs
+                ).num_rows
+            except (OSError, ValueError):
+                readable = -1
+                break
+        rows.append({"segment": seg.id, "expected": seg.record_count, "readable": readable})
+    return rows
+
+
+def check_retention(
+    lake: Lake,
+    prefix: str,
+    before: Manifest,
+    after: Manifest,
+    plan: RetentionPlan,
+    consumed: ConsumedPosition | None,
+) -> QualityReport:
+    """GX checks on a retention result before it is committed:
+    no segment removed above the minimum committed offset unless a forced rule (retention.ms,
+    retention.bytes, log start breach / trim) removed it; the new log start offset is the first
+    remaining base (next_offset when nothing remains); every remaining segment's records are
+    readable."""
+    deleted = [
+        {
+            "segment": d.segment_id,
+            "rule": d.rule,
+            "next_offset": d.next_offset,
+            "allowed": d.rule != CONSUMED
+            or (consumed is not None and consumed.offset is not None and d.next_offset <= consumed.offset),
+        }
+        for d in plan.deletions
+    ]
+    expected_start = after.segments[0].base_offset if after.segments else after.next_offset
+    facts = pd.DataFrame(
+        [{"kind": "deleted", **d, "expected": 0, "readable": 0} for d in deleted]
+        + [{"kind": "remaining", "allowed": True, **r} for r in _readable_records(lake, prefix, after)]
+        + [
+            {
+                "kind": "log_start",
+                "allowed": after.log_start_offset == max(expected_start, before.log_start_offset),
+                "expected": 0,
+                "readable": 0,
+            }
+        ]
+    )
+    checks = [
+        Check(
+            "consumed retention deletes only segments every subscribed group has consumed, and "
+            "the log start offset is the base of the first remaining segment",
+            gxe.ExpectColumnValuesToBeInSet(column="allowed", value_set=[True]),
+        ),
+        Check(
+            "every record of every remaining segment is still readable",
+            gxe.ExpectColumnPairValuesToBeEqual(column_A="expected", column_B="readable"),
+        ),
+    ]
+    return validate(f"retention of {after.topic}-{after.partition}", facts, checks)
+
+
+def _consumers_below(consumed: ConsumedPosition | None, log_start: int) -> dict[str, int]:
+    """Groups whose committed offset is below the new log start: like Kafka consumers, they will
+    get an out-of-range reset."""
+    if consumed is None:
+        return {}
+    return {g: o for g, o in consumed.groups.items() if o is not None and o < log_start}
+
+
+def retain_partition(
+    lake: Lake,
+    topic: Topic,
+    partition: int,
+    now_ms: int,
+    consumed: ConsumedPosition | None,
+    *,
+    dry_run: bool = False,
+) -> PartitionRetentionResult:
+    """Plan and apply retention for one partition (one conditional commit, re-planned on a lost race)."""
+    log = topic.partition(partition)
+    seen: dict[str, Any] = {}
+
+    def change(manifest: Manifest) -> Manifest | None:
+        plan = plan_retention(manifest, topic.config, consumed, now_ms)
+        seen.update(plan=plan, quality=None)
+        if not plan.deletions or dry_run:
+            return None
+        updated = apply_retention(manifest, plan, now_ms)
+        report = check_retention(lake, log.prefix, manifest, updated, plan, consumed)
+        seen["quality"] = report
+        if not report.success:
+            raise RetentionQualityError(report)
+        return updated
+
+    try:
+        committed = log.commit(change)
+    except RetentionQualityError as exc:
+        return PartitionRetentionResult(
+            topic.name, partition, FAILED_QUALITY, seen.get("plan"), exc.report, error=str(exc)
+        )
+    plan: RetentionPlan = seen["plan"]
+    status = DRY_RUN if dry_run and plan.deletions else (COMMITTED if plan.deletions else NOTHING_TO_DO)
+    return PartitionRetentionResult(
+        topic.name,
+        partition,
+        status,
+        plan,
+        seen.get("quality"),
+        committed.version,
+        _consumers_below(consumed, plan.new_log_start_offset),
+    )
+
+
+def retain_topic(
+    lake: Lake,
+    topic_name: str,
+    now_ms: int | None = None,
+    *,
+    partitions: Collection[int] | None = None,
+    dry_run: bool = False,
+    run_id: str | None = None,
+) -> RetentionRunReport:
+    """Retention for every (or the given) partition of a topic; a failing partition does not stop
+    the others. The report is stored under _lakecleaner/runs/<topic>/<run id>/retention.json."""
+    now = wall_clock_ms() if now_ms is None else now_ms
+    topic = lake.topic(topic_name)
+    chosen = sorted(partitions) if partitions is not None else list(range(topic.partitions))
+    positions: dict[int, ConsumedPosition] = {}
+    if topic.config.consumed_retention_enabled:
+        positions = lake.offsets.consumed_positions(topic_name, chosen)
+    results = []
+    for p in chosen:
+        try:
+            results.append(retain_partition(lake, topic, p, now, positions.get(p), dry_run=dry_run))
+        except LakeCleanerError as exc:
+            results.append(PartitionRetentionResult(topic_name, p, FAILED, None, error=str(exc)))
+    run = run_id or new_run_id(now)
+    report = RetentionRunReport(topic_name, run, now, tuple(results))
+    location = None if dry_run else store_report(lake.store, topic_name, run, "retention", report.to_dict())
+    return RetentionRunReport(topic_name, run, now, tuple(results), location)
+
+
+def trim_partition(lake: Lake, topic_name: str, partition: int, offset: int, now_ms: int | None = None) -> Manifest:
+    """Kafka's DeleteRecords: move the log start offset to `offset` (an offset outside
+    [log start, next offset] is an error, not clamped). Whole segments below it leave the log at
+    the next retention run; reads below it fail with OffsetOutOfRange at once."""
+    now = wall_clock_ms() if now_ms is None else now_ms
+    log = lake.topic(topic_name).partition(partition)
+
+    def change(manifest: Manifest) -> Manifest | None:
+        updated = apply_trim(manifest, offset, now)
+        return None if updated is manifest else updated
+
+    return log.commit(change)
