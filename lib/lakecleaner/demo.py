@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.lake import Lake
-from lakecleaner.log.partition import wall_clock_ms
 from lakecleaner.workload import WorkloadSpec, generate
 
 CDC_TOPIC = "customers-cdc"
