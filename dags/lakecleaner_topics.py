@@ -1,0 +1,9 @@
+"""One lakecleaner DAG per topic of config/lakecleaner.yaml ($LAKECLEANER_CONFIG).
+
+Thin on purpose: the DAGs are built by lakecleaner.orchestration.dags; parsing reads only the
+local config file.
+"""
+
+from lakecleaner.orchestration.dags import build_dags
+
+globals().update(build_dags())

@@ -1,0 +1,215 @@
+"""The DAG factory: one DAG per topic of the config file (DESIGN section 6).
+
+    assess ─► compaction_gate ─► compact (spark-submit) ─► retention ─► physical_deletion ─► report
+                                                                                          └► publish_change (Asset)
+
+* "now" is the run's `data_interval_end` for every task.
+* Trigger parameters (shown in the UI form): `dry_run`, `force`, `partitions`. Invalid ones fail
+  `assess`, the first task, with a message naming the parameter.
+* Skipped work is visible: `compaction_gate` is skipped (with the reason in its log) when no
+  partition is due or in a dry run, which skips `compact`; `physical_deletion` is skipped in a dry run.
+* `compact` runs spark_jobs/compact_topic.py with SparkSubmitOperator in the `lakecleaner_spark`
+  pool. The Spark master comes from the Airflow connection `spark_lakecleaner`; without one, from
+  the config file's `spark.master` (local[*] by default).
+* A partition that fails compaction (quality gate, unreadable segment) fails `compact`, but
+  retention and physical deletion still run for every partition (trigger rule all_done), and
+  `report` fails the run afterwards, naming the failures.
+* Building the DAGs reads only the local config file: no storage or network I/O at parse time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.exceptions import AirflowFailException, AirflowSkipException
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Asset, BaseHook, Param, task
+from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.utils.trigger_rule import TriggerRule
+
+from lakecleaner.config import LakeConfig, TopicSpec, load_config
+from lakecleaner.orchestration import tasks
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+COMPACT_JOB = REPO_ROOT / "spark_jobs" / "compact_topic.py"
+SPARK_CONN_ID = "spark_lakecleaner"
+SPARK_POOL = "lakecleaner_spark"
+START_DATE = datetime(2026, 1, 1)
+
+PARAMS = {
+    "dry_run": Param(
+        False,
+        type="boolean",
+        title="Dry run",
+        description="Plan and report only: roll, compact, retain and delete nothing.",
+    ),
+    "force": Param(
+        False,
+        type="boolean",
+        title="Force compaction",
+        description="Compact every partition with cleanable bytes, ignoring min.cleanable.dirty.ratio.",
+    ),
+    "partitions": Param(
+        [], type="array", title="Partitions", description="Only these partitions (e.g. [0, 2]); empty means all."
+    ),
+}
+
+
+def asset_for(topic: str) -> Asset:
+    """The Airflow Asset a topic's DAG updates whenever it changes the log."""
+    return Asset(name=f"lakecleaner-{topic}", uri=f"lakecleaner://topics/{topic}")
+
+
+def now_ms_of(context: Any) -> int:
+    """The run's data_interval_end in epoch ms: the "now" of every decision."""
+    return int(context["data_interval_end"].timestamp() * 1000)
+
+
+class LakeSparkSubmitOperator(SparkSubmitOperator):
+    """SparkSubmitOperator that falls back to the config file's spark.master when the Airflow
+    connection `spark_lakecleaner` does not exist (the provider would otherwise assume YARN)."""
+
+    def __init__(self, *, fallback_master: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fallback_master = fallback_master
+
+    def execute(self, context: Any) -> None:
+        try:
+            BaseHook.get_connection(self._conn_id)
+        except AirflowNotFoundException:
+            os.environ[f"AIRFLOW_CONN_{self._conn_id.upper()}"] = json.dumps(
+                {"conn_type": "spark", "host": self.fallback_master}
+            )
+            self.log.info("no Airflow connection %s: using spark.master %s", self._conn_id, self.fallback_master)
+        super().execute(context)
+
+
+def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DAG:
+    """The DAG of one topic (see the module docstring)."""
+    topic = spec.name
+    doc = (
+        f"### lakecleaner: `{topic}`\n\nKafka-style compaction and retention for topic `{topic}` in "
+        f"`{config.lake_uri}` ({spec.partitions} partitions). Trigger with `dry_run` to see the plan, "
+        "`force` to compact every partition with cleanable bytes, `partitions` for a subset.\n\n"
+        "Every decision uses the run's data interval end as *now*, so backfills decide as the "
+        "scheduled run of that interval would have."
+    )
+    with DAG(
+        dag_id=f"lakecleaner__{topic}",
+        schedule=spec.schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        params=PARAMS,
+        tags=["lakecleaner", f"topic:{topic}"],
+        doc_md=doc,
+        default_args={"retries": 2},
+    ) as dag:
+
+        @task
+        def assess(**context: Any) -> dict[str, Any]:
+            """Validate the parameters, roll idle segments, plan, and choose the partitions to compact."""
+            result = tasks.assess(load_config(config_path), topic, now_ms_of(context), dict(context["params"]))
+            for partition, reason in result["reasons"].items():
+                print(f"{topic}-{partition}: {reason}")
+            return result
+
+        @task
+        def compaction_gate(assessment: dict[str, Any]) -> str:
+            """Skip compaction (visibly) when nothing is due or in a dry run; else the partition list."""
+            if assessment["params"]["dry_run"]:
+                raise AirflowSkipException("dry run: nothing is compacted")
+            if not assessment["selected"]:
+                raise AirflowSkipException("no partition is due for compaction: " + json.dumps(assessment["reasons"]))
+            return ",".join(str(p) for p in assessment["selected"])
+
+        gate = compaction_gate(assess())  # type: ignore[arg-type]  # XComArg at build time
+        compact = LakeSparkSubmitOperator(
+            task_id="compact",
+            application=str(COMPACT_JOB),
+            conn_id=SPARK_CONN_ID,
+            fallback_master=config.spark.master,
+            pool=SPARK_POOL,
+            name=f"lakecleaner-{topic}",
+            application_args=[
+                "--config",
+                config_path,
+                "--topic",
+                topic,
+                "--partitions",
+                "{{ ti.xcom_pull(task_ids='compaction_gate') }}",
+                "--now",
+                "{{ (data_interval_end.timestamp() * 1000) | int }}",
+                "--run-id",
+                "{{ run_id | replace(':', '-') | replace('+', '-') }}",
+            ],
+            conf=dict(config.spark.conf),
+            env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+            retries=0,
+        )
+        gate >> compact
+
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def retention(**context: Any) -> dict[str, Any]:
+            """Apply time, size and consumed retention to every partition."""
+            assessment = context["ti"].xcom_pull(task_ids="assess")
+            if not assessment:
+                raise AirflowSkipException("the assessment failed; see the assess task")
+            return tasks.retention(
+                load_config(config_path), topic, now_ms_of(context), assessment["params"], _run_id(context)
+            )
+
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def physical_deletion(**context: Any) -> dict[str, Any]:
+            """Delete files whose file.delete.delay.ms has passed, and old orphans."""
+            assessment = context["ti"].xcom_pull(task_ids="assess")
+            if not assessment:
+                raise AirflowSkipException("the assessment failed; see the assess task")
+            if assessment["params"]["dry_run"]:
+                raise AirflowSkipException("dry run: no file is deleted")
+            return tasks.physical_deletion(
+                load_config(config_path), topic, now_ms_of(context), assessment["params"], _run_id(context)
+            )
+
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def report(**context: Any) -> dict[str, Any]:
+            """Summarise the run (stored as run.json) and fail the run if any step failed."""
+            ti = context["ti"]
+            parts = {name: ti.xcom_pull(task_ids=name) for name in ("assess", "retention", "physical_deletion")}
+            compact_state = ti.get_dagrun().get_task_instance("compact").state
+            parts["compaction"] = tasks.load_compaction_report(load_config(config_path), topic, _run_id(context))
+            summary = tasks.summarise(
+                load_config(config_path), topic, _run_id(context), {**parts, "compact_task_state": str(compact_state)}
+            )
+            print(json.dumps(summary, indent=1, default=str))
+            failures = tasks.failures(summary)
+            if failures:
+                raise AirflowFailException("; ".join(failures))
+            return summary
+
+        @task(outlets=[asset_for(topic)])
+        def publish_change(summary: dict[str, Any]) -> None:
+            """Update the topic's Asset when this run changed the log (skipped otherwise)."""
+            if not tasks.changed_log(summary):
+                raise AirflowSkipException("the log did not change")
+
+        summary = report()
+        compact >> retention() >> physical_deletion() >> summary
+        publish_change(summary)  # type: ignore[arg-type]  # XComArg at build time
+    return dag
+
+
+def _run_id(context: Any) -> str:
+    return str(context["run_id"]).replace(":", "-").replace("+", "-")
+
+
+def build_dags(config_path: str | None = None) -> dict[str, DAG]:
+    """Every topic's DAG, keyed by dag_id."""
+    path = config_path or os.environ.get("LAKECLEANER_CONFIG") or str(REPO_ROOT / "config" / "lakecleaner.yaml")
+    config = load_config(path)
+    return {f"lakecleaner__{name}": build_topic_dag(spec, config, path) for name, spec in config.topics.items()}

@@ -1,0 +1,208 @@
+"""What each task of a topic's DAG does (DESIGN section 6).
+
+"now" for every decision is the run's `data_interval_end`, passed in by the DAG, so a scheduled
+run, a manual trigger and a backfill of the same interval decide the same, and a backfill never
+deletes more than the run at that time would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lakecleaner.config import LakeConfig, load_config
+from lakecleaner.errors import LakeCleanerError, ObjectNotFound
+from lakecleaner.lake import Lake
+from lakecleaner.log.manifest import Manifest
+from lakecleaner.policy import plan_topic
+from lakecleaner.policy.roll import apply_roll, plan_roll
+from lakecleaner.reports import load_report, store_report
+from lakecleaner.retention import gc_topic, retain_topic
+
+
+class InvalidRunParams(LakeCleanerError, ValueError):
+    """A trigger parameter that cannot be used; the message names it and says why."""
+
+
+@dataclass(frozen=True)
+class RunParams:
+    """The UI trigger parameters, validated."""
+
+    dry_run: bool = False
+    force: bool = False
+    partitions: tuple[int, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "force": self.force,
+            "partitions": None if self.partitions is None else list(self.partitions),
+        }
+
+
+def parse_run_params(raw: Mapping[str, Any], partition_count: int) -> RunParams:
+    """Validate `dry_run`, `force` (booleans) and `partitions` (empty / null = all; a list of
+    partition numbers or a comma-separated string of them, each < the topic's partition count)."""
+    problems = []
+    flags = {}
+    for name in ("dry_run", "force"):
+        value = raw.get(name, False)
+        if not isinstance(value, bool):
+            problems.append(f"parameter {name}={value!r} must be true or false")
+            value = False
+        flags[name] = value
+    partitions = _parse_partitions(raw.get("partitions"), partition_count, problems)
+    unknown = sorted(set(raw) - {"dry_run", "force", "partitions"})
+    if unknown:
+        problems.append(f"unknown parameter(s) {', '.join(unknown)}; use dry_run, force, partitions")
+    if problems:
+        raise InvalidRunParams("invalid trigger parameters: " + "; ".join(problems))
+    return RunParams(flags["dry_run"], flags["force"], partitions)
+
+
+def _parse_partitions(value: object, count: int, problems: list[str]) -> tuple[int, ...] | None:
+    if value is None or value == "" or value == []:
+        return None
+    items: list[object]
+    if isinstance(value, str):
+        items = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, list):
+        items = list(value)
+    else:
+        problems.append(f"parameter partitions={value!r} must be a list of partition numbers like [0, 2] or '0,2'")
+        return None
+    parsed = []
+    for item in items:
+        number = (
+            int(item)
+            if isinstance(item, int) and not isinstance(item, bool)
+            else (int(item) if isinstance(item, str) and item.isdigit() else None)
+        )
+        if number is None or not 0 <= number < count:
+            problems.append(f"parameter partitions: {item!r} is not a partition of this topic (0..{count - 1})")
+            continue
+        parsed.append(number)
+    return tuple(sorted(set(parsed))) if parsed else None
+
+
+def open_lake(config_path: str | None) -> Lake:
+    return Lake.open(load_config(config_path))
+
+
+def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate the trigger parameters, roll idle active segments (★ KIP-354 for silent
+    partitions; not in a dry run), plan the topic, and return which partitions to compact and why."""
+    lake = Lake.open(config)
+    topic = lake.topic(topic_name)
+    params = parse_run_params(raw_params, topic.partitions)
+    chosen = params.partitions or tuple(range(topic.partitions))
+    rolled = []
+    if not params.dry_run:
+
+        def roll_if_idle(manifest: Manifest) -> Manifest | None:
+            return apply_roll(manifest, now_ms) if plan_roll(manifest, topic.config, now_ms).roll else None
+
+        for p in chosen:
+            log = topic.partition(p)
+            before = log.manifest().version
+            if log.commit(roll_if_idle).version != before:
+                rolled.append(p)
+    manifests = topic.manifests()
+    consumed = (
+        lake.offsets.consumed_positions(topic_name, sorted(manifests))
+        if topic.config.consumed_retention_enabled
+        else {}
+    )
+    plan = plan_topic(
+        topic_name, manifests, topic.config, consumed, now_ms, force=params.force, partitions=params.partitions
+    )
+    selected = list(plan.selection.selected)
+    reasons = {str(p.partition): p.compaction.reason for p in plan.partitions}
+    return {
+        "topic": topic_name,
+        "now_ms": now_ms,
+        "params": params.to_dict(),
+        "rolled": rolled,
+        "selected": selected,
+        "reasons": reasons,
+        "metrics": plan.metrics.to_dict(),
+    }
+
+
+def retention(
+    config: LakeConfig, topic_name: str, now_ms: int, params: Mapping[str, Any], run_id: str
+) -> dict[str, Any]:
+    report = retain_topic(
+        Lake.open(config),
+        topic_name,
+        now_ms,
+        partitions=_subset(params),
+        dry_run=bool(params.get("dry_run")),
+        run_id=run_id,
+    )
+    return {**report.to_dict(), "location": report.location}
+
+
+def physical_deletion(
+    config: LakeConfig, topic_name: str, now_ms: int, params: Mapping[str, Any], run_id: str
+) -> dict[str, Any]:
+    report = gc_topic(Lake.open(config), topic_name, now_ms, partitions=_subset(params), run_id=run_id)
+    return {**report.to_dict(), "location": report.location}
+
+
+def _subset(params: Mapping[str, Any]) -> list[int] | None:
+    partitions = params.get("partitions")
+    return list(partitions) if partitions else None
+
+
+def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's summary (assessment, compaction, retention, gc) stored as run.json."""
+    lake = Lake.open(config)
+    summary = {"topic": topic_name, "run_id": run_id, **parts}
+    summary["location"] = store_report(lake.store, topic_name, run_id, "run", summary)
+    return summary
+
+
+COMPACTION_REPORT = "report"
+_FAILED_STATUSES = {"failed", "failed-quality", "uncleanable", "aborted"}
+
+
+def load_compaction_report(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any] | None:
+    """The compaction job's report for this run, or None when compaction did not run."""
+    lake = Lake.open(config)
+    try:
+        return load_report(lake.store, topic_name, run_id, COMPACTION_REPORT)
+    except ObjectNotFound:
+        return None
+
+
+def _partitions_of(part: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    return list((part or {}).get("partitions") or [])
+
+
+def failures(summary: Mapping[str, Any]) -> list[str]:
+    """What went wrong in a run, one sentence each (empty when it succeeded)."""
+    out = []
+    for step in ("compaction", "retention"):
+        for p in _partitions_of(summary.get(step)):
+            if p.get("status") in _FAILED_STATUSES:
+                out.append(
+                    f"{step} of partition {p.get('partition')}: {p.get('status')}: {p.get('error') or ''}".strip()
+                )
+    for p in _partitions_of(summary.get("physical_deletion")):
+        if p.get("error"):
+            out.append(f"physical deletion of partition {p.get('partition')}: {p['error']}")
+    if summary.get("compact_task_state") == "failed" and not summary.get("compaction"):
+        out.append("the compaction job failed before writing its report; see the compact task's log")
+    if summary.get("assess") is None:
+        out.append("the assessment failed; see the assess task's log")
+    return out
+
+
+def changed_log(summary: Mapping[str, Any]) -> bool:
+    """Whether the run committed anything: a roll, a compaction or a retention deletion."""
+    assessment = summary.get("assess") or {}
+    compacted = any(p.get("status") == "committed" for p in _partitions_of(summary.get("compaction")))
+    retained = any(p.get("status") == "committed" for p in _partitions_of(summary.get("retention")))
+    return bool(assessment.get("rolled")) or compacted or retained

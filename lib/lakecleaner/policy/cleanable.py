@@ -1,0 +1,265 @@
+"""The cleanable range of a partition and whether it is due for compaction.
+
+This is Kafka's `LogCleanerManager.cleanableOffsets` / `calculateCleanableBytes` /
+`maxCompactionDelay` and the eligibility test of `grabFilthiestCompactedLog` (DESIGN section 4,
+kafka-cleaner-semantics.md sections 1.3-1.7), computed from the manifest alone. Segments are whole
+here, so the first dirty offset F and the first uncleanable offset U are always segment boundaries:
+a checkpoint inside a segment is rounded down to that segment's base, which also removes Kafka's
+quirk of counting the segment holding F as both clean and cleanable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lakecleaner.config import TopicConfig
+from lakecleaner.log.manifest import Manifest
+from lakecleaner.policy.segment_times import largest_timestamp
+from lakecleaner.policy.text import format_duration_ms, format_ratio, format_timestamp_ms
+
+#: Why the cleanable range ends where it does (CleanableRange.uncleanable_cause).
+ACTIVE_SEGMENT = "active_segment"
+MIN_COMPACTION_LAG = "min_compaction_lag"
+END_OF_LOG = "end_of_log"
+
+#: What made a partition due (CompactionAssessment.triggers).
+DIRTY_RATIO = "dirty_ratio"
+MAX_COMPACTION_LAG = "max_compaction_lag"
+TOMBSTONE_HORIZON = "tombstone_horizon"
+
+
+@dataclass(frozen=True)
+class CleanableRange:
+    """The cleanable range [F, U) of a compacted partition and the byte counts around it.
+
+    `clean_bytes` are the segments below F, `cleanable_bytes` those in [F, U), and
+    `uncleanable_bytes` the rest (from U to the end, the active segment included), which the
+    dirty ratio does not count (KIP-58). `checkpoint_reset` says why F is not the stored cleaner
+    checkpoint (the caller should store F), None when the checkpoint was used as it is.
+    """
+
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    uncleanable_cause: str
+    checkpoint_reset: str | None
+    clean_bytes: int
+    cleanable_bytes: int
+    uncleanable_bytes: int
+    max_compaction_delay_ms: int
+    expired_tombstone_horizon_ms: int | None
+
+    @property
+    def total_bytes(self) -> int:
+        """clean + cleanable bytes: Kafka's `LogToClean.totalBytes` (uncleanable bytes excluded)."""
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def dirty_ratio(self) -> float:
+        """cleanable / (clean + cleanable), 0 when both are 0 (Kafka's `cleanableRatio`)."""
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+    @property
+    def dirty_percent(self) -> int:
+        """floor(100 × dirty ratio), computed exactly on the byte counts."""
+        return 100 * self.cleanable_bytes // self.total_bytes if self.total_bytes else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "first_dirty_offset": self.first_dirty_offset,
+            "first_uncleanable_offset": self.first_uncleanable_offset,
+            "uncleanable_cause": self.uncleanable_cause,
+            "checkpoint_reset": self.checkpoint_reset,
+            "clean_bytes": self.clean_bytes,
+            "cleanable_bytes": self.cleanable_bytes,
+            "uncleanable_bytes": self.uncleanable_bytes,
+            "dirty_ratio": self.dirty_ratio,
+            "max_compaction_delay_ms": self.max_compaction_delay_ms,
+            "expired_tombstone_horizon_ms": self.expired_tombstone_horizon_ms,
+        }
+
+
+@dataclass(frozen=True)
+class CompactionAssessment:
+    """Whether a partition is due for compaction, why, and its cleanable range.
+
+    `range` is None for topics whose cleanup.policy does not include compact: Kafka's cleaner
+    never looks at them. `triggers` lists what made the partition due (DIRTY_RATIO,
+    MAX_COMPACTION_LAG, TOMBSTONE_HORIZON); `reason` says it in words, or why it is not due.
+    """
+
+    due: bool
+    reason: str
+    triggers: tuple[str, ...] = ()
+    range: CleanableRange | None = None
+
+    @property
+    def overdue(self) -> bool:
+        """Due because of KIP-354: delay > 0 with cleanable bytes (Kafka's `needCompactionNow`)."""
+        return MAX_COMPACTION_LAG in self.triggers
+
+    @property
+    def dirty_ratio(self) -> float:
+        return 0.0 if self.range is None else self.range.dirty_ratio
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "due": self.due,
+            "reason": self.reason,
+            "triggers": list(self.triggers),
+            "range": None if self.range is None else self.range.to_dict(),
+        }
+
+
+def first_dirty_offset(manifest: Manifest) -> tuple[int, str | None]:
+    """F, and why the stored checkpoint was not used as it is (None when it was).
+
+    Kafka (`cleanableOffsets`): no checkpoint → the log start offset; a checkpoint below the log
+    start offset (retention or a trim passed it) or beyond the log end offset (corrupt) → reset
+    to the log start offset. F is then rounded down to the base of the segment holding it, and
+    never passes the base of the active segment, which is never clean (a checkpoint at the log end
+    while the last segment is open counts from that segment's base).
+    """
+    checkpoint, start, end = manifest.cleaner_checkpoint, manifest.log_start_offset, manifest.next_offset
+    if checkpoint is None:
+        offset, reset = start, f"no cleaner checkpoint: cleaning starts at the log start offset {start}"
+    elif checkpoint < start:
+        offset, reset = start, f"cleaner checkpoint {checkpoint} is below the log start offset {start}: reset to it"
+    elif checkpoint > end:
+        offset = start
+        reset = f"cleaner checkpoint {checkpoint} is beyond the log end offset {end}: reset to the log start {start}"
+    else:
+        offset, reset = checkpoint, None
+    index = manifest.segment_index_of(offset)
+    floor = offset if index is None else manifest.segments[index].base_offset
+    active = manifest.active_segment
+    return (floor if active is None else min(floor, active.base_offset)), reset
+
+
+def first_uncleanable_offset(manifest: Manifest, config: TopicConfig, first_dirty: int, now_ms: int) -> tuple[int, str]:
+    """U and its cause: the base of the active segment or of the first segment at or after F that
+    is younger than min.compaction.lag.ms, else the log end offset (a log with no active segment).
+
+    KIP-58 is a prefix rule: the first too-young segment makes every later one uncleanable, even
+    an older one. A segment is old enough iff its largest timestamp ≤ now − min.compaction.lag.ms,
+    and, as in Kafka, the test is skipped when the lag is 0.
+    """
+    lag = config.min_compaction_lag_ms
+    for segment in manifest.segments:
+        if segment.base_offset < first_dirty:
+            continue
+        if not segment.sealed:
+            return segment.base_offset, ACTIVE_SEGMENT
+        if lag > 0 and largest_timestamp(segment) > now_ms - lag:
+            return segment.base_offset, MIN_COMPACTION_LAG
+    return manifest.next_offset, END_OF_LOG
+
+
+def max_compaction_delay_ms(manifest: Manifest, config: TopicConfig, first_dirty: int, now_ms: int) -> int:
+    """KIP-354's delay (`maxCompactionDelay`, exported as max-compaction-delay-secs):
+    (now − max.compaction.lag.ms) − the earliest first-batch timestamp among the sealed segments at
+    or after F, floored at 0. Timestamps ≤ 0 are ignored; with none left the delay is 0. Only sealed
+    segments count: the active one reaches the lag through the roll (policy.roll).
+    """
+    firsts = [
+        s.first_batch_max_timestamp
+        for s in manifest.segments
+        if s.sealed and s.base_offset >= first_dirty and s.first_batch_max_timestamp > 0
+    ]
+    if not firsts:
+        return 0
+    return max(0, now_ms - max(config.max_compaction_lag_ms, 0) - min(firsts))
+
+
+def expired_tombstone_horizon_ms(manifest: Manifest, first_uncleanable: int, now_ms: int) -> int | None:
+    """★ The earliest tombstone delete horizon that has passed (≤ now, KIP-534: a tombstone is gone
+    once now ≥ its horizon) among the segments a pass rewrites, [log start, U); None if there is none.
+    """
+    expired = [
+        s.earliest_delete_horizon_ms
+        for s in manifest.segments
+        if s.base_offset < first_uncleanable
+        and s.next_offset > manifest.log_start_offset
+        and s.earliest_delete_horizon_ms is not None
+        and s.earliest_delete_horizon_ms <= now_ms
+    ]
+    return min(expired, default=None)
+
+
+def cleanable_range(manifest: Manifest, config: TopicConfig, now_ms: int) -> CleanableRange:
+    """The cleanable range of a partition with its byte counts, delay and expired tombstones."""
+    first_dirty, reset = first_dirty_offset(manifest)
+    first_uncleanable, cause = first_uncleanable_offset(manifest, config, first_dirty, now_ms)
+    clean = cleanable = uncleanable = 0
+    for segment in manifest.segments:
+        if segment.base_offset < first_dirty:
+            clean += segment.size_bytes
+        elif segment.base_offset < first_uncleanable:
+            cleanable += segment.size_bytes
+        else:
+            uncleanable += segment.size_bytes
+    return CleanableRange(
+        first_dirty_offset=first_dirty,
+        first_uncleanable_offset=first_uncleanable,
+        uncleanable_cause=cause,
+        checkpoint_reset=reset,
+        clean_bytes=clean,
+        cleanable_bytes=cleanable,
+        uncleanable_bytes=uncleanable,
+        max_compaction_delay_ms=max_compaction_delay_ms(manifest, config, first_dirty, now_ms),
+        expired_tombstone_horizon_ms=expired_tombstone_horizon_ms(manifest, first_uncleanable, now_ms),
+    )
+
+
+def assess_compaction(manifest: Manifest, config: TopicConfig, now_ms: int) -> CompactionAssessment:
+    """Whether the partition is due for compaction (Kafka's eligibility, DESIGN section 4).
+
+    Only topics whose cleanup.policy includes compact are compacted, and a partition with no clean
+    or cleanable bytes is not due ("skip empty logs"). Otherwise it is due iff
+    - its dirty ratio is above min.cleanable.dirty.ratio (strictly: equal is not enough), or
+    - it is overdue by KIP-354 (delay > 0) and has cleanable bytes, or
+    - ★ a tombstone horizon in [log start, U) has passed (Kafka has no such trigger).
+    """
+    if not config.compact:
+        policy = ",".join(sorted(config.cleanup_policy))
+        return CompactionAssessment(due=False, reason=f"not a compacted topic (cleanup.policy={policy})")
+    cleanable = cleanable_range(manifest, config, now_ms)
+    if cleanable.total_bytes == 0:
+        return CompactionAssessment(due=False, reason=_nothing_cleanable(cleanable, config), range=cleanable)
+    threshold = config.min_cleanable_dirty_ratio
+    ratio = format_ratio(cleanable.dirty_ratio, threshold)
+    triggers: list[tuple[str, str]] = []
+    if cleanable.dirty_ratio > threshold:
+        triggers.append((DIRTY_RATIO, f"dirty ratio {ratio} > min.cleanable.dirty.ratio {threshold}"))
+    if cleanable.max_compaction_delay_ms > 0 and cleanable.cleanable_bytes > 0:
+        overdue = format_duration_ms(cleanable.max_compaction_delay_ms)
+        triggers.append((MAX_COMPACTION_LAG, f"overdue by {overdue} (max.compaction.lag.ms)"))
+    horizon = cleanable.expired_tombstone_horizon_ms
+    if horizon is not None:
+        triggers.append((TOMBSTONE_HORIZON, f"tombstone horizon passed at {format_timestamp_ms(horizon)}"))
+    if triggers:
+        return CompactionAssessment(
+            due=True,
+            reason="; ".join(words for _, words in triggers),
+            triggers=tuple(code for code, _ in triggers),
+            range=cleanable,
+        )
+    if cleanable.cleanable_bytes == 0:
+        return CompactionAssessment(due=False, reason=_nothing_cleanable(cleanable, config), range=cleanable)
+    return CompactionAssessment(
+        due=False, reason=f"dirty ratio {ratio} is not above min.cleanable.dirty.ratio {threshold}", range=cleanable
+    )
+
+
+def _nothing_cleanable(cleanable: CleanableRange, config: TopicConfig) -> str:
+    """Why [F, U) holds no bytes, in words."""
+    if cleanable.first_dirty_offset < cleanable.first_uncleanable_offset:
+        return "nothing cleanable: the segments in [F, U) hold no bytes"
+    if cleanable.uncleanable_cause == ACTIVE_SEGMENT:
+        return "nothing cleanable: the first dirty segment is the active segment"
+    if cleanable.uncleanable_cause == MIN_COMPACTION_LAG:
+        return (
+            "nothing cleanable: the first dirty segment is younger than "
+            f"min.compaction.lag.ms {config.min_compaction_lag_ms}"
+        )
+    return "nothing cleanable: the log is clean up to its end"

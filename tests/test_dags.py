@@ -1,0 +1,57 @@
+"""The DAG files import the way Airflow's DagBag imports them: no errors, no storage I/O."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+PROBE = """
+import json, os, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1], safe_mode=False)
+dags = {}
+for dag_id, dag in bag.dags.items():
+    dags[dag_id] = {
+        "tasks": sorted(t.task_id for t in dag.tasks),
+        "max_active_runs": dag.max_active_runs,
+        "params": sorted(dag.params.keys()),
+        "tags": sorted(dag.tags),
+        "doc": bool(dag.doc_md),
+        "compact_pool": dag.get_task("compact").pool,
+    }
+print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": dags}))
+"""
+
+
+def test_every_dag_imports_without_errors_and_without_touching_the_lake(tmp_path: Path) -> None:
+    missing_lake = tmp_path / "must-not-be-created"
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
+        "LAKECLEANER_LAKE_URI": f"file://{missing_lake}",
+        "LAKECLEANER_CONFIG": str(REPO / "config" / "lakecleaner.yaml"),
+    }
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    proc = subprocess.run([sys.executable, str(script), str(REPO / "dags")], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["errors"] == {}
+    assert set(result["dags"]) == {"lakecleaner__customers-cdc", "lakecleaner__page-views"}
+    for dag in result["dags"].values():
+        assert dag["tasks"] == ["assess", "compact", "compaction_gate", "physical_deletion", "publish_change",
+                                "report", "retention"]
+        assert dag["max_active_runs"] == 1
+        assert dag["params"] == ["dry_run", "force", "partitions"]
+        assert "lakecleaner" in dag["tags"] and dag["doc"]
+        assert dag["compact_pool"] == "lakecleaner_spark"
+    assert not missing_lake.exists()
