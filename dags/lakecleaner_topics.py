@@ -1,7 +1,7 @@
-"""One lakecleaner DAG per topic of config/lakecleaner.yaml ($LAKECLEANER_CONFIG).
+"""Airflow DAG file: one lakecleaner DAG per topic of config/lakecleaner.yaml ($LAKECLEANER_CONFIG).
 
 Thin on purpose: the DAGs are built by lakecleaner.orchestration.dags; parsing reads only the
-local config file.
+local config file. (Airflow's safe mode parses only files that mention both "airflow" and "dag".)
 """
 
 from lakecleaner.orchestration.dags import build_dags

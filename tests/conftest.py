@@ -8,6 +8,7 @@ takes `store` or `lake` runs once per backend.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import uuid
@@ -22,6 +23,7 @@ from lakecleaner.io import LocalStore, ObjectStore, S3Store
 from lakecleaner.lake import Lake
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 ENV_TEST_ENDPOINT = "LAKECLEANER_TEST_S3_ENDPOINT"

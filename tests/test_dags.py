@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 PROBE = """
 import json, os, sys
 from airflow.dag_processing.dagbag import DagBag
-bag = DagBag(dag_folder=sys.argv[1], safe_mode=False)
+bag = DagBag(dag_folder=sys.argv[1])  # default safe mode, as the dag processor
 dags = {}
 for dag_id, dag in bag.dags.items():
     dags[dag_id] = {

@@ -40,7 +40,7 @@ def test_create_topic_and_append_assigns_contiguous_offsets(lake: Lake) -> None:
     with pytest.raises(TopicExists):
         lake.create_topic("orders")
     assert lake.create_topic("orders", exist_ok=True).partitions == 3
-    with pytest.raises(TopicNotFound, match="partitions 0..2"):
+    with pytest.raises(TopicNotFound, match=r"partitions 0\.\.2"):
         topic.partition(3)
 
 

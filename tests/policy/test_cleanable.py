@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from policy_builders import COMPACT, COMPACT_DELETE, DELETE, HOUR, NOW, OLD, active, manifest, segment
 
 from lakecleaner.config import LONG_MAX
 from lakecleaner.log.manifest import Manifest
@@ -19,6 +18,7 @@ from lakecleaner.policy.cleanable import (
     assess_compaction,
     cleanable_range,
 )
+from tests.policy.policy_builders import COMPACT, COMPACT_DELETE, DELETE, HOUR, NOW, OLD, active, manifest, segment
 
 
 def clean_and_dirty(clean: int, dirty: int) -> Manifest:
@@ -140,8 +140,13 @@ def test_u_is_the_log_end_when_there_is_no_active_segment() -> None:
     assert assess_compaction(clean, COMPACT, NOW).reason == "nothing cleanable: the log is clean up to its end"
 
 
-def test_an_empty_log_is_not_due() -> None:
-    for log in (manifest(), manifest(active(0, 0, records=0, size=0, max_ts=-1))):
+def test_a_log_without_clean_or_cleanable_bytes_is_not_due() -> None:
+    logs = (
+        manifest(),
+        manifest(active(0, 0, records=0, size=0, max_ts=-1)),
+        manifest(segment(0, size=0, horizon=NOW - 1), active(10), checkpoint=10),  # even with a passed horizon
+    )
+    for log in logs:
         assessment = assess_compaction(log, replace(COMPACT, min_cleanable_dirty_ratio=0.0), NOW)
         assert not assessment.due
         assert assessment.range is not None and assessment.range.total_bytes == 0

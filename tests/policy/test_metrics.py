@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policy_builders import COMPACT, DAY, DELETE, HOUR, NOW, SECOND, active, manifest, segment
-
 from lakecleaner.policy.cleanable import assess_compaction
 from lakecleaner.policy.metrics import deletion_deadline, topic_metrics
+from tests.policy.policy_builders import COMPACT, DAY, DELETE, HOUR, NOW, SECOND, active, manifest, segment
 
 CONFIG = replace(COMPACT, max_compaction_lag_ms=HOUR)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from policy_builders import COMPACT, COMPACT_DELETE, DAY, HOUR, NOW, active, manifest, segment
 from rich.console import Console
 
 from lakecleaner.offsets import ConsumedPosition
@@ -14,6 +13,7 @@ from lakecleaner.policy.cleanable import MAX_COMPACTION_LAG, assess_compaction
 from lakecleaner.policy.render import render_topic_plan
 from lakecleaner.policy.retention import RETENTION_MS
 from lakecleaner.policy.roll import apply_roll
+from tests.policy.policy_builders import COMPACT, COMPACT_DELETE, DAY, HOUR, NOW, active, manifest, segment
 
 
 def test_an_idle_partition_older_than_max_compaction_lag_is_rolled_and_becomes_due() -> None:

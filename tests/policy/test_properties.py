@@ -7,7 +7,6 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from policy_builders import DAY, HOUR, NOW
 
 from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.errors import OffsetOutOfRange
@@ -18,6 +17,7 @@ from lakecleaner.policy.cleanable import DIRTY_RATIO, MAX_COMPACTION_LAG, Cleana
 from lakecleaner.policy.retention import CONSUMED, LOG_START_BREACH, apply_retention, plan_retention
 from lakecleaner.policy.roll import apply_roll, plan_roll
 from lakecleaner.policy.trim import apply_trim, plan_trim
+from tests.policy.policy_builders import DAY, HOUR, NOW
 
 PROPERTY = settings(max_examples=200, deadline=None)
 LIMITS = (HOUR, DAY, 3 * DAY)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from policy_builders import COMPACT, DAY, DELETE, HOUR, NOW, OLD, active, manifest, segment
 
 from lakecleaner.errors import ConcurrentModification
 from lakecleaner.log.manifest import Manifest
@@ -19,6 +18,7 @@ from lakecleaner.policy.retention import (
     apply_retention,
     plan_retention,
 )
+from tests.policy.policy_builders import COMPACT, DAY, DELETE, HOUR, NOW, OLD, active, manifest, segment
 
 
 def deleted(plan: RetentionPlan) -> list[tuple[str, str]]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from policy_builders import COMPACT, DAY, DELETE, HOUR, NOW, active, manifest, segment
 
 from lakecleaner.policy.roll import apply_roll, plan_roll
+from tests.policy.policy_builders import COMPACT, DAY, DELETE, HOUR, NOW, active, manifest, segment
 
 
 @pytest.mark.parametrize(("age", "roll"), [(HOUR, False), (HOUR + 1, True)])

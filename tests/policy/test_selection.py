@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from policy_builders import COMPACT, DELETE, HOUR, NOW, active, manifest, segment
 
 from lakecleaner.errors import TopicNotFound
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy.plan import plan_topic
 from lakecleaner.policy.selection import select_partitions
+from tests.policy.policy_builders import COMPACT, DELETE, HOUR, NOW, active, manifest, segment
 
 CONFIG = replace(COMPACT, max_compaction_lag_ms=HOUR)
 

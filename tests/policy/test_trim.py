@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from policy_builders import COMPACT, NOW, active, manifest, segment
 
 from lakecleaner.errors import OffsetOutOfRange
 from lakecleaner.policy.retention import LOG_START_BREACH, plan_retention
 from lakecleaner.policy.trim import apply_trim, plan_trim
+from tests.policy.policy_builders import COMPACT, NOW, active, manifest, segment
 
 
 def test_a_trim_beyond_the_log_end_is_refused() -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +108,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         params=PARAMS,
         tags=["lakecleaner", f"topic:{topic}"],
         doc_md=doc,
-        default_args={"retries": 2},
+        default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     ) as dag:
 
         @task
@@ -119,7 +119,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
                 print(f"{topic}-{partition}: {reason}")
             return result
 
-        @task
+        @task(retries=0)
         def compaction_gate(assessment: dict[str, Any]) -> str:
             """Skip compaction (visibly) when nothing is due or in a dry run; else the partition list."""
             if assessment["params"]["dry_run"]:
@@ -176,16 +176,14 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
                 load_config(config_path), topic, now_ms_of(context), assessment["params"], _run_id(context)
             )
 
-        @task(trigger_rule=TriggerRule.ALL_DONE)
+        @task(trigger_rule=TriggerRule.ALL_DONE, retries=0)
         def report(**context: Any) -> dict[str, Any]:
             """Summarise the run (stored as run.json) and fail the run if any step failed."""
             ti = context["ti"]
-            parts = {name: ti.xcom_pull(task_ids=name) for name in ("assess", "retention", "physical_deletion")}
-            compact_state = ti.get_dagrun().get_task_instance("compact").state
+            names = ("assess", "compaction_gate", "retention", "physical_deletion")
+            parts = {name: ti.xcom_pull(task_ids=name) for name in names}
             parts["compaction"] = tasks.load_compaction_report(load_config(config_path), topic, _run_id(context))
-            summary = tasks.summarise(
-                load_config(config_path), topic, _run_id(context), {**parts, "compact_task_state": str(compact_state)}
-            )
+            summary = tasks.summarise(load_config(config_path), topic, _run_id(context), parts)
             print(json.dumps(summary, indent=1, default=str))
             failures = tasks.failures(summary)
             if failures:

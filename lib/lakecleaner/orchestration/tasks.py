@@ -193,7 +193,7 @@ def failures(summary: Mapping[str, Any]) -> list[str]:
     for p in _partitions_of(summary.get("physical_deletion")):
         if p.get("error"):
             out.append(f"physical deletion of partition {p.get('partition')}: {p['error']}")
-    if summary.get("compact_task_state") == "failed" and not summary.get("compaction"):
+    if summary.get("compaction_gate") and not summary.get("compaction"):
         out.append("the compaction job failed before writing its report; see the compact task's log")
     if summary.get("assess") is None:
         out.append("the assessment failed; see the assess task's log")

@@ -241,7 +241,7 @@ def _rules(
 
     def log_start_breach(index: int, _: int) -> _Verdict:
         if breaches_log_start(segments, index, start):
-            return _Verdict(True, f"it lies wholly below the log start offset {start}")
+            return _Verdict(True, f"it lies wholly below the log start offset {new_log_start_offset(manifest, index)}")
         if index + 1 == len(segments):
             return _Verdict(False, "the log start rule never deletes the last segment")
         return _Verdict(False, f"it is not wholly below the log start offset {start}")
