@@ -31,5 +31,18 @@ unit: setup
 
 test: lint typecheck unit
 
+# Airflow's UI with the project's DAGs and plugins (http://127.0.0.1:8080; login admin / admin).
+airflow-ui: setup
+	mkdir -p airflow_home
+	AIRFLOW_HOME=$(CURDIR)/airflow_home \
+	AIRFLOW__CORE__LOAD_EXAMPLES=False \
+	AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags \
+	AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins \
+	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin \
+	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$(CURDIR)/airflow_home/passwords.json \
+	AIRFLOW_CONN_SPARK_LAKECLEANER='{"conn_type": "spark", "host": "local[*]"}' \
+	LAKECLEANER_CONFIG=$(CURDIR)/config/lakecleaner.yaml \
+	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; airflow standalone'
+
 clean:
 	rm -rf lake .venv .pytest_cache .mypy_cache .ruff_cache

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +11,7 @@ import yaml
 from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
+from lakecleaner.orchestration.local import DagRunResult, migrate, run_dag
 
 REPO = Path(__file__).resolve().parent.parent
 HOUR = 3_600_000
@@ -25,10 +22,7 @@ T0 = 1_772_323_200_000  # 2026-03-01T00:00:00Z
 @pytest.fixture(scope="module")
 def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("airflow")
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags")}
-    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True,
-                   timeout=300)
+    migrate(home, REPO / "config" / "lakecleaner.yaml")
     return home
 
 
@@ -36,32 +30,18 @@ class Harness:
     def __init__(self, home: Path, config_path: Path, s3: Any) -> None:
         self.home, self.config_path, self.s3 = home, config_path, s3
         self.config: LakeConfig = load_config(config_path)
-        self.lake = Lake.open(LakeConfig(self.config.lake_uri, s3.settings(), self.config.defaults,
-                                         self.config.topics, self.config.spark))
+        self.lake = Lake.open(
+            LakeConfig(self.config.lake_uri, s3.settings(), self.config.defaults, self.config.topics, self.config.spark)
+        )
 
-    def run(self, topic: str, when: str, conf: dict[str, Any] | None = None) -> dict[str, Any]:
+    def run(self, topic: str, when: str, conf: dict[str, Any] | None = None) -> DagRunResult:
         env = {
-            **os.environ,
-            "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-            "LAKECLEANER_CONFIG": str(self.config_path),
             "LAKECLEANER_S3_ENDPOINT_URL": self.s3.url,
             "AWS_ACCESS_KEY_ID": self.s3.access_key,
             "AWS_SECRET_ACCESS_KEY": self.s3.secret_key,
             "AWS_REGION": "us-east-1",
-            "AIRFLOW_CONN_SPARK_LAKECLEANER": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         }
-        proc = subprocess.run(
-            [sys.executable, "-m", "tests.airflow_run", str(self.config_path), f"lakecleaner__{topic}", when,
-             json.dumps(conf or {})],
-            env=env, capture_output=True, text=True, cwd=REPO, timeout=900,
-        )
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-        assert lines, proc.stdout[-4000:] + proc.stderr[-4000:]
-        result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
-        result["log"] = proc.stdout + proc.stderr
-        return result
+        return run_dag(self.home, self.config_path, f"lakecleaner__{topic}", when, conf, env, timeout_s=900)
 
 
 @pytest.fixture
@@ -71,9 +51,15 @@ def harness(airflow_home: Path, tmp_path: Path, s3_endpoint: Any) -> Harness:
         "lake": {"uri": uri, "storage": {"region": "us-east-1", "max_attempts": 3}},
         "topics": {
             "page-views": {
-                "partitions": 1, "schedule": "@hourly", "consumer_groups": ["analytics", "billing"],
-                "config": {"cleanup.policy": "delete", "retention.ms": 48 * HOUR,
-                           "retention.commitoffset.ms": HOUR, "file.delete.delay.ms": 0},
+                "partitions": 1,
+                "schedule": "@hourly",
+                "consumer_groups": ["analytics", "billing"],
+                "config": {
+                    "cleanup.policy": "delete",
+                    "retention.ms": 48 * HOUR,
+                    "retention.commitoffset.ms": HOUR,
+                    "file.delete.delay.ms": 0,
+                },
             },
         },
     }
@@ -100,13 +86,13 @@ def bases(h: Harness) -> list[int]:
 def test_delete_topic_consumed_retention_idempotence_and_dry_run(harness: Harness) -> None:
     fill_events(harness)
     dry = harness.run("page-views", T0_ISO, {"dry_run": True})
-    assert dry["state"] == "success", dry["log"][-3000:]
-    assert dry["tasks"]["compaction_gate"] == "skipped" and dry["tasks"]["physical_deletion"] == "skipped"
+    assert dry.state == "success", dry.log[-3000:]
+    assert dry.tasks["compaction_gate"] == "skipped" and dry.tasks["physical_deletion"] == "skipped"
     assert bases(harness) == [0, 10, 20, 30, 40, 50]
 
     first = harness.run("page-views", T0_ISO)
-    assert first["state"] == "success", first["log"][-3000:]
-    assert first["tasks"]["compact"] == "skipped"  # a delete-policy topic has nothing to compact
+    assert first.state == "success", first.log[-3000:]
+    assert first.tasks["compact"] == "skipped"  # a delete-policy topic has nothing to compact
     # billing has consumed [0, 30): exactly those segments go, by consumed retention
     assert bases(harness) == [30, 40, 50]
     log = harness.lake.topic("page-views").partition(0)
@@ -114,15 +100,15 @@ def test_delete_topic_consumed_retention_idempotence_and_dry_run(harness: Harnes
 
     manifest = log.manifest()
     again = harness.run("page-views", T0_ISO)
-    assert again["state"] == "success"
+    assert again.state == "success"
     assert log.manifest().segments == manifest.segments  # a second run at the same now changes nothing
-    assert again["tasks"]["publish_change"] == "skipped"
+    assert again.tasks["publish_change"] == "skipped"
 
 
 def test_invalid_parameters_fail_the_first_task_with_the_reason(harness: Harness) -> None:
     fill_events(harness)
     result = harness.run("page-views", T0_ISO, {"partitions": [7]})
-    assert result["state"] == "failed"
-    assert result["tasks"]["assess"] == "failed"
-    assert "partitions: 7 is not a partition of this topic (0..0)" in result["log"]
+    assert result.state == "failed"
+    assert result.tasks["assess"] == "failed"
+    assert "partitions: 7 is not a partition of this topic (0..0)" in result.log
     assert bases(harness) == [0, 10, 20, 30, 40, 50]

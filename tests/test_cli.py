@@ -109,7 +109,7 @@ def test_compacted_topic_rejects_unkeyed_json_records(tmp_path: Path) -> None:
 
 
 def test_demo_builds_the_sample_topics_and_prints_status(tmp_path: Path) -> None:
-    proc = run(tmp_path, "demo", "--records", "4000")
+    proc = run(tmp_path, "demo", "--records", "4000", "--no-airflow")
     assert "topic customers-cdc" in proc.stdout and "topic page-views" in proc.stdout
     status = json.loads(run(tmp_path, "--json", "status").stdout)
     assert sum(p["records"] for p in status["customers-cdc"]) == 4000

@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import click
@@ -603,25 +604,64 @@ def offsets_list(ctx: Context, group: str | None, topic: str | None) -> None:
 
 # -- the main job ------------------------------------------------------------------------------
 @cli.command()
-@click.option("--fresh/--keep", default=True, show_default=True, help="Delete the sample topics first.")
 @click.option("--records", default=200_000, show_default=True, help="Records in the CDC topic.")
+@click.option(
+    "--airflow-home",
+    default="airflow_home",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the embedded Airflow keeps its SQLite database and logs.",
+)
+@click.option("--no-airflow", is_flag=True, help="Only build the sample topics and show their status.")
 @pass_ctx
-def demo(ctx: Context, fresh: bool, records: int) -> None:
-    """Build the sample topics in the configured lake and show their status."""
-    from lakecleaner.demo import CDC_TOPIC, EVENTS_TOPIC, DemoSizes, build_sample_topics
+def demo(ctx: Context, records: int, airflow_home: str, no_airflow: bool) -> None:
+    """The main job: build the sample topics, run both topics' DAGs in Airflow, summarise."""
+    from lakecleaner import demo as job
 
     lake = ctx.lake
-    if fresh:
-        for name in (CDC_TOPIC, EVENTS_TOPIC):
-            for obj in lake.store.list(f"topics/{name}/"):
-                lake.store.delete(obj.key)
-        for group in ("analytics", "billing"):
-            lake.store.delete(f"_consumer_offsets/{group}.json")
-    sizes = DemoSizes(cdc_records=records, cdc_keys=max(1, records // 10), event_records=max(1, records // 2))
+    job.reset_sample_topics(lake)
+    sizes = job.DemoSizes(cdc_records=records, cdc_keys=max(1, records // 10), event_records=max(1, records // 2))
+    now = wall_clock_ms() // job.HOUR_MS * job.HOUR_MS
     err_console.print(f"lake: {lake.uri}")
-    written = build_sample_topics(lake, sizes)
+    written = job.build_sample_topics(lake, sizes, now_ms=now)
     err_console.print(f"produced {written}")
-    show_status(ctx, [CDC_TOPIC, EVENTS_TOPIC])
+    if no_airflow:
+        show_status(ctx, [job.CDC_TOPIC, job.EVENTS_TOPIC])
+        return
+    before = {t: job.topic_snapshot(lake, t) for t in (job.CDC_TOPIC, job.EVENTS_TOPIC)}
+    _run_demo_dags(ctx, Path(airflow_home).resolve(), now)
+    after = {t: job.topic_snapshot(lake, t) for t in before}
+    runs = {t: job.run_summaries(lake, t) for t in before}
+    sections = {t: job.summary_rows(before[t], after[t], runs[t]) for t in before}
+    for topic, rows in sections.items():
+        table = Table("figure", "before → after", title=f"topic {topic}")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    page = job.render_html(lake.uri, sections, runs)
+    lake.store.write("_lakecleaner/report.html", page.encode())
+    console.print(f"HTML report: {lake.store.location('_lakecleaner/report.html')}", markup=False)
+
+
+def _run_demo_dags(ctx: Context, airflow_home: Path, now: int) -> None:
+    """Both DAGs at now and two hours later (tombstones stamped in the first run expire in the second)."""
+    from lakecleaner import demo as job
+    from lakecleaner.orchestration.local import migrate, run_dag
+
+    config_path = Path(
+        ctx.config.source if ctx.config.source not in ("<defaults>", "--lake") else "config/lakecleaner.yaml"
+    ).resolve()
+    env = {"LAKECLEANER_LAKE_URI": ctx.lake.uri}
+    airflow_home.mkdir(parents=True, exist_ok=True)
+    err_console.print(f"airflow: {airflow_home} (SQLite)")
+    migrate(airflow_home, config_path)
+    for when in (now, now + 2 * job.HOUR_MS):
+        for topic in (job.CDC_TOPIC, job.EVENTS_TOPIC):
+            err_console.print(f"running lakecleaner__{topic} for {job.iso(when)} ...")
+            result = run_dag(airflow_home, config_path, f"lakecleaner__{topic}", job.iso(when), env=env)
+            err_console.print(f"  {result.state}: " + ", ".join(f"{t}={s}" for t, s in sorted(result.tasks.items())))
+            if result.state != "success":
+                raise LakeCleanerError(f"the DAG run of {topic} failed; its log:\n{result.log[-3000:]}")
 
 
 # -- helpers ----------------------------------------------------------------------------------

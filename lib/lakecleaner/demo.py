@@ -1,17 +1,27 @@
 """The main job on the embedded default (`make demo` / `lakecleaner demo`).
 
-At this stage of the project it builds the sample topics of config/lakecleaner.yaml in the
-local lake: a compacted CDC topic with updates, deletes, out-of-order producers and KIP-280
-header versions, and a delete-policy topic with two consumer groups at different offsets;
-then it prints the status table (and the cleaning/retention plan when the policy is there).
+1. Builds the two sample topics of the config file in the local lake (fresh): a compacted CDC
+   topic with updates, deletes, out-of-order producers and KIP-280 header versions, and a
+   delete-policy topic with two consumer groups at different offsets and consumed retention on.
+2. Runs both topics' DAGs in real Airflow (SQLite metadata DB, `dag.test()`), twice: at now,
+   and two hours later, so tombstones stamped by the first pass expire in the second.
+3. Prints a before/after summary (records, bytes, keys, tombstones stamped and removed,
+   segments deleted by which rule, quality results) and writes an HTML report.
 """
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.lake import Lake
+from lakecleaner.reports import RUNS_PREFIX, load_report
 from lakecleaner.workload import WorkloadSpec, generate
 
 CDC_TOPIC = "customers-cdc"
@@ -28,13 +38,12 @@ class DemoSizes:
 
 
 def build_sample_topics(lake: Lake, sizes: DemoSizes = DemoSizes(), now_ms: int | None = None) -> dict[str, int]:
-    """Create the two sample topics (fresh) and fill them; returns records written per topic.
+    """Create the two sample topics and fill them; returns records written per topic.
 
-    Timestamps spread over the last 48 hours so that rolling, min/max compaction lag and
-    time retention all have something to decide.
+    Timestamps spread over the 48 hours before `now`, so that rolling, min/max compaction lag
+    and time and consumed retention all have something to decide.
     """
     now = wall_clock_ms() if now_ms is None else now_ms
-    written: dict[str, int] = {}
     specs = {
         CDC_TOPIC: WorkloadSpec(
             keys=sizes.cdc_keys,
@@ -66,9 +75,8 @@ def build_sample_topics(lake: Lake, sizes: DemoSizes = DemoSizes(), now_ms: int 
         topic = lake.topic(name)
         for partition, batch in generate(spec, batch_records=sizes.batch_records):
             topic.partition(partition).append(batch, now_ms=now)
-        written[name] = spec.records
     _commit_demo_offsets(lake, now)
-    return written
+    return {name: spec.records for name, spec in specs.items()}
 
 
 def _commit_demo_offsets(lake: Lake, now: int) -> None:
@@ -77,3 +85,103 @@ def _commit_demo_offsets(lake: Lake, now: int) -> None:
     ends = {p: m.next_offset for p, m in topic.manifests().items()}
     lake.offsets.commit("analytics", EVENTS_TOPIC, {p: end * 8 // 10 for p, end in ends.items()}, now_ms=now)
     lake.offsets.commit("billing", EVENTS_TOPIC, {p: end * 3 // 10 for p, end in ends.items()}, now_ms=now)
+
+
+def reset_sample_topics(lake: Lake) -> None:
+    """Delete the sample topics, their run reports and the demo groups' offsets."""
+    for prefix in (
+        f"topics/{CDC_TOPIC}/",
+        f"topics/{EVENTS_TOPIC}/",
+        f"{RUNS_PREFIX}{CDC_TOPIC}/",
+        f"{RUNS_PREFIX}{EVENTS_TOPIC}/",
+    ):
+        for obj in lake.store.list(prefix):
+            lake.store.delete(obj.key)
+    for group in ("analytics", "billing"):
+        lake.store.delete(f"_consumer_offsets/{group}.json")
+
+
+def topic_snapshot(lake: Lake, name: str) -> dict[str, int]:
+    """Records, bytes, segments, distinct keys and tombstones of a topic's committed log."""
+    out = {"records": 0, "bytes": 0, "segments": 0, "keys": 0, "tombstones": 0}
+    for log in lake.topic(name).partition_logs():
+        manifest = log.manifest()
+        table = log.read(columns=["key", "value"], manifest=manifest)
+        out["records"] += table.num_rows
+        out["bytes"] += manifest.size_bytes
+        out["segments"] += len(manifest.segments)
+        out["keys"] += len(pc.unique(table.column("key").drop_null()))
+        out["tombstones"] += sum(s.tombstone_count for s in manifest.segments)
+    return out
+
+
+def run_summaries(lake: Lake, name: str) -> list[dict[str, Any]]:
+    """The DAG runs' summaries (run.json) of a topic, oldest first."""
+    run_ids = sorted(
+        {o.key.split("/")[3] for o in lake.store.list(f"{RUNS_PREFIX}{name}/") if o.key.endswith("/run.json")}
+    )
+    return [load_report(lake.store, name, run_id, "run") for run_id in run_ids]
+
+
+def summary_rows(before: dict[str, int], after: dict[str, int], runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The before → after lines of one topic, plus what the runs did."""
+    rows = [(k, f"{before[k]:,} → {after[k]:,}") for k in ("records", "bytes", "segments", "keys", "tombstones")]
+    stamped = removed = superseded = 0
+    rules: dict[str, int] = {}
+    quality: list[str] = []
+    for run in runs:
+        compaction = run.get("compaction") or {}
+        for p in compaction.get("partitions") or []:
+            stamped += p["stats"]["tombstones_stamped"]
+            removed += p["stats"]["tombstones_removed"]
+            superseded += p["stats"]["records_superseded"]
+            if p.get("quality"):
+                quality.append(
+                    f"compaction p{p.get('partition')}: {'passed' if p['quality'].get('success') else 'FAILED'}"
+                )
+        for p in (run.get("retention") or {}).get("partitions") or []:
+            for rule, counts in (p.get("deleted_by_rule") or {}).items():
+                rules[rule] = rules.get(rule, 0) + int(counts["segments"])
+            if p.get("quality"):
+                quality.append(f"retention p{p['partition']}: {'passed' if p['quality'].get('success') else 'FAILED'}")
+    rows += [
+        ("records dropped as superseded", f"{superseded:,}"),
+        ("tombstones stamped", f"{stamped:,}"),
+        ("tombstones removed", f"{removed:,}"),
+        ("segments deleted", ", ".join(f"{n} by {r}" for r, n in rules.items()) or "none"),
+        ("quality checks", "; ".join(sorted(set(quality))) or "none ran"),
+    ]
+    return rows
+
+
+def render_html(
+    lake_uri: str, sections: dict[str, list[tuple[str, str]]], runs: dict[str, list[dict[str, Any]]]
+) -> str:
+    """A self-contained HTML page of the summary (no external assets)."""
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>lakecleaner run report</title>",
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}"
+        "td,th{border:1px solid #ccc;padding:4px 10px;text-align:left}th{background:#eee}</style></head><body>",
+        f"<h1>lakecleaner run report</h1><p>lake: <code>{html.escape(lake_uri)}</code></p>",
+    ]
+    for topic, rows in sections.items():
+        parts.append(f"<h2>{html.escape(topic)}</h2><table><tr><th>figure</th><th>before → after</th></tr>")
+        parts += [f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in rows]
+        parts.append("</table><h3>runs</h3><ul>")
+        for run in runs[topic]:
+            parts.append(
+                f"<li><code>{html.escape(str(run.get('run_id')))}</code>: report at "
+                f"<code>{html.escape(str(run.get('location')))}</code></li>"
+            )
+        parts.append("</ul>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat()
+
+
+def html_report_path(lake: Lake) -> Path | None:
+    """Where the HTML report goes: inside a local lake; None for an S3 lake (it is stored there)."""
+    return Path(lake.store.arrow_path("_lakecleaner/report.html")) if lake.uri.startswith("file://") else None

@@ -165,7 +165,7 @@ def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[s
 
 
 COMPACTION_REPORT = "report"
-_FAILED_STATUSES = {"failed", "failed-quality", "uncleanable", "aborted"}
+_FAILED_STATUSES = {"failed", "failed-quality", "uncleanable"}
 
 
 def load_compaction_report(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any] | None:

@@ -1,0 +1,107 @@
+"""Run a lakecleaner DAG in real Airflow on this machine (SQLite metadata DB, `dag.test()`).
+
+Used by the main job (`make demo`) and the end-to-end tests. Each run is its own process,
+because Airflow keeps global state (configuration, ORM sessions) per process:
+
+    python -m lakecleaner.orchestration.local <config.yaml> <dag_id> <logical date ISO> '<conf JSON>'
+
+prints `RESULT {"state": ..., "tasks": {task_id: state}}` as its last line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lakecleaner.orchestration.dags import REPO_ROOT, build_dags
+
+RESULT_PREFIX = "RESULT "
+
+
+@dataclass(frozen=True)
+class DagRunResult:
+    state: str
+    tasks: Mapping[str, str]
+    log: str
+
+
+def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a local Airflow: its home, the project's DAGs, the lakecleaner config,
+    and a local Spark master for the `spark_lakecleaner` connection unless one is set."""
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+        "LAKECLEANER_CONFIG": str(config_path),
+        "AIRFLOW_CONN_SPARK_LAKECLEANER": os.environ.get(
+            "AIRFLOW_CONN_SPARK_LAKECLEANER", json.dumps({"conn_type": "spark", "host": "local[2]"})
+        ),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        **(extra or {}),
+    }
+
+
+def migrate(airflow_home: Path, config_path: Path) -> None:
+    """Create (or upgrade) the SQLite metadata database."""
+    subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        env=airflow_env(airflow_home, config_path),
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+
+
+def run_dag(
+    airflow_home: Path,
+    config_path: Path,
+    dag_id: str,
+    logical_date: str,
+    conf: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout_s: int = 1800,
+) -> DagRunResult:
+    """Run one DAG run to completion with dag.test() in a child process."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lakecleaner.orchestration.local",
+            str(config_path),
+            dag_id,
+            logical_date,
+            json.dumps(dict(conf or {})),
+        ],
+        env=airflow_env(airflow_home, config_path, env),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    log = proc.stdout + proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    if not lines:
+        raise RuntimeError(f"the DAG run {dag_id} @ {logical_date} did not finish:\n{log[-4000:]}")
+    result = json.loads(lines[-1][len(RESULT_PREFIX) :])
+    return DagRunResult(result["state"], result["tasks"], log)
+
+
+def main() -> None:
+    config_path, dag_id, when, conf = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    dag = build_dags(config_path)[dag_id]
+    run = dag.test(logical_date=datetime.fromisoformat(when), run_conf=conf)
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    print(RESULT_PREFIX + json.dumps({"state": str(run.state), "tasks": states}))
+
+
+if __name__ == "__main__":
+    main()
