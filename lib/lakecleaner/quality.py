@@ -96,8 +96,15 @@ def _context() -> Any:
     return _context_cache[0]
 
 
-def validate(subject: str, dataframe: Any, checks: list[Check]) -> QualityReport:
-    """Run `checks` against a pandas or Spark DataFrame and report each outcome."""
+def validate(
+    subject: str, dataframe: Any, checks: list[Check], *, result_format: str | dict[str, Any] | None = None
+) -> QualityReport:
+    """Run `checks` against a pandas or Spark DataFrame and report each outcome.
+
+    `result_format` is passed to GX (default: GX's own). With "BOOLEAN_ONLY" only success is
+    computed (the fastest); with unexpected_index_column_names, a failed check's sample lists
+    the offending rows by those columns instead of bare values.
+    """
     context = _context()
     name = f"lakecleaner-{uuid.uuid4().hex[:8]}"
     is_spark = type(dataframe).__module__.startswith("pyspark")
@@ -108,7 +115,10 @@ def validate(subject: str, dataframe: Any, checks: list[Check]) -> QualityReport
         suite.add_expectation(check.expectation)
     definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
     try:
-        result = definition.run(batch_parameters={"dataframe": dataframe})
+        if result_format is None:
+            result = definition.run(batch_parameters={"dataframe": dataframe})
+        else:
+            result = definition.run(batch_parameters={"dataframe": dataframe}, result_format=result_format)
     finally:
         context.validation_definitions.delete(name)
         context.suites.delete(name)
@@ -125,7 +135,9 @@ def validate(subject: str, dataframe: Any, checks: list[Check]) -> QualityReport
                 expectation=str(config.type) if config is not None else "?",
                 success=bool(r.success),
                 unexpected_count=details.get("unexpected_count"),
-                sample=list(details.get("partial_unexpected_list") or [])[:SAMPLE_SIZE],
+                sample=list(
+                    details.get("partial_unexpected_index_list") or details.get("partial_unexpected_list") or []
+                )[:SAMPLE_SIZE],
                 observed=details.get("observed_value"),
             )
         )

@@ -23,6 +23,10 @@ from lakecleaner.log.records import SEGMENT_SCHEMA
 META_PREFIX = "lakecleaner."
 KIND_APPEND = "append"
 KIND_COMPACTED = "compacted"
+#: Parquet settings every segment writer uses (zstd; statistics on the sorted columns).
+COMPRESSION = "zstd"
+ROW_GROUP_SIZE = 256 * 1024
+STATISTICS_COLUMNS = ("offset", "timestamp")
 
 
 @dataclass(frozen=True)
@@ -126,9 +130,9 @@ def encode_segment_file(table: pa.Table, meta: FileMeta) -> bytes:
     pq.write_table(
         table.cast(SEGMENT_SCHEMA).replace_schema_metadata(schema.metadata),
         sink,
-        compression="zstd",
-        row_group_size=256 * 1024,
-        write_statistics=["offset", "timestamp"],
+        compression=COMPRESSION,
+        row_group_size=ROW_GROUP_SIZE,
+        write_statistics=list(STATISTICS_COLUMNS),
     )
     return bytes(sink.getvalue().to_pybytes())
 

@@ -33,7 +33,9 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.utils.trigger_rule import TriggerRule
 
 from lakecleaner.config import LakeConfig, TopicSpec, load_config
+from lakecleaner.metrics import emit_topic_metrics
 from lakecleaner.orchestration import tasks
+from lakecleaner.orchestration.naming import dag_id_of, report_run_id
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPACT_JOB = REPO_ROOT / "spark_jobs" / "compact_topic.py"
@@ -100,7 +102,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         "scheduled run of that interval would have."
     )
     with DAG(
-        dag_id=f"lakecleaner__{topic}",
+        dag_id=dag_id_of(topic),
         schedule=spec.schedule,
         start_date=START_DATE,
         catchup=False,
@@ -184,6 +186,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
             parts = {name: ti.xcom_pull(task_ids=name) for name in names}
             parts["compaction"] = tasks.load_compaction_report(load_config(config_path), topic, _run_id(context))
             summary = tasks.summarise(load_config(config_path), topic, _run_id(context), parts)
+            emit_topic_metrics(topic, (parts["assess"] or {}).get("metrics"), summary)
             print(json.dumps(summary, indent=1, default=str))
             failures = tasks.failures(summary)
             if failures:
@@ -203,11 +206,11 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
 
 
 def _run_id(context: Any) -> str:
-    return str(context["run_id"]).replace(":", "-").replace("+", "-")
+    return report_run_id(str(context["run_id"]))
 
 
 def build_dags(config_path: str | None = None) -> dict[str, DAG]:
     """Every topic's DAG, keyed by dag_id."""
     path = config_path or os.environ.get("LAKECLEANER_CONFIG") or str(REPO_ROOT / "config" / "lakecleaner.yaml")
     config = load_config(path)
-    return {f"lakecleaner__{name}": build_topic_dag(spec, config, path) for name, spec in config.topics.items()}
+    return {dag_id_of(name): build_topic_dag(spec, config, path) for name, spec in config.topics.items()}

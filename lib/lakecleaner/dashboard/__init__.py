@@ -1,0 +1,59 @@
+"""The "Lake retention" dashboard: an Airflow plugin serving pages and a JSON API about the lake.
+
+    data.py             the figures, planned by lakecleaner.policy at the request's "now"
+    runs.py             the run history: run reports in the lake joined with Airflow's DAG runs
+    svg.py              a partition's log drawn along the offset axis
+    pages.py            page data (the JSON API) and server-rendered HTML (templates/)
+    app.py              the FastAPI app, protected by Airflow's auth manager
+    airflow_backend.py  the user, permissions and DAG runs, from the Airflow API server
+    local_airflow.py    a throwaway local Airflow with the plugin (tests, screenshots)
+
+This module stays light (no FastAPI, no Airflow import): Airflow imports the plugin in every
+process, every task included, so the app is built on its first request, in the API server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+#: Where the dashboard is mounted in Airflow's API server.
+URL_PREFIX = "/lakecleaner"
+
+#: The Airflow UI's navigation entry: the dashboard, embedded in the UI at /plugin/lake-retention.
+_ICON = (
+    "data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24' fill='none' "
+    "stroke='%23017cee' stroke-width='2'><rect x='2' y='8' width='6' height='8'/><rect x='8' y='8' width='6' "
+    "height='8'/><rect x='14' y='8' width='8' height='8' stroke-dasharray='2 2'/></svg>"
+)
+EXTERNAL_VIEW = {
+    "name": "Lake retention",
+    "href": f"{URL_PREFIX}/",
+    "url_route": "lake-retention",
+    "destination": "nav",
+    "category": "browse",
+    "icon": _ICON,
+}
+
+_Scope = MutableMapping[str, Any]
+_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class DashboardApp:
+    """An ASGI app that builds the dashboard's FastAPI app (`app.create_app`) on its first request."""
+
+    def __init__(self) -> None:
+        self._app: Callable[[_Scope, _Receive, _Send], Awaitable[None]] | None = None
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if self._app is None:
+            from lakecleaner.dashboard.app import create_app
+
+            self._app = create_app()
+        await self._app(scope, receive, send)
+
+
+def fastapi_app() -> dict[str, Any]:
+    """The plugin's `fastapi_apps` entry."""
+    return {"app": DashboardApp(), "url_prefix": URL_PREFIX, "name": "lakecleaner: Lake retention"}

@@ -1,0 +1,179 @@
+"""The dashboard's FastAPI app: the "Lake retention" pages and their JSON API.
+
+    GET /                                          topics overview (HTML)
+    GET /topics/{topic}                            partitions, gauges, run history, trigger buttons
+    GET /topics/{topic}/partitions/{partition}     the partition's log drawn along the offset axis
+    GET /topics/{topic}/runs/{run_id}              one run's reports and quality results
+    GET /api/topics                                the overview as JSON
+    GET /api/topics/{topic}                        a topic with its partitions and runs as JSON
+    GET /api/topics/{topic}/partitions/{partition} one partition as JSON
+    GET /api/topics/{topic}/runs                   the run history as JSON
+    GET /api/topics/{topic}/runs/{run_id}          one run's reports as JSON
+
+Every route needs a signed-in Airflow user (401 otherwise) who may read DAGs (403 otherwise);
+a topic's routes need read access to the topic's DAG. `?now=<ISO-8601 or epoch ms>` sets the
+"now" the figures are computed at (default: the request time). The app only reads: the trigger
+buttons call Airflow's own REST API from the browser, with the user's own Airflow session.
+"""
+
+# No `from __future__ import annotations` here: FastAPI reads the routes' annotations at runtime, and
+# those name types local to `create_app`.
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Protocol
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from lakecleaner.clock import wall_clock_ms
+from lakecleaner.config import load_config
+from lakecleaner.dashboard import URL_PREFIX
+from lakecleaner.dashboard.pages import PageContext, Pages
+from lakecleaner.dashboard.runs import AirflowRun, valid_run_id
+from lakecleaner.errors import InvalidTopicName, LakeCleanerError, TopicNotFound
+from lakecleaner.lake import Lake
+from lakecleaner.names import validate_topic_name
+from lakecleaner.orchestration.naming import dag_id_of
+
+
+class Access(Protocol):
+    """What a user may do, as the auth manager says."""
+
+    def can_read(self, user: Any, dag_id: str | None) -> bool: ...
+
+    def can_trigger(self, user: Any, dag_id: str) -> bool: ...
+
+
+def open_configured_lake() -> Lake:
+    """The lake of lakecleaner's config file ($LAKECLEANER_CONFIG), read again on every request."""
+    return Lake.open(load_config())
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Everything the app needs from its host: `current_user` is a FastAPI dependency returning the
+    signed-in user or raising 401; `dag_runs(dag_id, limit)` lists a DAG's recent runs."""
+
+    current_user: Callable[..., Any]
+    access: Access
+    dag_runs: Callable[[str, int], list[AirflowRun]]
+    open_lake: Callable[[], Lake] = open_configured_lake
+
+
+def parse_now(now: str | None) -> int:
+    """`?now=` as epoch ms: ISO-8601 (naive means UTC) or epoch milliseconds; absent means the wall clock."""
+    if now is None or not now.strip():
+        return wall_clock_ms()
+    text = now.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise HTTPException(
+            400, f"now={now!r} is not an ISO-8601 time (e.g. 2026-03-01T12:00:00Z) nor epoch ms"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """A signed-in user who may read DAGs, and the "now" of the request."""
+
+    user: Any
+    now_ms: int
+    explicit_now: str | None
+
+
+def _topic_name(topic: str) -> str:
+    try:
+        return validate_topic_name(topic)
+    except InvalidTopicName as exc:
+        raise HTTPException(404, str(exc)) from None
+
+
+def create_app(backend: Backend | None = None) -> FastAPI:
+    """The dashboard app; without a backend, the one of the Airflow API server it is mounted in."""
+    if backend is None:
+        from lakecleaner.dashboard.airflow_backend import airflow_backend
+
+        backend = airflow_backend()
+    host: Backend = backend
+    app = FastAPI(title="lakecleaner dashboard", docs_url=None, redoc_url=None, openapi_url=None)
+
+    def viewer(user: Annotated[Any, Depends(host.current_user)], now: Annotated[str | None, Query()] = None) -> Viewer:
+        if not host.access.can_read(user, None):
+            raise HTTPException(403, "Forbidden: reading DAGs is not allowed for this user")
+        return Viewer(user, parse_now(now), now)
+
+    def topic_viewer(topic: str, who: Annotated[Viewer, Depends(viewer)]) -> Viewer:
+        if not host.access.can_read(who.user, dag_id_of(_topic_name(topic))):
+            raise HTTPException(403, f"Forbidden: reading DAG {dag_id_of(topic)} is not allowed for this user")
+        return who
+
+    def pages(request: Request, who: Viewer) -> Pages:
+        base = str(request.scope.get("root_path", "")).rstrip("/")
+        context = PageContext(
+            base=base,
+            airflow_base=base.removesuffix(URL_PREFIX),
+            now_ms=who.now_ms,
+            explicit_now=who.explicit_now,
+            can_read=lambda dag_id: host.access.can_read(who.user, dag_id),
+            can_trigger=lambda dag_id: host.access.can_trigger(who.user, dag_id),
+        )
+        return Pages(host.open_lake(), context, host.dag_runs)
+
+    Reader = Annotated[Viewer, Depends(viewer)]
+    TopicReader = Annotated[Viewer, Depends(topic_viewer)]
+
+    @app.exception_handler(LakeCleanerError)
+    async def lake_error(request: Request, exc: LakeCleanerError) -> JSONResponse:
+        status = 404 if isinstance(exc, TopicNotFound) else 503
+        return JSONResponse({"detail": str(exc)}, status_code=status)
+
+    @app.get("/", response_class=HTMLResponse)
+    def overview_page(request: Request, who: Reader) -> str:
+        return pages(request, who).overview_html()
+
+    @app.get("/topics/{topic}", response_class=HTMLResponse)
+    def topic_page(request: Request, topic: str, who: TopicReader) -> str:
+        return pages(request, who).topic_html(topic)
+
+    @app.get("/topics/{topic}/partitions/{partition}", response_class=HTMLResponse)
+    def partition_page(request: Request, topic: str, partition: int, who: TopicReader) -> str:
+        return pages(request, who).partition_html(topic, partition)
+
+    @app.get("/topics/{topic}/runs/{run_id}", response_class=HTMLResponse)
+    def run_page(request: Request, topic: str, run_id: str, who: TopicReader) -> str:
+        return pages(request, who).run_html(topic, _run_id(run_id))
+
+    @app.get("/api/topics")
+    def overview_json(request: Request, who: Reader) -> dict[str, Any]:
+        return pages(request, who).overview()
+
+    @app.get("/api/topics/{topic}")
+    def topic_json(request: Request, topic: str, who: TopicReader) -> dict[str, Any]:
+        return pages(request, who).topic(topic)
+
+    @app.get("/api/topics/{topic}/partitions/{partition}")
+    def partition_json(request: Request, topic: str, partition: int, who: TopicReader) -> dict[str, Any]:
+        return pages(request, who).partition(topic, partition).to_dict()
+
+    @app.get("/api/topics/{topic}/runs")
+    def runs_json(request: Request, topic: str, who: TopicReader) -> list[dict[str, Any]]:
+        return [r.to_dict() for r in pages(request, who).runs(topic)]
+
+    @app.get("/api/topics/{topic}/runs/{run_id}")
+    def run_json(request: Request, topic: str, run_id: str, who: TopicReader) -> dict[str, Any]:
+        return pages(request, who).run(topic, _run_id(run_id))
+
+    return app
+
+
+def _run_id(run_id: str) -> str:
+    if not valid_run_id(run_id):
+        raise HTTPException(404, f"no run {run_id!r}: a run id has only letters, digits, '.', '_' and '-'")
+    return run_id

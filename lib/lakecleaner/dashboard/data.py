@@ -1,0 +1,262 @@
+"""The figures the dashboard shows, computed by the planning code at the request's "now".
+
+Each topic is planned exactly as the DAG's `assess` task plans it (`plan_topic` on the current
+manifests and the consumer groups' minimum committed offsets), so the dashboard, the DAG and
+`lakecleaner plan` agree. Every view is a frozen value with a JSON-serialisable `to_dict()`: the
+JSON API returns it, and the HTML pages render the same values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lakecleaner.dashboard.runs import RunRecord
+from lakecleaner.lake import Lake
+from lakecleaner.log.manifest import Manifest
+from lakecleaner.offsets import ConsumedPosition
+from lakecleaner.orchestration.naming import dag_id_of
+from lakecleaner.policy import PartitionPlan, TopicPlan, plan_topic
+from lakecleaner.policy.cleanable import CleanableRange
+from lakecleaner.policy.retention import CONSUMED
+from lakecleaner.policy.roll import apply_roll
+from lakecleaner.policy.text import format_timestamp_ms
+
+#: How many recent runs the overview sums the reclaimed bytes of.
+RECENT_RUNS = 10
+
+#: Kinds of the offset ranges a partition's bar is made of.
+CLEAN, DIRTY, UNCLEANABLE, ACTIVE, LOG = "clean", "dirty", "uncleanable", "active", "log"
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """A topic as the planning code sees it at `now_ms`."""
+
+    manifests: dict[int, Manifest]
+    consumed: dict[int, ConsumedPosition]
+    plan: TopicPlan
+
+
+def load_topic(lake: Lake, name: str, now_ms: int) -> TopicState:
+    """Read the topic's manifests and consumer positions and plan it (raises TopicNotFound)."""
+    topic = lake.topic(name)
+    manifests = topic.manifests()
+    consumed = lake.offsets.consumed_positions(name, sorted(manifests))
+    return TopicState(manifests, consumed, plan_topic(name, manifests, topic.config, consumed, now_ms))
+
+
+# ----------------------------------------------------------------------------------------------
+# The topics overview
+
+
+@dataclass(frozen=True)
+class Due:
+    """A partition with work due, and why (compaction reason, retention reason)."""
+
+    partition: int
+    compaction: str | None
+    retention: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"partition": self.partition, "compaction": self.compaction, "retention": self.retention}
+
+
+def partitions_due(plan: TopicPlan) -> list[Due]:
+    """The partitions due for compaction or with segments retention deletes, each with the reasons."""
+    due = []
+    for p in plan.partitions:
+        compaction = p.compaction.reason if p.compaction.due else None
+        retention = p.retention.reason if p.retention.deletions else None
+        if compaction or retention:
+            due.append(Due(p.partition, compaction, retention))
+    return due
+
+
+def nearest_deadline(plan: TopicPlan) -> dict[str, Any] | None:
+    """The partition whose deletion deadline (KIP-354 / tombstone horizon) comes first."""
+    deadlines = [(p.deadline, p.partition) for p in plan.partitions if p.deadline is not None]
+    if not deadlines:
+        return None
+    deadline, partition = min(deadlines, key=lambda d: (d[0].deadline_ms, d[1]))
+    return {"partition": partition, "at": format_timestamp_ms(deadline.deadline_ms), **deadline.to_dict()}
+
+
+def topic_overview(state: TopicState, runs: Sequence[RunRecord]) -> dict[str, Any]:
+    """One topic's row of the overview: policy, size, what is due and why, the cleaner gauges,
+    the nearest deletion deadline, the last run and the bytes reclaimed by the recent runs."""
+    plan, manifests = state.plan, state.manifests
+    recent = [r.reclaimed for r in runs[:RECENT_RUNS]]
+    return {
+        "topic": plan.topic,
+        "dag_id": dag_id_of(plan.topic),
+        "policy": ",".join(sorted(plan.config.cleanup_policy)),
+        "partitions": len(manifests),
+        "records": sum(m.record_count for m in manifests.values()),
+        "bytes": sum(m.size_bytes for m in manifests.values()),
+        "metrics": plan.metrics.to_dict(),
+        "max_compaction_delay_secs": plan.metrics.max_compaction_delay_secs,
+        "partitions_due": [d.to_dict() for d in partitions_due(plan)],
+        "compaction_order": list(plan.selection.selected),
+        "nearest_deadline": nearest_deadline(plan),
+        "last_run": runs[0].to_dict() if runs else None,
+        "reclaimed_recent": {
+            "runs": len(recent),
+            "bytes": sum(r.bytes for r in recent),
+            "records": sum(r.records for r in recent),
+        },
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# A partition's log
+
+
+@dataclass(frozen=True)
+class Region:
+    """A range [start, end) of the log's offsets of one kind, with the bytes of its segments."""
+
+    kind: str
+    start: int
+    end: int
+    bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "start": self.start, "end": self.end, "bytes": self.bytes}
+
+
+@dataclass(frozen=True)
+class SegmentView:
+    """A segment on the bar; `retention_rule` is the rule that deletes it at the next run (or None)."""
+
+    id: str
+    base_offset: int
+    next_offset: int
+    records: int
+    bytes: int
+    sealed: bool
+    max_timestamp: int
+    retention_rule: str | None
+    retention_reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "base_offset": self.base_offset,
+            "next_offset": self.next_offset,
+            "records": self.records,
+            "bytes": self.bytes,
+            "sealed": self.sealed,
+            "max_timestamp": self.max_timestamp,
+            "retention_rule": self.retention_rule,
+            "retention_reason": self.retention_reason,
+        }
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """A partition's log along the offset axis, with the offsets that matter to its cleaning.
+
+    The log is drawn as the plan sees it: an active segment due for its idle roll is drawn sealed
+    (`rolls` says so). `consumed_offset` is the minimum committed offset over the subscribed groups
+    (None when unknown, with `consumed_reason`).
+    """
+
+    plan: PartitionPlan
+    manifest: Manifest
+    regions: tuple[Region, ...]
+    segments: tuple[SegmentView, ...]
+    groups: dict[str, int | None]
+    consumed_offset: int | None
+    consumed_reason: str | None
+
+    @property
+    def axis_start(self) -> int:
+        return self.segments[0].base_offset if self.segments else self.manifest.log_start_offset
+
+    @property
+    def axis_end(self) -> int:
+        return self.manifest.next_offset
+
+    @property
+    def consumed_deletions(self) -> list[SegmentView]:
+        """The segments consumed retention (KIP-68) deletes at the next run."""
+        return [s for s in self.segments if s.retention_rule == CONSUMED]
+
+    def to_dict(self) -> dict[str, Any]:
+        m, plan = self.manifest, self.plan
+        cleanable = plan.compaction.range
+        return {
+            "topic": plan.topic,
+            "partition": plan.partition,
+            "now_ms": plan.now_ms,
+            "manifest_version": plan.manifest_version,
+            "log_start_offset": m.log_start_offset,
+            "next_offset": m.next_offset,
+            "cleaner_checkpoint": m.cleaner_checkpoint,
+            "first_dirty_offset": None if cleanable is None else cleanable.first_dirty_offset,
+            "first_uncleanable_offset": None if cleanable is None else cleanable.first_uncleanable_offset,
+            "records": m.record_count,
+            "bytes": m.size_bytes,
+            "rolls": plan.roll.roll,
+            "regions": [r.to_dict() for r in self.regions],
+            "segments": [s.to_dict() for s in self.segments],
+            "consumer_groups": dict(self.groups),
+            "min_committed_offset": self.consumed_offset,
+            "consumed_reason": self.consumed_reason,
+            "consumed_deletions": [s.id for s in self.consumed_deletions],
+            "plan": plan.to_dict(),
+        }
+
+
+def _regions(manifest: Manifest, cleanable: CleanableRange | None) -> tuple[Region, ...]:
+    """Clean [first base, F), dirty [F, U), uncleanable [U, active base), active [active base, end);
+    a topic that is not compacted has one `log` range before the active segment. Empty ranges are left out."""
+    active = manifest.active_segment
+    sealed_end = manifest.next_offset if active is None else active.base_offset
+    start = manifest.segments[0].base_offset if manifest.segments else manifest.log_start_offset
+    if cleanable is None:
+        bounds = [(LOG, start, sealed_end)]
+    else:
+        dirty, uncleanable = cleanable.first_dirty_offset, cleanable.first_uncleanable_offset
+        bounds = [(CLEAN, start, dirty), (DIRTY, dirty, uncleanable), (UNCLEANABLE, uncleanable, sealed_end)]
+    bounds.append((ACTIVE, sealed_end, manifest.next_offset))
+    return tuple(
+        Region(kind, low, high, sum(s.size_bytes for s in manifest.segments if low <= s.base_offset < high))
+        for kind, low, high in bounds
+        if high > low or (kind == ACTIVE and active is not None)
+    )
+
+
+def partition_view(state: TopicState, partition: int) -> PartitionView:
+    """The partition's bar: regions, segments with the retention rule deleting them, and the
+    committed offsets of every subscribed consumer group (raises KeyError for an unknown partition)."""
+    plan = next(p for p in state.plan.partitions if p.partition == partition)
+    stored = state.manifests[partition]
+    manifest = apply_roll(stored, plan.now_ms) if plan.roll.roll else stored
+    deleting = {d.segment_id: d for d in plan.retention.deletions}
+    segments = tuple(
+        SegmentView(
+            s.id,
+            s.base_offset,
+            s.next_offset,
+            s.record_count,
+            s.size_bytes,
+            s.sealed,
+            s.max_timestamp,
+            deleting[s.id].rule if s.id in deleting else None,
+            deleting[s.id].reason if s.id in deleting else None,
+        )
+        for s in manifest.segments
+    )
+    consumed = state.consumed.get(partition)
+    return PartitionView(
+        plan=plan,
+        manifest=manifest,
+        regions=_regions(manifest, plan.compaction.range),
+        segments=segments,
+        groups=dict(consumed.groups) if consumed else {},
+        consumed_offset=None if consumed is None else consumed.offset,
+        consumed_reason=None if consumed is None else consumed.reason,
+    )

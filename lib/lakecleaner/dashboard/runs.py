@@ -1,0 +1,259 @@
+"""A topic's run history: the run reports in the lake joined with the DAG runs Airflow knows.
+
+The DAG stores each run's reports under `_lakecleaner/runs/<topic>/<run id>/` with the Airflow run
+id made path-safe (`report_run_id`); `run.json` is the run's summary written by the `report`
+task, `report.json` the compaction job's report, `retention.json` and `gc.json` the retention and
+physical-deletion reports (runs started from the command line write only some of them). A DAG
+run that has not reached its `report` task yet has no reports: it shows with Airflow's state only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakecleaner.errors import ObjectNotFound
+from lakecleaner.io import ObjectStore
+from lakecleaner.metrics import Reclaimed, reclaimed
+from lakecleaner.orchestration.naming import report_run_id
+from lakecleaner.orchestration.tasks import failures
+from lakecleaner.policy.text import format_timestamp_ms
+from lakecleaner.reports import RUNS_PREFIX, load_report
+
+#: The reports a run may have, by name (`<name>.json`), in the order they are shown.
+REPORT_NAMES = ("run", "report", "retention", "gc")
+_RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,250}$")
+
+
+def valid_run_id(run_id: str) -> bool:
+    """Whether `run_id` can name a run's report folder (no path separators, not `.` or `..`)."""
+    return bool(_RUN_ID.match(run_id)) and run_id not in {".", ".."}
+
+
+@dataclass(frozen=True)
+class AirflowRun:
+    """What Airflow knows about one DAG run (times in epoch ms, None when not reached yet)."""
+
+    run_id: str
+    state: str
+    run_type: str
+    conf: Mapping[str, Any] = field(default_factory=dict)
+    run_after_ms: int | None = None
+    start_ms: int | None = None
+    end_ms: int | None = None
+    data_interval_end_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class QualityResult:
+    """One Great Expectations report of a run (a compaction or a retention commit)."""
+
+    step: str
+    partition: int
+    subject: str
+    success: bool
+    checks: int
+    failed_rules: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "partition": self.partition,
+            "subject": self.subject,
+            "success": self.success,
+            "checks": self.checks,
+            "failed_rules": list(self.failed_rules),
+        }
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run of a topic: Airflow's view (state, link) and the lake's (reports, figures)."""
+
+    run_id: str
+    airflow: AirflowRun | None
+    summary: Mapping[str, Any] | None
+    reports: tuple[str, ...]
+    written_ms: int | None
+
+    @property
+    def time_ms(self) -> int:
+        """When the run happened, for ordering: Airflow's run-after time, else the reports' write time."""
+        if self.airflow is not None and self.airflow.run_after_ms is not None:
+            return self.airflow.run_after_ms
+        return self.written_ms or 0
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        """The trigger parameters as the assessment validated them, else as Airflow received them."""
+        assessed = ((self.summary or {}).get("assess") or {}).get("params")
+        return dict(assessed or (self.airflow.conf if self.airflow else {}))
+
+    @property
+    def now_ms(self) -> int | None:
+        """The "now" the run decided with."""
+        for part in ("assess", "retention", "compaction"):
+            value = ((self.summary or {}).get(part) or {}).get("now_ms")
+            if value is not None:
+                return int(value)
+        return None if self.airflow is None else self.airflow.data_interval_end_ms
+
+    @property
+    def reclaimed(self) -> Reclaimed:
+        return reclaimed(self.summary or {})
+
+    @property
+    def failures(self) -> list[str]:
+        """What went wrong, from the run summary (only runs that reached `report` have one)."""
+        if self.summary is None or "run" not in self.reports:
+            return []
+        return failures(self.summary)
+
+    @property
+    def result(self) -> str:
+        """The run's result in a few words."""
+        if self.failures:
+            return "failed: " + "; ".join(self.failures)
+        if self.airflow is not None and self.airflow.state not in {"success", "failed"}:
+            return self.airflow.state
+        if self.summary is None:
+            return self.airflow.state if self.airflow else "no report"
+        outcome = "dry run" if self.params.get("dry_run") else "ok"
+        return f"{outcome}: {_step_statuses(self.summary)}"
+
+    def quality(self) -> list[QualityResult]:
+        """The quality reports of the run's compaction and retention commits."""
+        results = []
+        for step in ("compaction", "retention"):
+            for part in ((self.summary or {}).get(step) or {}).get("partitions") or []:
+                report = part.get("quality")
+                if report:
+                    checks = report.get("checks") or []
+                    failed = tuple(str(c.get("rule")) for c in checks if not c.get("success"))
+                    results.append(
+                        QualityResult(
+                            step,
+                            int(part["partition"]),
+                            str(report.get("subject")),
+                            bool(report.get("success")),
+                            len(checks),
+                            failed,
+                        )
+                    )
+        return results
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "airflow_run_id": None if self.airflow is None else self.airflow.run_id,
+            "state": None if self.airflow is None else self.airflow.state,
+            "run_type": None if self.airflow is None else self.airflow.run_type,
+            "start_ms": None if self.airflow is None else self.airflow.start_ms,
+            "end_ms": None if self.airflow is None else self.airflow.end_ms,
+            "params": dict(self.params),
+            "now_ms": self.now_ms,
+            "now": None if self.now_ms is None else format_timestamp_ms(self.now_ms),
+            "time_ms": self.time_ms,
+            "result": self.result,
+            "failures": self.failures,
+            **self.reclaimed.to_dict(),
+            "quality": [q.to_dict() for q in self.quality()],
+            "reports": list(self.reports),
+        }
+
+
+def _step_statuses(summary: Mapping[str, Any]) -> str:
+    """How the steps' partitions ended, e.g. "compaction committed (2 partitions); retention dry-run (1 partition)"."""
+    words = []
+    for step in ("compaction", "retention"):
+        counts: dict[str, int] = {}
+        for part in (summary.get(step) or {}).get("partitions") or []:
+            counts[str(part.get("status"))] = counts.get(str(part.get("status")), 0) + 1
+        words += [f"{step} {status} ({n} partition{'s' if n > 1 else ''})" for status, n in sorted(counts.items())]
+    return "; ".join(words) or "nothing to do"
+
+
+@dataclass(frozen=True)
+class _StoredRun:
+    reports: tuple[str, ...]
+    written_ms: int
+
+
+def _stored_runs(store: ObjectStore, topic: str) -> dict[str, _StoredRun]:
+    """Every run folder of the topic with the reports it holds and when the last was written."""
+    found: dict[str, dict[str, int]] = {}
+    prefix = f"{RUNS_PREFIX}{topic}/"
+    for info in store.list(prefix):
+        run_id, _, name = info.key[len(prefix) :].partition("/")
+        if name.endswith(".json") and "/" not in name and name[: -len(".json")] in REPORT_NAMES:
+            found.setdefault(run_id, {})[name[: -len(".json")]] = info.mtime_ms
+    return {
+        run_id: _StoredRun(tuple(n for n in REPORT_NAMES if n in names), max(names.values()))
+        for run_id, names in found.items()
+    }
+
+
+def _summary(store: ObjectStore, topic: str, run_id: str, reports: Iterable[str]) -> dict[str, Any] | None:
+    """run.json, or, for a run without one (started from the command line), its separate reports
+    under the keys run.json uses."""
+    names = set(reports)
+    if "run" in names:
+        return load_report(store, topic, run_id, "run")
+    keys = {"report": "compaction", "retention": "retention", "gc": "physical_deletion"}
+    parts = {key: load_report(store, topic, run_id, name) for name, key in keys.items() if name in names}
+    return parts or None
+
+
+def run_history(store: ObjectStore, topic: str, airflow_runs: Sequence[AirflowRun], limit: int) -> list[RunRecord]:
+    """The topic's `limit` most recent runs, newest first: every DAG run Airflow listed, with its
+    reports when they exist, and the runs that only the lake knows about."""
+    stored = _stored_runs(store, topic)
+    records = []
+    for run in airflow_runs:
+        key = report_run_id(run.run_id)
+        found = stored.pop(key, None)
+        reports = found.reports if found else ()
+        written = found.written_ms if found else None
+        records.append(RunRecord(key, run, _summary(store, topic, key, reports) if found else None, reports, written))
+    newest = sorted(stored.items(), key=lambda item: item[1].written_ms, reverse=True)[:limit]
+    for run_id, found in newest:
+        records.append(
+            RunRecord(run_id, None, _summary(store, topic, run_id, found.reports), found.reports, found.written_ms)
+        )
+    return sorted(records, key=lambda r: r.time_ms, reverse=True)[:limit]
+
+
+def run_record(store: ObjectStore, topic: str, run_id: str, airflow_runs: Sequence[AirflowRun]) -> RunRecord | None:
+    """One run by its report run id (None when neither the lake nor Airflow knows it)."""
+    stored = _stored_runs(store, topic).get(run_id)
+    airflow = next((r for r in airflow_runs if report_run_id(r.run_id) == run_id), None)
+    if stored is None and airflow is None:
+        return None
+    reports = stored.reports if stored else ()
+    summary = _summary(store, topic, run_id, reports) if stored else None
+    return RunRecord(run_id, airflow, summary, reports, stored.written_ms if stored else None)
+
+
+def run_reports(store: ObjectStore, topic: str, run_id: str) -> dict[str, Any]:
+    """Every report of one run by name (`run`, `report`, `retention`, `gc`); missing ones are absent."""
+    reports: dict[str, Any] = {}
+    for name in REPORT_NAMES:
+        try:
+            reports[name] = load_report(store, topic, run_id, name)
+        except ObjectNotFound:
+            continue
+    return reports
+
+
+__all__ = [
+    "REPORT_NAMES",
+    "AirflowRun",
+    "QualityResult",
+    "RunRecord",
+    "run_history",
+    "run_record",
+    "run_reports",
+    "valid_run_id",
+]

@@ -1,0 +1,169 @@
+"""The dashboard app's routes with a stand-in for Airflow (users from a header, canned DAG runs).
+
+The real Airflow auth is tested in test_api.py; here: who may see what, status codes, the run
+history joined with Airflow's runs, the trigger buttons, and that no response shows credentials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import Header, HTTPException
+from fastapi.testclient import TestClient
+
+from lakecleaner.config import load_config
+from lakecleaner.dashboard.app import Backend, create_app, parse_now
+from lakecleaner.dashboard.runs import AirflowRun
+from lakecleaner.lake import Lake
+from lakecleaner.orchestration import tasks
+from lakecleaner.orchestration.naming import report_run_id
+from tests.dashboard.conftest import Scene, make_scene
+from tests.dashboard.scene import ACCESS_KEY, SECRET_KEY
+
+#: Users of the stand-in: what each may read (None: every DAG) and trigger.
+READERS: dict[str, set[str] | None] = {"admin": None, "viewer": None, "customers-only": {"lakecleaner__customers"}}
+TRIGGERERS = {"admin"}
+MANUAL = "manual__2026-03-01T10:00:00+00:00"
+
+
+def signed_in(x_user: str | None = Header(None)) -> str:
+    if not x_user:
+        raise HTTPException(401, "Not authenticated")
+    return x_user
+
+
+class StandInAccess:
+    def can_read(self, user: Any, dag_id: str | None) -> bool:
+        if user not in READERS:
+            return False
+        allowed = READERS[user]
+        return allowed is None or dag_id is None or dag_id in allowed
+
+    def can_trigger(self, user: Any, dag_id: str) -> bool:
+        return user in TRIGGERERS
+
+
+def client(scene: Scene, dag_runs: Callable[[str, int], list[AirflowRun]] | None = None) -> TestClient:
+    backend = Backend(
+        current_user=signed_in,
+        access=StandInAccess(),
+        dag_runs=dag_runs or (lambda dag_id, limit: []),
+        open_lake=lambda: Lake.open(load_config(scene.config_path)),
+    )
+    return TestClient(create_app(backend))
+
+
+def as_user(user: str) -> dict[str, str]:
+    return {"X-User": user}
+
+
+PAGES = [
+    "/",
+    "/topics/customers",
+    "/topics/customers/partitions/0",
+    "/topics/page-views",
+    "/topics/page-views/partitions/0",
+    "/topics/scratch",
+    "/api/topics",
+    "/api/topics/customers",
+    "/api/topics/page-views/partitions/0",
+    "/api/topics/page-views/runs",
+]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_route_needs_a_user_who_may_read_dags(scene: Scene, path: str) -> None:
+    app = client(scene)
+    assert app.get(path).status_code == 401
+    assert app.get(path, headers=as_user("stranger")).status_code == 403
+    assert app.get(path, headers=as_user("viewer")).status_code == 200
+
+
+def test_a_topic_needs_read_access_to_its_dag(scene: Scene) -> None:
+    app = client(scene)
+    headers = as_user("customers-only")
+    assert app.get("/api/topics/customers", headers=headers).status_code == 200
+    assert app.get("/api/topics/page-views", headers=headers).status_code == 403
+    assert app.get("/topics/page-views/partitions/0", headers=headers).status_code == 403
+    listed = [t["topic"] for t in app.get("/api/topics", headers=headers).json()["topics"]]
+    assert listed == ["customers"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/topics/nope", "/api/topics/customers/partitions/7", "/api/topics/customers/runs/nope", "/topics/a%2Fb"],
+)
+def test_unknown_things_are_404(scene: Scene, path: str) -> None:
+    assert client(scene).get(path, headers=as_user("admin")).status_code == 404
+
+
+def test_now_is_the_request_time_or_the_parameter(scene: Scene) -> None:
+    app = client(scene)
+    iso = app.get("/api/topics", params={"now": "2026-03-01T12:00:00Z"}, headers=as_user("viewer")).json()
+    assert iso["now_ms"] == 1_772_366_400_000 == parse_now("1772366400000") == parse_now("2026-03-01T12:00:00")
+    assert app.get("/api/topics", params={"now": "yesterday"}, headers=as_user("viewer")).status_code == 400
+
+
+def test_no_page_shows_the_storage_credentials(scene: Scene) -> None:
+    app = client(scene)
+    for path in [*PAGES, "/api/topics/nope", "/api/topics/customers/partitions/7"]:
+        text = app.get(path, headers=as_user("admin")).text
+        assert SECRET_KEY not in text and ACCESS_KEY not in text, path
+
+
+def test_trigger_buttons_follow_the_users_permission(scene: Scene) -> None:
+    app = client(scene)
+    admin = app.get("/topics/customers", headers=as_user("admin")).text
+    viewer = app.get("/topics/customers", headers=as_user("viewer")).text
+    assert 'data-dag-id="lakecleaner__customers"' in admin and "disabled" not in admin.split("<button")[2]
+    assert "may not trigger runs of lakecleaner__customers" in viewer
+    assert all("disabled" in b for b in viewer.split("<button")[2:4])
+    partition = app.get("/topics/page-views/partitions/0", headers=as_user("admin")).text
+    assert "&#34;partitions&#34;: [0]" in partition or '"partitions": [0]' in partition
+    assert "Force compaction" not in partition
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[Scene, list[AirflowRun]]:
+    """A scene with one dry run stored the way the DAG stores it, and Airflow's view of two runs."""
+    scene = make_scene(tmp_path)
+    config = load_config(scene.config_path)
+    run_id = report_run_id(MANUAL)
+    params = {"dry_run": True}
+    parts = {
+        "assess": tasks.assess(config, "page-views", scene.now_ms, params),
+        "compaction_gate": None,
+        "retention": tasks.retention(config, "page-views", scene.now_ms, {**params, "partitions": None}, run_id),
+        "physical_deletion": None,
+        "compaction": None,
+    }
+    tasks.summarise(config, "page-views", run_id, parts)
+    runs = [
+        AirflowRun("manual__2026-03-01T11:00:00+00:00", "queued", "manual", {"dry_run": False}, scene.now_ms),
+        AirflowRun(MANUAL, "success", "manual", params, scene.now_ms - 1000),
+    ]
+    return scene, runs
+
+
+def test_the_run_history_joins_reports_and_airflow_runs(history: tuple[Scene, list[AirflowRun]]) -> None:
+    scene, airflow_runs = history
+    app = client(scene, lambda dag_id, limit: airflow_runs if dag_id == "lakecleaner__page-views" else [])
+    runs = app.get("/api/topics/page-views/runs", headers=as_user("viewer")).json()
+    assert [(r["airflow_run_id"], r["state"]) for r in runs] == [(a.run_id, a.state) for a in airflow_runs]
+    queued, done = runs
+    assert queued["reports"] == [] and queued["result"] == "queued"
+    assert done["reports"] == ["run"] and done["result"].startswith("dry run")
+    assert done["params"]["dry_run"] is True and done["bytes_reclaimed"] == 0
+    page = app.get("/topics/page-views", headers=as_user("viewer")).text
+    assert 'href="/dags/lakecleaner__page-views/runs/manual__2026-03-01T10%3A00%3A00%2B00%3A00"' in page
+    assert 'target="_top"' in page
+    run = app.get(f"/api/topics/page-views/runs/{report_run_id(MANUAL)}", headers=as_user("viewer")).json()
+    assert set(run["reports_content"]) == {"run"}
+    assert run["reports_content"]["run"]["assess"]["params"]["dry_run"] is True
+    html = app.get(f"/topics/page-views/runs/{report_run_id(MANUAL)}", headers=as_user("viewer"))
+    assert html.status_code == 200 and "run.json" in html.text
+    overview = app.get("/api/topics", headers=as_user("viewer")).json()["topics"]
+    assert next(t for t in overview if t["topic"] == "page-views")["last_run"]["state"] == "queued"

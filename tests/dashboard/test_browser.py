@@ -1,0 +1,145 @@
+"""The dashboard in a real browser: Debian's Chromium, headless, driven by Playwright, against the
+session's Airflow. Sign in through Airflow's login form, open "Lake retention" from the UI's
+navigation, follow the links, check the drawing against the manifest, and trigger a dry run that
+Airflow then runs. Screenshots of every page go to tests/artifacts/dashboard/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from lakecleaner.dashboard.local_airflow import CHROMIUM, CHROMIUM_ARGS, LocalAirflow, ensure_chromium
+from lakecleaner.orchestration.naming import report_run_id
+from tests.dashboard.conftest import ARTIFACTS, Scene, StatsdListener
+from tests.dashboard.scene import ANALYTICS, BILLING, CHECKPOINT
+
+DAG = "lakecleaner__page-views"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    missing = ensure_chromium()
+    if missing:
+        pytest.skip(missing)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser, airflow: LocalAirflow) -> Iterator[Page]:
+    """A fresh browser session signed in to Airflow as admin."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    signed_in = context.new_page()
+    signed_in.set_default_timeout(30_000)
+    airflow.sign_in(signed_in, "admin")
+    yield signed_in
+    context.close()
+
+
+def _offsets(element: Any, *names: str) -> tuple[int, ...]:
+    return tuple(int(element.get_attribute(name) or -1) for name in names)
+
+
+def drawing(page: Page) -> dict[str, Any]:
+    """The offsets the partition's SVG carries: segments, regions, markers, retention deletions."""
+    root = page.locator("#log-bar svg")
+    regions = root.locator("rect.region").all()
+    return {
+        "segments": [_offsets(s, "data-base-offset", "data-next-offset") for s in root.locator("rect.segment").all()],
+        "regions": {r.get_attribute("data-kind"): _offsets(r, "data-start", "data-end") for r in regions},
+        "markers": [
+            (m.get_attribute("data-marker"), m.get_attribute("data-group"), *_offsets(m, "data-offset"))
+            for m in root.locator("g.marker").all()
+        ],
+        "deleted": [
+            (s.get_attribute("data-retention-rule"), *_offsets(s, "data-next-offset"))
+            for s in root.locator("rect.retention-delete").all()
+        ],
+    }
+
+
+def test_the_dashboard_opens_from_airflows_navigation(page: Page, airflow: LocalAirflow, scene: Scene) -> None:
+    page.get_by_role("button", name="Browse").click()
+    page.get_by_role("menuitem", name="Lake retention").click()
+    page.wait_for_url(f"{airflow.base_url}/plugin/lake-retention**")
+    frame = page.frame_locator("iframe")
+    rows = frame.locator("#topics tr.topic")
+    rows.first.wait_for()
+    assert rows.evaluate_all("rows => rows.map(r => r.dataset.topic)") == ["customers", "page-views", "scratch"]
+    manifests = scene.lake.topic("page-views").manifests()
+    records = frame.locator("tr[data-topic=page-views] td[data-records]").get_attribute("data-records")
+    assert records == str(sum(m.record_count for m in manifests.values()))
+    assert frame.locator("tr[data-topic=customers] td[data-partitions-due]").get_attribute("data-partitions-due") == "2"
+    page.screenshot(path=ARTIFACTS / "overview-in-airflow.png")
+
+
+def test_a_partitions_drawing_matches_its_manifest(page: Page, airflow: LocalAirflow, scene: Scene) -> None:
+    page.goto(f"{airflow.base_url}/lakecleaner/")
+    page.get_by_role("link", name="customers", exact=True).click()
+    page.locator("#partitions").wait_for()
+    page.screenshot(path=ARTIFACTS / "topic-customers.png", full_page=True)
+    page.locator("tr.partition[data-partition='0'] a").first.click()
+    page.locator("#log-bar svg").wait_for()
+    manifest = scene.lake.topic("customers").partition(0).manifest()
+    drawn = drawing(page)
+    assert drawn["segments"] == [(s.base_offset, s.next_offset) for s in manifest.segments]
+    active = manifest.segments[-1].base_offset
+    assert drawn["regions"] == {
+        "clean": (0, CHECKPOINT),
+        "dirty": (CHECKPOINT, 300),
+        "uncleanable": (300, active),
+        "active": (active, manifest.next_offset),
+    }
+    assert drawn["markers"] == [("log-start", None, 0), ("cleaner-checkpoint", None, CHECKPOINT)]
+    assert page.locator("[data-field=first_dirty_offset]").inner_text() == str(CHECKPOINT)
+    page.screenshot(path=ARTIFACTS / "partition-customers-0.png", full_page=True)
+
+    page.goto(f"{airflow.base_url}/lakecleaner/topics/page-views/partitions/0")
+    drawn = drawing(page)
+    assert sorted(drawn["markers"]) == [
+        ("consumer-group", "analytics", ANALYTICS),
+        ("consumer-group", "billing", BILLING),
+        ("log-start", None, 0),
+        ("min-committed", None, BILLING),
+    ]
+    assert drawn["deleted"] == [("retention.ms", 100), ("consumed", 200)]
+    page.screenshot(path=ARTIFACTS / "partition-page-views-0.png", full_page=True)
+
+
+def test_a_dry_run_started_from_the_dashboard_runs_in_airflow(
+    page: Page, airflow: LocalAirflow, statsd: StatsdListener
+) -> None:
+    page.goto(f"{airflow.base_url}/lakecleaner/topics/page-views")
+    page.locator("button[data-trigger=dry_run]").click()
+    result = page.locator("#trigger-result a")
+    result.wait_for()
+    run_id = page.locator("#trigger-result").get_attribute("data-run-id") or ""
+    assert result.get_attribute("href") == f"/dags/{DAG}/runs/{quote(run_id, safe='')}"
+    status, run = airflow.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{quote(run_id, safe='')}", user="admin")
+    assert status == 200 and run["conf"] == {"dry_run": True, "force": False, "partitions": []}
+    page.screenshot(path=ARTIFACTS / "trigger-dry-run.png")
+
+    assert airflow.api("PATCH", f"/api/v2/dags/{DAG}", user="admin", body={"is_paused": False})[0] == 200
+    finished = airflow.wait_for_run(DAG, run_id, timeout_s=240)
+    assert finished["state"] == "success"
+
+    page.reload()
+    row = page.locator(f"#runs tr.run[data-run-id='{report_run_id(run_id)}']")
+    assert "dry run" in row.inner_text()
+    assert row.locator("a.dag-run-link").get_attribute("href") == f"/dags/{DAG}/runs/{quote(run_id, safe='')}"
+    page.screenshot(path=ARTIFACTS / "run-history.png", full_page=True)
+    row.locator("a").first.click()
+    page.locator("#quality").wait_for()
+    page.screenshot(path=ARTIFACTS / "run-report.png", full_page=True)
+
+    gauges = statsd.metrics("airflow.lakecleaner.page-views.")
+    assert gauges["airflow.lakecleaner.page-views.partitions_due"] == "0|g"
+    assert gauges["airflow.lakecleaner.page-views.bytes_reclaimed"] == "0|c"
