@@ -34,7 +34,7 @@ class DemoSizes:
     cdc_records: int = 200_000
     cdc_keys: int = 20_000
     event_records: int = 100_000
-    batch_records: int = 5_000
+    batch_records: int = 1_000
 
 
 def build_sample_topics(lake: Lake, sizes: DemoSizes = DemoSizes(), now_ms: int | None = None) -> dict[str, int]:
@@ -80,11 +80,11 @@ def build_sample_topics(lake: Lake, sizes: DemoSizes = DemoSizes(), now_ms: int 
 
 
 def _commit_demo_offsets(lake: Lake, now: int) -> None:
-    """Two groups on the events topic: analytics is at 80% of each partition, billing at 30%."""
+    """Two groups on the events topic: analytics is at 90% of each partition, billing at 50%."""
     topic = lake.topic(EVENTS_TOPIC)
     ends = {p: m.next_offset for p, m in topic.manifests().items()}
-    lake.offsets.commit("analytics", EVENTS_TOPIC, {p: end * 8 // 10 for p, end in ends.items()}, now_ms=now)
-    lake.offsets.commit("billing", EVENTS_TOPIC, {p: end * 3 // 10 for p, end in ends.items()}, now_ms=now)
+    lake.offsets.commit("analytics", EVENTS_TOPIC, {p: end * 9 // 10 for p, end in ends.items()}, now_ms=now)
+    lake.offsets.commit("billing", EVENTS_TOPIC, {p: end // 2 for p, end in ends.items()}, now_ms=now)
 
 
 def reset_sample_topics(lake: Lake) -> None:
