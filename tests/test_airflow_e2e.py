@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 import pytest
 import yaml
 
@@ -34,8 +35,11 @@ class Harness:
             LakeConfig(self.config.lake_uri, s3.settings(), self.config.defaults, self.config.topics, self.config.spark)
         )
 
-    def run(self, topic: str, when: str, conf: dict[str, Any] | None = None) -> DagRunResult:
+    def run(
+        self, topic: str, when: str, conf: dict[str, Any] | None = None, extra_env: dict[str, str] | None = None
+    ) -> DagRunResult:
         env = {
+            **(extra_env or {}),
             "LAKECLEANER_S3_ENDPOINT_URL": self.s3.url,
             "AWS_ACCESS_KEY_ID": self.s3.access_key,
             "AWS_SECRET_ACCESS_KEY": self.s3.secret_key,
@@ -50,6 +54,17 @@ def harness(airflow_home: Path, tmp_path: Path, s3_endpoint: Any) -> Harness:
     config = {
         "lake": {"uri": uri, "storage": {"region": "us-east-1", "max_attempts": 3}},
         "topics": {
+            "customers-cdc": {
+                "partitions": 2,
+                "schedule": "@hourly",
+                "config": {
+                    "cleanup.policy": "compact",
+                    "compaction.strategy": "header",
+                    "compaction.strategy.header": "version",
+                    "delete.retention.ms": HOUR,
+                    "file.delete.delay.ms": 0,
+                },
+            },
             "page-views": {
                 "partitions": 1,
                 "schedule": "@hourly",
@@ -112,3 +127,74 @@ def test_invalid_parameters_fail_the_first_task_with_the_reason(harness: Harness
     assert result.tasks["assess"] == "failed"
     assert "partitions: 7 is not a partition of this topic (0..0)" in result.log
     assert bases(harness) == [0, 10, 20, 30, 40, 50]
+
+
+def version(v: int) -> tuple[tuple[str, bytes], ...]:
+    return (("version", v.to_bytes(8, "big", signed=True)),)
+
+
+def fill_cdc(h: Harness) -> dict[int, dict[bytes, tuple[bytes | None, int]]]:
+    """Two partitions of CDC records whose header versions disagree with their offsets (a late
+    producer), plus deletes; all segments sealed. Returns, per partition, the expected winner of
+    each key (value, version) under KIP-280's header strategy."""
+    topic = h.lake.create_topic("customers-cdc")
+    expected: dict[int, dict[bytes, tuple[bytes | None, int]]] = {}
+    for p in range(2):
+        log = topic.partition(p)
+        batches = [
+            [Record(b"c1", b"v3", T0 - 5 * HOUR, version(3)), Record(b"c2", b"v1", T0 - 5 * HOUR, version(1))],
+            [Record(b"c1", b"v2-late", T0 - 4 * HOUR, version(2)), Record(b"c3", b"v1", T0 - 4 * HOUR, version(1))],
+            [Record(b"c2", None, T0 - 3 * HOUR, version(2)), Record(b"c3", b"v5", T0 - 3 * HOUR, version(5))],
+        ]
+        for batch in batches:
+            log.append(batch, now_ms=T0)
+            log.roll(now_ms=T0)
+        expected[p] = {b"c1": (b"v3", 3), b"c2": (None, 2), b"c3": (b"v5", 5)}
+    return expected
+
+
+def log_contents(h: Harness, partition: int) -> dict[bytes, tuple[bytes | None, int]]:
+    table = h.lake.topic("customers-cdc").partition(partition).read()
+    out: dict[bytes, tuple[bytes | None, int]] = {}
+    for row in table.to_pylist():
+        header = row["headers"][-1]["value"]
+        assert row["key"] not in out, f"key {row['key']!r} appears twice after compaction"
+        out[row["key"]] = (row["value"], int.from_bytes(header, "big", signed=True))
+    return out
+
+
+def test_compacted_topic_ends_with_exactly_the_winners(harness: Harness) -> None:
+    expected = fill_cdc(harness)
+    result = harness.run("customers-cdc", T0_ISO)
+    assert result.state == "success", result.log[-4000:]
+    assert result.tasks["compact"] == "success" and result.tasks["publish_change"] == "success"
+    for p in range(2):
+        assert log_contents(harness, p) == expected[p]
+        tombstone = (
+            harness.lake.topic("customers-cdc").partition(p).read().filter(pc.is_null(pc.field("value"))).to_pylist()
+        )
+        assert [t["delete_horizon_ms"] for t in tombstone] == [T0 + HOUR]  # stamped now + delete.retention.ms
+    later = harness.run("customers-cdc", "2026-03-01T02:00:00+00:00")  # past the horizon: the tombstone goes
+    assert later.state == "success", later.log[-4000:]
+    for p in range(2):
+        assert log_contents(harness, p) == {k: v for k, v in expected[p].items() if v[0] is not None}
+
+
+def test_quality_gate_failure_in_one_partition_leaves_the_others_committed(harness: Harness) -> None:
+    expected = fill_cdc(harness)
+    before = harness.lake.topic("customers-cdc").partition(0).read()
+    result = harness.run(
+        "customers-cdc",
+        T0_ISO,
+        extra_env={
+            "LAKECLEANER_FAULT_HOOKS": "engine.after_staging=tests.fault_hooks:tamper_partition_0_staged_output",
+            "LAKECLEANER_TEST_TAMPER_TOPIC": "customers-cdc",
+            "PYTHONPATH": str(REPO),
+        },
+    )
+    assert result.state == "failed"
+    assert result.tasks["compact"] == "failed"
+    assert result.tasks["retention"] == "success" and result.tasks["report"] == "failed"
+    assert "compaction of partition 0: failed-quality" in result.log
+    assert harness.lake.topic("customers-cdc").partition(0).read().equals(before)
+    assert log_contents(harness, 1) == expected[1]
