@@ -37,22 +37,36 @@ class S3Endpoint:
 
     def settings(self, **extra: object) -> StorageSettings:
         return StorageSettings(
-            endpoint_url=self.url, region="us-east-1", access_key_id=self.access_key,
-            secret_access_key=self.secret_key, max_attempts=3, backoff_base_ms=10, backoff_max_ms=100,
+            endpoint_url=self.url,
+            region="us-east-1",
+            access_key_id=self.access_key,
+            secret_access_key=self.secret_key,
+            max_attempts=3,
+            backoff_base_ms=10,
+            backoff_max_ms=100,
             **extra,  # type: ignore[arg-type]
         )
 
     def client(self):  # type: ignore[no-untyped-def]
-        return boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
-                            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key)
+        return boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            region_name="us-east-1",
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+        )
 
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[S3Endpoint]:
     url = os.environ.get(ENV_TEST_ENDPOINT)
     if url:
-        endpoint = S3Endpoint(url, os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"],
-                              f"lakecleaner-test-{uuid.uuid4().hex[:8]}")
+        endpoint = S3Endpoint(
+            url,
+            os.environ["AWS_ACCESS_KEY_ID"],
+            os.environ["AWS_SECRET_ACCESS_KEY"],
+            f"lakecleaner-test-{uuid.uuid4().hex[:8]}",
+        )
         endpoint.client().create_bucket(Bucket=endpoint.bucket)
         yield endpoint
         return

@@ -23,13 +23,21 @@ REPO = Path(__file__).resolve().parent.parent
 
 def lake_spec(config: LakeConfig) -> dict[str, Any]:
     s = config.storage
-    return {"uri": config.lake_uri, "endpoint_url": s.endpoint_url, "access_key_id": s.access_key_id,
-            "secret_access_key": s.secret_access_key}
+    return {
+        "uri": config.lake_uri,
+        "endpoint_url": s.endpoint_url,
+        "access_key_id": s.access_key_id,
+        "secret_access_key": s.secret_access_key,
+    }
 
 
 def open_lake(spec: dict[str, Any]) -> Lake:
-    settings = StorageSettings(endpoint_url=spec["endpoint_url"], region="us-east-1",
-                               access_key_id=spec["access_key_id"], secret_access_key=spec["secret_access_key"])
+    settings = StorageSettings(
+        endpoint_url=spec["endpoint_url"],
+        region="us-east-1",
+        access_key_id=spec["access_key_id"],
+        secret_access_key=spec["secret_access_key"],
+    )
     return Lake.open(LakeConfig(spec["uri"], settings))
 
 
@@ -37,8 +45,13 @@ def start(config: LakeConfig, action: dict[str, Any], env: dict[str, str] | None
     import os
 
     payload = json.dumps({"lake": lake_spec(config), **action})
-    return subprocess.Popen([sys.executable, "-m", "tests.lake_process", payload], cwd=REPO,
-                            env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.lake_process", payload],
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def main() -> None:
@@ -48,8 +61,10 @@ def main() -> None:
     if request["action"] == "append":
         tag = request["tag"]
         for i in range(request["batches"]):
-            records = [Record(f"{tag}-{i}-{j}".encode(), f"{tag}:{i}:{j}".encode(), 1000 + i)
-                       for j in range(request["batch_size"])]
+            records = [
+                Record(f"{tag}-{i}-{j}".encode(), f"{tag}:{i}:{j}".encode(), 1000 + i)
+                for j in range(request["batch_size"])
+            ]
             log.append(records, now_ms=1_000_000)
     else:
         raise SystemExit(f"unknown action {request['action']}")

@@ -27,8 +27,9 @@ def test_kafka_defaults() -> None:
 
 
 def test_topic_override_beats_broker_default_beats_kafka_default() -> None:
-    config = resolve_topic_config({"log.retention.hours": 1, "log.cleaner.min.cleanable.ratio": 0.2},
-                                  {"min.cleanable.dirty.ratio": "0.7"})
+    config = resolve_topic_config(
+        {"log.retention.hours": 1, "log.cleaner.min.cleanable.ratio": 0.2}, {"min.cleanable.dirty.ratio": "0.7"}
+    )
     assert config.retention_ms == 3_600_000
     assert config.min_cleanable_dirty_ratio == 0.7
 
@@ -40,8 +41,9 @@ def test_broker_ms_beats_minutes_beats_hours() -> None:
 
 
 def test_max_segment_ms_is_bounded_by_max_compaction_lag_on_compacted_topics() -> None:
-    compacted = resolve_topic_config({}, {"cleanup.policy": "compact", "segment.ms": 1000,
-                                          "max.compaction.lag.ms": 500})
+    compacted = resolve_topic_config(
+        {}, {"cleanup.policy": "compact", "segment.ms": 1000, "max.compaction.lag.ms": 500}
+    )
     assert compacted.max_segment_ms == 500
     deleted = resolve_topic_config({}, {"segment.ms": 1000, "max.compaction.lag.ms": 500})
     assert deleted.max_segment_ms == 1000
@@ -93,9 +95,7 @@ def test_max_lag_below_min_lag_is_rejected() -> None:
 
 
 def test_consumed_retention_above_forced_retention_is_rejected() -> None:
-    (problem,) = problems_of(
-        {"topics": {"t": {"config": {"retention.ms": 1000, "retention.commitoffset.ms": 2000}}}}
-    )
+    (problem,) = problems_of({"topics": {"t": {"config": {"retention.ms": 1000, "retention.commitoffset.ms": 2000}}}})
     assert "retention.commitoffset.ms=2000 is greater than retention.ms=1000" in problem
     parse_config({"topics": {"t": {"config": {"retention.ms": -1, "retention.commitoffset.ms": 2000}}}})
 

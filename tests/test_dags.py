@@ -39,8 +39,14 @@ def test_every_dag_imports_without_errors_and_without_touching_the_lake(tmp_path
     }
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
-    proc = subprocess.run([sys.executable, str(script), str(REPO / "dags")], env=env, capture_output=True,
-                          text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(REPO / "dags")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     import json
 
@@ -48,8 +54,15 @@ def test_every_dag_imports_without_errors_and_without_touching_the_lake(tmp_path
     assert result["errors"] == {}
     assert set(result["dags"]) == {"lakecleaner__customers-cdc", "lakecleaner__page-views"}
     for dag in result["dags"].values():
-        assert dag["tasks"] == ["assess", "compact", "compaction_gate", "physical_deletion", "publish_change",
-                                "report", "retention"]
+        assert dag["tasks"] == [
+            "assess",
+            "compact",
+            "compaction_gate",
+            "physical_deletion",
+            "publish_change",
+            "report",
+            "retention",
+        ]
         assert dag["max_active_runs"] == 1
         assert dag["params"] == ["dry_run", "force", "partitions"]
         assert "lakecleaner" in dag["tags"] and dag["doc"]

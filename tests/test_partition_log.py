@@ -101,8 +101,9 @@ def test_roll_on_segment_ms_measured_from_the_first_batch_max_timestamp(lake: La
 
 
 def test_kip354_max_compaction_lag_bounds_segment_ms_on_compacted_topics(lake: Lake) -> None:
-    log = lake.create_topic("cdc", config={"cleanup.policy": "compact", "segment.ms": 10_000_000,
-                                            "max.compaction.lag.ms": 500}).partition(0)
+    log = lake.create_topic(
+        "cdc", config={"cleanup.policy": "compact", "segment.ms": 10_000_000, "max.compaction.lag.ms": 500}
+    ).partition(0)
     log.append(recs(2, ts=NOW), now_ms=NOW)
     log.append(recs(2, ts=NOW + 501), now_ms=NOW)
     assert len(log.manifest().segments) == 2
@@ -147,8 +148,13 @@ def test_table_append_with_missing_optional_columns(lake: Lake) -> None:
 def test_two_processes_appending_at_once_get_unique_contiguous_offsets(lake: Lake) -> None:
     lake.create_topic("race")
     batches, size = 15, 7
-    procs = [lake_process.start(lake.config, {"action": "append", "topic": "race", "partition": 0, "tag": tag,
-                                              "batches": batches, "batch_size": size}) for tag in ("A", "B")]
+    procs = [
+        lake_process.start(
+            lake.config,
+            {"action": "append", "topic": "race", "partition": 0, "tag": tag, "batches": batches, "batch_size": size},
+        )
+        for tag in ("A", "B")
+    ]
     for proc in procs:
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err.decode()
@@ -164,7 +170,7 @@ def test_two_processes_appending_at_once_get_unique_contiguous_offsets(lake: Lak
         assert mine == sorted(mine, key=lambda s: (int(s.split(":")[1]), int(s.split(":")[2])))
     # files of lost races were removed: every data file is referenced
     referenced = log.manifest().referenced_paths()
-    on_disk = {o.key[len(log.prefix):] for o in lake.store.list(log.prefix + "segments/")}
+    on_disk = {o.key[len(log.prefix) :] for o in lake.store.list(log.prefix + "segments/")}
     assert on_disk == referenced
 
 
@@ -172,13 +178,15 @@ def test_crash_between_data_write_and_manifest_commit_leaves_the_old_log(lake: L
     log = lake.create_topic("crash").partition(0)
     log.append(recs(4), now_ms=NOW)
     before = log.read()
-    proc = lake_process.start(lake.config, {"action": "append", "topic": "crash", "partition": 0, "tag": "X",
-                                            "batches": 1, "batch_size": 5},
-                              env={"LAKECLEANER_CRASH_AT": "append.after_data_write"})
+    proc = lake_process.start(
+        lake.config,
+        {"action": "append", "topic": "crash", "partition": 0, "tag": "X", "batches": 1, "batch_size": 5},
+        env={"LAKECLEANER_CRASH_AT": "append.after_data_write"},
+    )
     proc.communicate(timeout=120)
     assert proc.returncode == CRASH_EXIT_STATUS
     assert log.read().equals(before)
-    orphans = {o.key[len(log.prefix):] for o in lake.store.list(log.prefix + "segments/")}
+    orphans = {o.key[len(log.prefix) :] for o in lake.store.list(log.prefix + "segments/")}
     assert len(orphans - log.manifest().referenced_paths()) == 1  # the orphan, left for gc
     assert log.append(recs(1), now_ms=NOW).base_offset == 4
 
@@ -235,9 +243,11 @@ def test_repair_of_a_missing_manifest_prefers_the_committed_file_over_a_crash_or
     topic = lake.create_topic("t")
     log = topic.partition(0)
     log.append(recs(4), now_ms=NOW)
-    crashed = lake_process.start(lake.config, {"action": "append", "topic": "t", "partition": 0, "tag": "X",
-                                               "batches": 1, "batch_size": 5},
-                                 env={"LAKECLEANER_CRASH_AT": "append.after_data_write"})
+    crashed = lake_process.start(
+        lake.config,
+        {"action": "append", "topic": "t", "partition": 0, "tag": "X", "batches": 1, "batch_size": 5},
+        env={"LAKECLEANER_CRASH_AT": "append.after_data_write"},
+    )
     crashed.communicate(timeout=120)
     log.append(recs(2, prefix="late"), now_ms=NOW + 5)
     expected = log.read()

@@ -114,8 +114,13 @@ def test_local_keys_cannot_escape_the_root(backend: str, store: ObjectStore) -> 
 
 def test_unreachable_endpoint_retries_then_fails_clearly_without_credentials() -> None:
     settings = StorageSettings(
-        endpoint_url="http://127.0.0.1:9", region="us-east-1", access_key_id="AKIAEXAMPLEKEY",
-        secret_access_key=TEST_SECRET_KEY, max_attempts=3, backoff_base_ms=1, backoff_max_ms=5,
+        endpoint_url="http://127.0.0.1:9",
+        region="us-east-1",
+        access_key_id="AKIAEXAMPLEKEY",
+        secret_access_key=TEST_SECRET_KEY,
+        max_attempts=3,
+        backoff_base_ms=1,
+        backoff_max_ms=5,
     )
     store = open_store("s3://bucket/prefix", settings)
     with pytest.raises(StorageError) as exc:
@@ -130,8 +135,14 @@ def test_unreachable_endpoint_retries_then_fails_clearly_without_credentials() -
 def test_wrong_credentials_are_a_permanent_error_without_the_secret(s3_endpoint, backend: str) -> None:  # type: ignore[no-untyped-def]
     if backend != "s3":
         pytest.skip("credentials are an S3 concern")
-    settings = StorageSettings(endpoint_url=s3_endpoint.url, region="us-east-1", access_key_id="x",
-                               secret_access_key=TEST_SECRET_KEY, max_attempts=2, backoff_base_ms=1)
+    settings = StorageSettings(
+        endpoint_url=s3_endpoint.url,
+        region="us-east-1",
+        access_key_id="x",
+        secret_access_key=TEST_SECRET_KEY,
+        max_attempts=2,
+        backoff_base_ms=1,
+    )
     store = open_store("s3://no-such-bucket-for-lakecleaner/p", settings)
     assert isinstance(store, S3Store)
     with pytest.raises(StorageError) as exc:
@@ -159,9 +170,15 @@ def test_transient_s3_errors_are_retried_with_backoff(s3_endpoint) -> None:  # t
     from tests.flaky_proxy import FlakyProxy
 
     with FlakyProxy(s3_endpoint.url, failures=2) as proxy:
-        settings = StorageSettings(endpoint_url=proxy.url, region="us-east-1",
-                                   access_key_id=s3_endpoint.access_key, secret_access_key=s3_endpoint.secret_key,
-                                   max_attempts=4, backoff_base_ms=1, backoff_max_ms=5)
+        settings = StorageSettings(
+            endpoint_url=proxy.url,
+            region="us-east-1",
+            access_key_id=s3_endpoint.access_key,
+            secret_access_key=s3_endpoint.secret_key,
+            max_attempts=4,
+            backoff_base_ms=1,
+            backoff_max_ms=5,
+        )
         store = open_store(f"s3://{s3_endpoint.bucket}/flaky", settings)
         store.write("k", b"survived")
         assert proxy.requests == 3  # two 503s, then the write went through
@@ -172,9 +189,15 @@ def test_persistent_s3_outage_fails_after_the_configured_attempts(s3_endpoint) -
     from tests.flaky_proxy import FlakyProxy
 
     with FlakyProxy(s3_endpoint.url, failures=100) as proxy:
-        settings = StorageSettings(endpoint_url=proxy.url, region="us-east-1",
-                                   access_key_id=s3_endpoint.access_key, secret_access_key=s3_endpoint.secret_key,
-                                   max_attempts=3, backoff_base_ms=1, backoff_max_ms=5)
+        settings = StorageSettings(
+            endpoint_url=proxy.url,
+            region="us-east-1",
+            access_key_id=s3_endpoint.access_key,
+            secret_access_key=s3_endpoint.secret_key,
+            max_attempts=3,
+            backoff_base_ms=1,
+            backoff_max_ms=5,
+        )
         store = open_store(f"s3://{s3_endpoint.bucket}/flaky", settings)
         with pytest.raises(StorageError, match="still failing after 3 attempts") as exc:
             store.write("k", b"lost?")

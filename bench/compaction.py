@@ -1,0 +1,316 @@
+"""Benchmark: lakecleaner's compaction against the copy floor and DuckDB.
+
+    uv run python bench/compaction.py                     # 10M records, 1M keys, 4 partitions
+    uv run python bench/compaction.py --records 1000000 --keys 100000
+    uv run python bench/compaction.py --scaling           # 1M, 4M and 16M records (keys = records / 10)
+
+Builds a compacted topic in a local lake from the vectorised workload generator (100-byte
+values, 5% tombstones by default), seals every segment, and measures in one process:
+
+  (a) lakecleaner: `compact_topic` end to end — both passes, the quality gate and the commit —
+      as a Spark application (`--master`, default local[*]). Spark session start-up and the
+      one-time imports are measured on their own line, not in (a).
+  (b) the copy floor: the same segment files read and rewritten with pyarrow (zstd, one
+      thread per core), no deduplication: the least any compaction must pay to rewrite them.
+  (c) DuckDB deduplicating the same files in one query, the script a user would otherwise write:
+      the latest record per (partition, key) by offset (QUALIFY row_number() … = 1), to Parquet.
+
+For each: seconds, input records/s and MB/s (input bytes = the segment files), peak resident
+memory (sampled; for (a) the whole process tree: driver, Spark JVM and Python workers), and the
+ratios a/b and a/c, plus a/b without the quality gate. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark import cloudpickle
+from pyspark.sql import SparkSession
+from rich.console import Console
+from rich.table import Table
+
+from lakecleaner.engine import compact_topic, requests_for
+from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.segment_files import COMPRESSION, ROW_GROUP_SIZE
+from lakecleaner.workload import WorkloadSpec, generate
+
+MB = 1_000_000
+
+
+@dataclass
+class Measure:
+    name: str
+    seconds: float
+    records: int
+    input_bytes: int
+    peak_rss_mb: float
+    detail: str = ""
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.seconds if self.seconds else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.input_bytes / MB / self.seconds if self.seconds else 0.0
+
+
+class PeakMemory:
+    """Peak resident memory, sampled every 100 ms: of this process alone (pyarrow and DuckDB run
+    in it), or with all its descendants (`tree`: the Spark JVM and its Python workers)."""
+
+    def __init__(self, tree: bool) -> None:
+        self.tree = tree
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            total = 0
+            for p in [me, *(me.children(recursive=True) if self.tree else [])]:
+                with contextlib.suppress(psutil.Error):
+                    total += p.memory_info().rss
+            self.peak = max(self.peak, total)
+            self._stop.wait(0.1)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def timed(name: str, records: int, input_bytes: int, fn: Callable[[], str], *, tree: bool = False) -> Measure:
+    with PeakMemory(tree) as memory:
+        start = time.perf_counter()
+        detail = fn()
+        seconds = time.perf_counter() - start
+    return Measure(name, seconds, records, input_bytes, memory.peak / MB, detail)
+
+
+def build_topic(lake: Lake, spec: WorkloadSpec, segment_bytes: int, batch_records: int) -> Topic:
+    """The workload appended batch by batch (one file per batch), then every segment sealed."""
+    topic = lake.create_topic(
+        "bench", partitions=spec.partitions, config={"cleanup.policy": "compact", "segment.bytes": segment_bytes}
+    )
+    now = spec.start_ms + spec.timestamp_spread_ms
+    for partition, batch in generate(spec, batch_records):
+        topic.partition(partition).append(batch, now_ms=now)
+    for log in topic.partition_logs():
+        log.roll(now_ms=now)
+    return topic
+
+
+def segment_files(lake: Lake, topic: Topic) -> list[tuple[int, Path]]:
+    """(partition, local path) of every file of the topic's log."""
+    root = Path(lake.store.root_uri[len("file://") :])
+    return [
+        (log.partition, root / (partition_prefix(topic.name, log.partition) + f.path))
+        for log in topic.partition_logs()
+        for s in log.manifest().segments
+        for f in s.files
+    ]
+
+
+def copy_floor(files: Sequence[tuple[int, Path]], out: Path) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+
+    def copy(item: tuple[int, Path]) -> int:
+        partition, path = item
+        table = pq.read_table(path)
+        pq.write_table(table, out / f"{partition}-{path.name}", compression=COMPRESSION, row_group_size=ROW_GROUP_SIZE)
+        return table.num_rows
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        copied = sum(pool.map(copy, files))
+    return f"{copied} records copied"
+
+
+def duckdb_dedupe(files: Sequence[tuple[int, Path]], out: Path) -> str:
+    import duckdb
+
+    paths = ", ".join(f"'{p}'" for _, p in files)
+    query = f"""
+        COPY (
+            SELECT * EXCLUDE (filename) FROM read_parquet([{paths}], hive_partitioning = true, filename = true)
+            QUALIFY row_number() OVER (PARTITION BY "partition", key ORDER BY "offset" DESC) = 1
+        ) TO '{out}' (FORMAT parquet, COMPRESSION zstd)
+    """
+    with duckdb.connect() as con:
+        con.execute(query)
+        kept = con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()
+    return f"{kept[0] if kept else 0} records kept"
+
+
+def session(master: str) -> SparkSession:
+    return (
+        SparkSession.builder.master(master)
+        .appName("lakecleaner-bench")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+
+
+def _import_engine(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for module in ("offset_map", "recopy", "gate_rows"):
+        importlib.import_module(f"lakecleaner.engine.{module}")
+    yield from batches
+
+
+def warm_up(spark: SparkSession) -> None:
+    """Start the Python workers and import the engine's task modules in them (part of start-up)."""
+    parallelism = spark.sparkContext.defaultParallelism
+    if __name__ != "__main__":  # imported (by the smoke test): ship this module's functions by value
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark.range(0, parallelism, 1, parallelism).mapInArrow(_import_engine, "id long").count()
+
+
+def run_once(args: argparse.Namespace, records: int, keys: int, spark: SparkSession, workdir: Path) -> dict[str, Any]:
+    spec = WorkloadSpec(
+        keys=keys,
+        records=records,
+        partitions=args.partitions,
+        value_size=args.value_size,
+        tombstone_share=args.tombstones,
+        seed=args.seed,
+    )
+    lake = Lake.open(f"file://{workdir / 'lake'}")
+    started = time.perf_counter()
+    topic = build_topic(lake, spec, args.segment_bytes, args.batch_records)
+    build_s = time.perf_counter() - started
+    files = segment_files(lake, topic)
+    input_bytes = sum(p.stat().st_size for _, p in files)
+    floor = timed("(b) copy floor, pyarrow", records, input_bytes, lambda: copy_floor(files, workdir / "copy"))
+    duck = timed("(c) DuckDB dedupe", records, input_bytes, lambda: duckdb_dedupe(files, workdir / "duckdb.parquet"))
+    now = spec.start_ms + spec.timestamp_spread_ms + 1
+
+    phases: dict[str, int] = {}
+
+    def compact() -> str:
+        requests = [r for log in topic.partition_logs() if (r := requests_for(log.manifest(), topic.config, now))]
+        report = compact_topic(spark, lake, topic.name, requests, now)
+        phases.update(report.phases_ms)
+        totals = report.totals
+        spent = ", ".join(f"{k} {v / 1000:.1f}s" for k, v in report.phases_ms.items())
+        status = "ok" if not report.failed else "FAILED"
+        return f"{status}: {totals.records_written} records kept, recopy {totals.recopy_percent}%; {spent}"
+
+    ours = timed("(a) lakecleaner compact_topic", records, input_bytes, compact, tree=True)
+    measures = [ours, floor, duck]
+    without_gate = ours.seconds - phases.get("quality_gate", 0) / 1000
+    return {
+        "records": records,
+        "keys": keys,
+        "partitions": args.partitions,
+        "input_mb": input_bytes / MB,
+        "files": len(files),
+        "build_s": build_s,
+        "measures": [asdict(m) | {"records_per_s": m.records_per_s, "mb_per_s": m.mb_per_s} for m in measures],
+        "phases_ms": phases,
+        "a_over_b": ours.seconds / floor.seconds,
+        "a_over_c": ours.seconds / duck.seconds,
+        "a_without_gate_over_b": without_gate / floor.seconds,
+    }
+
+
+def show(result: dict[str, Any], console: Console) -> None:
+    title = (
+        f"{result['records']:,} records, {result['keys']:,} keys, {result['partitions']} partitions, "
+        f"{result['input_mb']:.0f} MB in {result['files']} files"
+    )
+    table = Table(title=title)
+    for column in ("run", "seconds", "records/s", "MB/s", "peak RSS MB", "detail"):
+        table.add_column(column, justify="left" if column in ("run", "detail") else "right")
+    for m in result["measures"]:
+        table.add_row(
+            m["name"],
+            f"{m['seconds']:.1f}",
+            f"{m['records_per_s']:,.0f}",
+            f"{m['mb_per_s']:.1f}",
+            f"{m['peak_rss_mb']:,.0f}",
+            m["detail"],
+        )
+    console.print(table)
+    console.print(
+        f"a/b = {result['a_over_b']:.2f}   a/c = {result['a_over_c']:.2f}   "
+        f"(a without the quality gate)/b = {result['a_without_gate_over_b']:.2f}",
+        highlight=False,
+    )
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--value-size", type=int, default=100)
+    parser.add_argument("--tombstones", type=float, default=0.05, help="share of keyed records that are tombstones")
+    parser.add_argument("--segment-bytes", type=int, default=64 * 1024 * 1024)
+    parser.add_argument("--batch-records", type=int, default=250_000, help="records per append (one file each)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--scaling", action="store_true", help="also run 1M, 4M and 16M records (keys = records/10)")
+    parser.add_argument("--dir", help="work directory (default: a temporary one, removed afterwards)")
+    parser.add_argument("--json", help="also write the results to this file")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> list[dict[str, Any]]:
+    args = parse_args(argv)
+    console = Console()
+    started = time.perf_counter()
+    importlib.import_module("lakecleaner.quality")
+    session_ = spark or session(args.master)
+    warm_up(session_)
+    console.print(
+        f"start-up (Spark session, Python workers, imports): {time.perf_counter() - started:.1f} s", highlight=False
+    )
+    sizes = [(args.records, args.keys)]
+    if args.scaling:
+        sizes = sorted({*sizes, *((n, n // 10) for n in (1_000_000, 4_000_000, 16_000_000))})
+    results = []
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakecleaner-bench-"))
+    try:
+        for records, keys in sizes:
+            workdir = base / f"{records}"
+            shutil.rmtree(workdir, ignore_errors=True)
+            result = run_once(args, records, keys, session_, workdir)
+            show(result, console)
+            results.append(result)
+            shutil.rmtree(workdir, ignore_errors=True)
+    finally:
+        if not args.dir:
+            shutil.rmtree(base, ignore_errors=True)
+        if spark is None:
+            session_.stop()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

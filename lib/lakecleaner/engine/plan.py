@@ -1,0 +1,132 @@
+"""A partition's compaction plan: the input segments of [log start, U) and their groups.
+
+Grouping is Kafka's `groupSegmentsBySize` without the index-size limits (DESIGN section 4):
+consecutive segments are grouped greedily while their summed bytes stay ≤ segment.bytes, and
+each group becomes one output segment spanning [first input's base, last input's next_offset),
+so segment ranges keep touching. A segment larger than segment.bytes forms a group of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lakecleaner.engine.requests import CompactionRequest
+from lakecleaner.errors import ConcurrentModification
+from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
+
+
+class StalePlan(ConcurrentModification):
+    """The manifest no longer fits the request (U is not a segment boundary, or lies in the
+    active segment): the partition must be planned again."""
+
+
+@dataclass(frozen=True)
+class Group:
+    """Consecutive input segments that become one output segment."""
+
+    segments: tuple[Segment, ...]
+
+    @property
+    def base_offset(self) -> int:
+        return self.segments[0].base_offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def files(self) -> tuple[SegmentFile, ...]:
+        return tuple(f for s in self.segments for f in s.files)
+
+    @property
+    def record_count(self) -> int:
+        return sum(s.record_count for s in self.segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self.segments)
+
+    @property
+    def tombstone_count(self) -> int:
+        return sum(s.tombstone_count for s in self.segments)
+
+    @property
+    def max_timestamp(self) -> int:
+        """Kafka keeps the latest timestamp on a merged segment, so retention.ms stays conservative."""
+        return max(s.max_timestamp for s in self.segments)
+
+    @property
+    def first_batch_max_timestamp(self) -> int:
+        """The earliest positive first-batch timestamp of the inputs (-1 if none), so a merged
+        segment's KIP-354 deadline never moves later."""
+        return min((s.first_batch_max_timestamp for s in self.segments if s.first_batch_max_timestamp > 0), default=-1)
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """What one pass does to one partition: the manifest it read and the groups of [log start, U)."""
+
+    request: CompactionRequest
+    manifest: Manifest
+    groups: tuple[Group, ...]
+
+    @property
+    def partition(self) -> int:
+        return self.request.partition
+
+    @property
+    def first_uncleanable_offset(self) -> int:
+        return self.request.first_uncleanable_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.manifest.log_start_offset
+
+    @property
+    def input_segments(self) -> tuple[Segment, ...]:
+        return tuple(s for g in self.groups for s in g.segments)
+
+    @property
+    def record_count(self) -> int:
+        return sum(g.record_count for g in self.groups)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(g.size_bytes for g in self.groups)
+
+
+def group_segments(segments: Sequence[Segment], max_bytes: int) -> list[tuple[Segment, ...]]:
+    """Greedy grouping in offset order while the summed bytes stay ≤ `max_bytes`."""
+    groups: list[tuple[Segment, ...]] = []
+    current: list[Segment] = []
+    size = 0
+    for segment in segments:
+        if current and size + segment.size_bytes > max_bytes:
+            groups.append(tuple(current))
+            current, size = [], 0
+        current.append(segment)
+        size += segment.size_bytes
+    if current:
+        groups.append(tuple(current))
+    return groups
+
+
+def plan_partition(manifest: Manifest, request: CompactionRequest, segment_bytes: int) -> PartitionPlan:
+    """The plan for `request` on `manifest` (the manifest may be newer than the request's: appends
+    and rolls after U do not matter). Raises StalePlan when U is no longer a segment boundary or
+    lies past the base of the active segment, which is never cleaned."""
+    u = request.first_uncleanable_offset
+    where = f"partition {manifest.topic}-{manifest.partition}"
+    if u != manifest.next_offset and all(s.base_offset != u for s in manifest.segments):
+        raise StalePlan(
+            f"{where}: first uncleanable offset {u} is not a segment boundary of manifest version "
+            f"{manifest.version} (planned on version {request.manifest_version}); plan the partition again"
+        )
+    active = manifest.active_segment
+    if active is not None and u > active.base_offset:
+        raise StalePlan(f"{where}: first uncleanable offset {u} lies in the active segment [{active.base_offset}, …)")
+    start = manifest.log_start_offset
+    inputs = [s for s in manifest.segments if s.next_offset > start and s.base_offset < u]
+    groups = tuple(Group(g) for g in group_segments(inputs, segment_bytes))
+    return PartitionPlan(request, manifest, groups)

@@ -1,0 +1,409 @@
+"""`compact_topic`: one pass of Kafka's log cleaner over selected partitions of a topic, in one
+Spark application (DESIGN sections 3-5).
+
+For every requested partition: plan the groups of [log start, U) from the manifest
+(`plan`); pass 1 computes each key's winning offset (`offset_map`); pass 2 recopies every
+group that changes into one new file (`recopy`); the quality gate checks the staged output
+against the input (`quality`); each partition that passes is committed with one conditional
+manifest write (`commit`). A partition ends in one status (`report`): committed, aborted
+(another writer changed its inputs), failed-quality, uncleanable (a segment file is missing or
+corrupt, Kafka's uncleanable partitions), failed, or nothing-to-do. Other partitions carry on.
+
+Crash points, for crash tests (`faults`): "engine.after_staging" (files written, nothing
+validated), "engine.after_validation" (gate passed, nothing committed), then PartitionLog's
+"commit.before_manifest_write" / "commit.after_manifest_write". A crash anywhere leaves each
+partition's log as it was or as committed; staged files nobody references are orphans.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql import SparkSession
+
+from lakecleaner.clock import wall_clock_ms
+from lakecleaner.config import TopicConfig
+from lakecleaner.engine.commit import InputsChanged, apply_compaction
+from lakecleaner.engine.gate_rows import GateGroup, GateTask
+from lakecleaner.engine.offset_map import OffsetMap, build_offset_map
+from lakecleaner.engine.plan import Group, PartitionPlan, StalePlan, plan_partition
+from lakecleaner.engine.quality import UncleanableSegment, run_gate
+from lakecleaner.engine.recopy import CORRUPT, UNCHANGED, GroupResult, RecopyTask, run_recopy
+from lakecleaner.engine.report import (
+    ABORTED,
+    COMMITTED,
+    FAILED,
+    FAILED_QUALITY,
+    NOTHING_TO_DO,
+    UNCLEANABLE,
+    PartitionReport,
+    RunReport,
+)
+from lakecleaner.engine.requests import CompactionRequest
+from lakecleaner.engine.storage import StoreSpec
+from lakecleaner.engine.writer import OutputTarget
+from lakecleaner.errors import LakeCleanerError
+from lakecleaner.faults import crash_point
+from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.manifest import Manifest, Segment
+from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.segment_files import new_segment_path
+from lakecleaner.reports import new_run_id
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Tuning knobs.
+
+    `broadcast_max_offsets`: above this many records in the cleaned ranges, the kept offsets reach
+    pass 2 by a shuffle join instead of a broadcast. `scan_task_bytes`: file bytes per pass-1 task
+    and per quality-gate task. `gate_broadcast_max_records`: above this many output records, the
+    quality gate joins them to the input by a shuffle instead of a broadcast.
+    """
+
+    broadcast_max_offsets: int = 64_000_000
+    scan_task_bytes: int = 512 * 1024 * 1024
+    gate_broadcast_max_records: int = 4_000_000
+
+
+@dataclass
+class _Partition:
+    """A partition still in the run: its plan, staged output and report."""
+
+    plan: PartitionPlan
+    report: PartitionReport
+    tasks: list[RecopyTask] = field(default_factory=list)
+    results: list[GroupResult] = field(default_factory=list)
+    outputs: list[tuple[Segment, ...]] = field(default_factory=list)
+
+    @property
+    def written(self) -> list[str]:
+        return [r.file.path for r in self.results if r.file is not None]
+
+
+class _Run:
+    def __init__(
+        self, spark: SparkSession, lake: Lake, topic: Topic, now_ms: int, run_id: str, options: EngineOptions
+    ) -> None:
+        self.spark, self.lake, self.topic, self.now_ms = spark, lake, topic, now_ms
+        self.config: TopicConfig = topic.config
+        self.spec = StoreSpec.of(lake)
+        self.options = options
+        self.started = time.monotonic()
+        self.report = RunReport(run_id, topic.name, now_ms, wall_clock_ms())
+        self.active: dict[int, _Partition] = {}
+        self.offset_map_result: OffsetMap | None = None
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+    def step(self, name: str, action: Callable[[], None]) -> None:
+        """Run one step, timed, unless no partition is left in the run (planning always runs)."""
+        if self.active or name == "plan":
+            start = time.monotonic()
+            try:
+                action()
+            finally:
+                self.report.phases_ms[name] = int((time.monotonic() - start) * 1000)
+
+    def finish(self, partition: int, status: str, message: str = "", *, discard: bool = True) -> None:
+        """Give a partition its final status; unless it committed, delete the files it staged."""
+        state = self.active.pop(partition)
+        state.report.status, state.report.message = status, message
+        state.report.duration_ms = int((time.monotonic() - self.started) * 1000)
+        if discard:
+            self.discard(state)
+
+    def discard(self, state: _Partition, *, every_target: bool = False) -> None:
+        """Delete the files a partition staged (`every_target`: every path its tasks may have
+        written, for when pass 2 did not report back)."""
+        prefix = partition_prefix(self.topic.name, state.plan.partition)
+        paths = {t.target.path for t in state.tasks} if every_target else set(state.written)
+        for path in sorted(paths):
+            self.lake.store.delete(prefix + path)
+
+    # -- the steps -------------------------------------------------------------------------------
+    def plan(self, requests: Sequence[CompactionRequest]) -> None:
+        for request in requests:
+            report = PartitionReport(
+                request.partition,
+                NOTHING_TO_DO,
+                first_dirty_offset=request.first_dirty_offset,
+                first_uncleanable_offset=request.first_uncleanable_offset,
+            )
+            self.report.partitions.append(report)
+            try:
+                manifest = self.topic.partition(request.partition).manifest()
+                report.manifest_version_before = manifest.version
+                plan = plan_partition(manifest, request, self.config.segment_bytes)
+            except StalePlan as exc:
+                report.status, report.message = ABORTED, str(exc)
+                continue
+            except LakeCleanerError as exc:
+                report.status, report.message = FAILED, f"{type(exc).__name__}: {exc}"
+                continue
+            if not plan.groups:
+                report.message = (
+                    f"[log start {manifest.log_start_offset}, U {request.first_uncleanable_offset}) is empty"
+                )
+                continue
+            report.stats.records_read, report.stats.bytes_read = plan.record_count, plan.size_bytes
+            self.active[request.partition] = _Partition(plan, report)
+
+    def offset_map(self) -> None:
+        """Pass 1; partitions with unreadable files become uncleanable."""
+        result = build_offset_map(
+            self.spark,
+            self.spec,
+            self.topic.name,
+            self.config,
+            [s.plan for s in self.active.values()],
+            task_bytes=self.options.scan_task_bytes,
+            broadcast_max_offsets=self.options.broadcast_max_offsets,
+        )
+        for partition, count in result.malformed.items():
+            if partition in self.active:
+                self.active[partition].report.stats.malformed_version_headers = count
+        for partition, message in result.errors.items():
+            self.finish(partition, UNCLEANABLE, message)
+        self.offset_map_result = result
+
+    def recopy(self) -> None:
+        """Pass 2, then each partition's output segments and counters."""
+        tasks: list[RecopyTask] = []
+        for state in self.active.values():
+            state.tasks = [self._task(len(tasks) + i, state.plan, g) for i, g in enumerate(state.plan.groups)]
+            tasks.extend(state.tasks)
+        assert self.offset_map_result is not None
+        try:
+            results = run_recopy(
+                self.spark, self.spec, tasks, self.offset_map_result, self.now_ms, self.config.delete_retention_ms
+            )
+        except BaseException:
+            for state in self.active.values():
+                self.discard(state, every_target=True)
+            raise
+        by_task = {r.task: r for r in results}
+        for partition, state in list(self.active.items()):
+            state.results = [by_task[t.index] for t in state.tasks]
+            failures = [r for r in state.results if r.error is not None]
+            if failures:
+                status = UNCLEANABLE if any(r.status == CORRUPT for r in failures) else FAILED
+                self.finish(partition, status, "; ".join(str(r.error) for r in failures))
+                continue
+            state.outputs = [self._outputs(g, r) for g, r in zip(state.plan.groups, state.results, strict=True)]
+            self._count(state)
+
+    def _task(self, index: int, plan: PartitionPlan, group: Group) -> RecopyTask:
+        target = OutputTarget(
+            topic=self.topic.name,
+            partition=plan.partition,
+            prefix=partition_prefix(self.topic.name, plan.partition),
+            path=new_segment_path(group.base_offset),
+            base_offset=group.base_offset,
+            next_offset=group.next_offset,
+            written_ms=self.now_ms,
+            manifest_version=plan.manifest.version + 1,
+            first_batch_max_timestamp=group.first_batch_max_timestamp,
+        )
+        return RecopyTask(
+            index,
+            plan.partition,
+            plan.log_start_offset,
+            group.files,
+            group.record_count,
+            group.tombstone_count,
+            target,
+        )
+
+    def _outputs(self, group: Group, result: GroupResult) -> tuple[Segment, ...]:
+        """The segment(s) a group becomes: its own when unchanged, else one new sealed segment."""
+        if result.status == UNCHANGED:
+            return group.segments
+        file = result.file
+        return (
+            Segment(
+                id=uuid.uuid4().hex[:16],
+                base_offset=group.base_offset,
+                next_offset=group.next_offset,
+                files=() if file is None else (file,),
+                record_count=0 if file is None else file.record_count,
+                size_bytes=0 if file is None else file.size_bytes,
+                first_batch_max_timestamp=-1 if file is None else group.first_batch_max_timestamp,
+                max_timestamp=-1 if file is None else group.max_timestamp,
+                created_ms=self.now_ms,
+                sealed=True,
+                tombstone_count=result.tombstone_count,
+                earliest_delete_horizon_ms=result.earliest_delete_horizon_ms,
+            ),
+        )
+
+    @staticmethod
+    def _count(state: _Partition) -> None:
+        stats = state.report.stats
+        for result, outputs in zip(state.results, state.outputs, strict=True):
+            stats.records_written += sum(s.record_count for s in outputs)
+            stats.bytes_written += sum(s.size_bytes for s in outputs)
+            if result.status == UNCHANGED:
+                stats.groups_unchanged += 1
+                continue
+            stats.groups_rewritten += 1
+            stats.bytes_rewritten += 0 if result.file is None else result.file.size_bytes
+            c = result.counts
+            stats.records_superseded += c.superseded
+            stats.unkeyed_dropped += c.unkeyed
+            stats.below_log_start_dropped += c.below_log_start
+            stats.tombstones_stamped += c.tombstones_stamped
+            stats.tombstones_removed += c.tombstones_removed
+        state.report.files_written = state.written
+
+    def candidate(self, state: _Partition, current: Manifest) -> Manifest:
+        """The manifest the commit would write on `current` (InputsChanged if it cannot)."""
+        return apply_compaction(
+            current,
+            state.plan,
+            [s for group in state.outputs for s in group],
+            now_ms=self.now_ms,
+            delete_delay_ms=self.config.file_delete_delay_ms,
+            run_id=self.report.run_id,
+        )
+
+    def gate(self) -> None:
+        """The quality gate over every partition still in the run."""
+        tasks: list[GateTask] = []
+        segments: list[UncleanableSegment] = []
+        for partition, state in list(self.active.items()):
+            try:
+                segments.extend(self._uncleanable_segments(state))
+            except InputsChanged as exc:
+                self.finish(partition, ABORTED, str(exc))
+                continue
+            tasks.extend(self._gate_tasks(state))
+        verdicts = run_gate(
+            self.spark,
+            self.spec,
+            self.topic.name,
+            tasks,
+            list(self.active),
+            segments,
+            self.config,
+            self.now_ms,
+            broadcast_output=self.output_records() <= self.options.gate_broadcast_max_records,
+        )
+        for partition, verdict in verdicts.items():
+            self.active[partition].report.quality = verdict
+            if not verdict.success:
+                self.finish(partition, FAILED_QUALITY, verdict.summary())
+
+    def output_records(self) -> int:
+        """Records the partitions still in the run keep in their cleaned ranges."""
+        return sum(s.report.stats.records_written for s in self.active.values())
+
+    def _uncleanable_segments(self, state: _Partition) -> list[UncleanableSegment]:
+        current = self.topic.partition(state.plan.partition).manifest()
+        after = self.candidate(state, current)
+        u = state.plan.first_uncleanable_offset
+        planned = {s.id: s for s in after.segments if s.base_offset >= u}
+        return [
+            UncleanableSegment(state.plan.partition, s.id, s.base_offset, planned.get(s.id) == s)
+            for s in current.segments
+            if s.base_offset >= u
+        ]
+
+    def _gate_tasks(self, state: _Partition) -> list[GateTask]:
+        """The partition's groups, cut into runs of about `scan_task_bytes`, one gate task each."""
+        prefix = partition_prefix(self.topic.name, state.plan.partition)
+        groups = [
+            GateGroup(g.base_offset, g.next_offset, g.files, r.status == UNCHANGED, r.file, g.tombstone_count)
+            for g, r in zip(state.plan.groups, state.results, strict=True)
+        ]
+        tasks: list[GateTask] = []
+        run: list[GateGroup] = []
+        for group in groups:
+            if run and sum(g.size_bytes for g in run) + group.size_bytes > self.options.scan_task_bytes:
+                tasks.append(GateTask(state.plan.partition, prefix, state.plan.log_start_offset, tuple(run)))
+                run = []
+            run.append(group)
+        tasks.append(GateTask(state.plan.partition, prefix, state.plan.log_start_offset, tuple(run)))
+        return tasks
+
+    def commit(self) -> None:
+        """One conditional manifest write per partition that passed the gate."""
+        for partition, state in list(self.active.items()):
+            unchanged = all(r.status == UNCHANGED for r in state.results)
+            wrote: list[Manifest] = []
+
+            def change(
+                current: Manifest, state: _Partition = state, unchanged: bool = unchanged, wrote: list[Manifest] = wrote
+            ) -> Manifest | None:
+                after = self.candidate(state, current)
+                if unchanged and current.cleaner_checkpoint == after.cleaner_checkpoint:
+                    return None
+                wrote[:] = [after]
+                return after
+
+            try:
+                committed = self.topic.partition(partition).commit(change)
+            except InputsChanged as exc:
+                self.finish(partition, ABORTED, str(exc))
+                continue
+            if not wrote:
+                self.finish(partition, NOTHING_TO_DO, "every group was already clean", discard=False)
+                continue
+            state.report.manifest_version_after = committed.version
+            message = "every group was already clean: only the cleaner checkpoint moved" if unchanged else ""
+            self.finish(partition, COMMITTED, message, discard=False)
+
+
+def compact_topic(
+    spark: SparkSession,
+    lake: Lake,
+    topic_name: str,
+    requests: Sequence[CompactionRequest],
+    now_ms: int,
+    *,
+    run_id: str | None = None,
+    options: EngineOptions | None = None,
+) -> RunReport:
+    """Compact the requested partitions of `topic_name` as of `now_ms`; returns the run report,
+    which is also stored under `_lakecleaner/runs/<topic>/<run id>/report.json`.
+
+    Raises ValueError for requests that do not fit the topic (another topic, a partition twice,
+    a topic whose cleanup.policy does not include compact).
+    """
+    topic = lake.topic(topic_name)
+    _check_requests(topic, requests)
+    run = _Run(spark, lake, topic, now_ms, run_id or new_run_id(), options or EngineOptions())
+    try:
+        run.step("plan", lambda: run.plan(requests))
+        run.step("pass1_offset_map", run.offset_map)
+        run.step("pass2_recopy", run.recopy)
+        crash_point("engine.after_staging")
+        run.step("quality_gate", run.gate)
+        crash_point("engine.after_validation")
+        run.step("commit", run.commit)
+    except BaseException:
+        for state in run.active.values():
+            run.discard(state, every_target=True)
+        raise
+    finally:
+        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+    run.report.duration_ms = int((time.monotonic() - run.started) * 1000)
+    run.report.save(lake.store)
+    return run.report
+
+
+def _check_requests(topic: Topic, requests: Sequence[CompactionRequest]) -> None:
+    if not topic.config.compact:
+        raise ValueError(
+            f"topic {topic.name} has cleanup.policy={','.join(sorted(topic.config.cleanup_policy))}; "
+            "only topics whose policy includes compact are compacted"
+        )
+    seen: set[int] = set()
+    for r in requests:
+        if r.topic != topic.name:
+            raise ValueError(f"a request for topic {r.topic} was passed to the compaction of {topic.name}")
+        if r.partition in seen:
+            raise ValueError(f"partition {topic.name}-{r.partition} is requested twice")
+        seen.add(r.partition)

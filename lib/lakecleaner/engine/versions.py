@@ -1,0 +1,104 @@
+"""The KIP-280 ordering of records, vectorised over Arrow columns (pass 1's offset map).
+
+A key's winner is the record with the highest (order columns…, offset), compared in that order
+(DESIGN section 4; KIP-280, which Apache Kafka never shipped):
+
+- `offset` strategy: no order column; the highest offset wins (Kafka's own rule).
+- `timestamp`: (timestamp, offset): the highest record timestamp, ties to the highest offset.
+- `header`: (has_version, version, offset): the version is the last header named
+  compaction.strategy.header whose value is exactly 8 bytes (a big-endian signed long,
+  `records.decode_version`); a record with a version beats one without; equal or both missing
+  go to the highest offset. A header with that name whose value is not 8 bytes (or null)
+  counts as missing; a record carrying one is counted as malformed and reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+from lakecleaner.config import TopicConfig
+
+VERSION_BYTES = 8
+
+
+def order_columns(strategy: str) -> tuple[str, ...]:
+    """The columns compared before the offset, most significant first."""
+    return {"offset": (), "timestamp": ("timestamp",), "header": ("has_version", "version")}[strategy]
+
+
+def source_columns(strategy: str) -> list[str]:
+    """The segment columns pass 1 reads for `strategy` (values never)."""
+    return ["offset", "key", *{"offset": [], "timestamp": ["timestamp"], "header": ["headers"]}[strategy]]
+
+
+@dataclass(frozen=True)
+class HeaderVersions:
+    """Per record: whether it carries a valid version, the version (0 when missing), and how many
+    records carry a malformed version header."""
+
+    has_version: NDArray[np.int8]
+    version: NDArray[np.int64]
+    malformed_records: int
+
+
+def header_versions(headers: pa.Array | pa.ChunkedArray, name: str) -> HeaderVersions:
+    """KIP-280 versions of a `headers` column (list<struct<key, value>>) for header `name`."""
+    array = headers.combine_chunks() if isinstance(headers, pa.ChunkedArray) else headers
+    n = len(array)
+    has_version = np.zeros(n, np.int8)
+    version = np.zeros(n, np.int64)
+    flat = pc.list_flatten(array)
+    if len(flat) == 0:
+        return HeaderVersions(has_version, version, 0)
+    parents = pc.list_parent_indices(array).to_numpy()
+    named = pc.fill_null(pc.equal(flat.field("key"), name), False).to_numpy(zero_copy_only=False)
+    values = flat.field("value")
+    eight = pc.fill_null(pc.equal(pc.binary_length(values), VERSION_BYTES), False).to_numpy(zero_copy_only=False)
+    valid = np.flatnonzero(named & eight)
+    malformed = int(np.unique(parents[named & ~eight]).size)
+    if valid.size:
+        owners = parents[valid]
+        last = np.append(owners[1:] != owners[:-1], True)
+        chosen, rows = valid[last], owners[last]
+        fixed = pc.cast(values.take(pa.array(chosen)), pa.binary(VERSION_BYTES))
+        data = np.frombuffer(fixed.buffers()[1], dtype=">i8", count=len(fixed), offset=fixed.offset * VERSION_BYTES)
+        has_version[rows] = 1
+        version[rows] = data.astype(np.int64)
+    return HeaderVersions(has_version, version, malformed)
+
+
+def order_table(table: pa.Table, config: TopicConfig) -> tuple[pa.Table, int]:
+    """(key, order columns…, offset) of a table read with `source_columns`, plus the count of
+    records with a malformed version header."""
+    strategy = config.compaction_strategy
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {"key": table.column("key")}
+    malformed = 0
+    if strategy == "timestamp":
+        columns["timestamp"] = table.column("timestamp")
+    elif strategy == "header":
+        versions = header_versions(table.column("headers"), config.compaction_strategy_header)
+        columns["has_version"] = pa.array(versions.has_version)
+        columns["version"] = pa.array(versions.version)
+        malformed = versions.malformed_records
+    columns["offset"] = table.column("offset")
+    return pa.table(columns), malformed
+
+
+def latest_per_key(ordered: pa.Table) -> pa.Table:
+    """The winning row of each key of an `order_table` (null keys are dropped): the row with
+    the highest (order columns…, offset). A partial offset map: merging partial winners with
+    the same rule gives the winners of the union."""
+    keyed = ordered.filter(pc.is_valid(ordered.column("key")))
+    if keyed.num_rows == 0:
+        return keyed
+    codes = pc.dictionary_encode(keyed.column("key").combine_chunks()).indices.to_numpy()
+    sort_keys = [keyed.column(c).to_numpy() for c in reversed(keyed.column_names[1:])]
+    order = np.lexsort((*sort_keys, codes))
+    sorted_codes = codes[order]
+    last = np.append(sorted_codes[1:] != sorted_codes[:-1], True)
+    return keyed.take(pa.array(order[last]))

@@ -1,0 +1,133 @@
+"""Streaming writer of one compacted segment file.
+
+Output rows are written as they are filtered, so a task holds one input file at a time
+rather than a whole group. The file's statistics are only known at the end, so its lakecleaner
+metadata (segment_files.FileMeta) goes into the Parquet footer when the writer closes, and
+the Arrow schema is not stored (it would carry the metadata of the moment the writer opened):
+without it, nested lists are written with Parquet's legacy element name so the file reads
+back with exactly SEGMENT_SCHEMA. Compression, row groups and statistics are those of
+segment_files.encode_segment_file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakecleaner.io import ObjectStore
+from lakecleaner.log.manifest import SegmentFile
+from lakecleaner.log.records import SEGMENT_SCHEMA
+from lakecleaner.log.segment_files import (
+    COMPRESSION,
+    KIND_COMPACTED,
+    ROW_GROUP_SIZE,
+    STATISTICS_COLUMNS,
+    FileMeta,
+    FileStats,
+)
+
+
+@dataclass(frozen=True)
+class OutputTarget:
+    """Where and for what a compacted file is written (the `FileMeta` fields known up front)."""
+
+    topic: str
+    partition: int
+    prefix: str
+    path: str
+    base_offset: int
+    next_offset: int
+    written_ms: int
+    manifest_version: int
+    first_batch_max_timestamp: int
+
+
+class SegmentWriter:
+    """Writes SEGMENT_SCHEMA batches to one new file; opens it only when the first row comes."""
+
+    def __init__(self, store: ObjectStore, target: OutputTarget) -> None:
+        self.store = store
+        self.target = target
+        self._sink: pa.NativeFile | None = None
+        self._writer: pq.ParquetWriter | None = None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._rows = 0
+        self._max_timestamp = -1
+        self._tombstones = 0
+        self._earliest_horizon: int | None = None
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        self._observe(table)
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        if self._pending_rows >= ROW_GROUP_SIZE:
+            self._flush()
+
+    def _observe(self, table: pa.Table) -> None:
+        self._rows += table.num_rows
+        self._max_timestamp = max(self._max_timestamp, int(pc.max(table.column("timestamp")).as_py()))
+        self._tombstones += table.column("value").null_count
+        horizon = pc.min(table.column("delete_horizon_ms")).as_py()
+        if horizon is not None:
+            self._earliest_horizon = horizon if self._earliest_horizon is None else min(self._earliest_horizon, horizon)
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        if self._writer is None:
+            self._sink = self.store.arrow_fs.open_output_stream(self._arrow_path())
+            self._writer = pq.ParquetWriter(
+                self._sink,
+                SEGMENT_SCHEMA,
+                compression=COMPRESSION,
+                write_statistics=list(STATISTICS_COLUMNS),
+                store_schema=False,
+                use_compliant_nested_type=False,
+            )
+        self._writer.write_table(pa.concat_tables(self._pending).cast(SEGMENT_SCHEMA), row_group_size=ROW_GROUP_SIZE)
+        self._pending, self._pending_rows = [], 0
+
+    def _arrow_path(self) -> str:
+        return self.store.arrow_path(self.target.prefix + self.target.path)
+
+    def close(self) -> SegmentFile | None:
+        """Finish the file and return its manifest entry; None when no row was written."""
+        self._flush()
+        if self._writer is None or self._sink is None:
+            return None
+        meta = self.meta()
+        self._writer.add_key_value_metadata(meta.to_metadata())
+        self._writer.close()
+        size = self._sink.tell()
+        self._sink.close()
+        t = self.target
+        return SegmentFile(t.path, t.base_offset, t.next_offset, self._rows, size)
+
+    def abort(self) -> None:
+        """Close and delete a partly written file."""
+        if self._writer is not None and self._sink is not None:
+            self._writer.close()
+            self._sink.close()
+            self.store.delete(self.target.prefix + self.target.path)
+
+    def meta(self) -> FileMeta:
+        t = self.target
+        stats = FileStats(
+            self._rows, t.base_offset, t.next_offset, self._max_timestamp, self._tombstones, self._earliest_horizon
+        )
+        return FileMeta(
+            t.topic,
+            t.partition,
+            t.base_offset,
+            KIND_COMPACTED,
+            t.written_ms,
+            t.manifest_version,
+            t.first_batch_max_timestamp,
+            stats,
+        )

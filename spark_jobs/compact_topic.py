@@ -1,0 +1,80 @@
+"""Compact a topic's partitions: the spark-submit application behind the DAG's `compact` task.
+
+    spark-submit spark_jobs/compact_topic.py --config config/lakecleaner.yaml --topic orders \\
+        [--partitions 0,2] [--now 2026-11-21T10:00:00Z | 1795255200000] [--run-id ID] [--master local[*]]
+
+`--lake` overrides the config's lake URI. The master comes from spark-submit, else `--master`,
+else the config's `spark.master`. The run report is printed and stored under
+`_lakecleaner/runs/<topic>/<run id>/report.json`; the exit status is 1 when any partition
+failed (quality gate, uncleanable segment, error), else 0.
+
+Also callable in-process: `main(argv, spark)` reuses a running SparkSession.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import threading
+from collections.abc import Sequence
+
+from pyspark import SparkConf
+from pyspark.sql import SparkSession
+
+from lakecleaner.clock import parse_time_ms, wall_clock_ms
+from lakecleaner.config import LakeConfig, load_config
+from lakecleaner.engine import compact_topic, print_report, requests_for
+from lakecleaner.lake import Lake
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="compact_topic.py", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--config", help="YAML config (default: $LAKECLEANER_CONFIG, else config/lakecleaner.yaml)")
+    parser.add_argument("--lake", help="lake URI, overriding the config's (s3://bucket/prefix or file:///path)")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--partitions", default="", help="comma-separated partitions (default: all)")
+    parser.add_argument("--now", help="'now' of every decision: epoch ms or ISO 8601 (default: the wall clock)")
+    parser.add_argument("--run-id", help="run id (default: generated)")
+    parser.add_argument("--master", help="Spark master when not set by spark-submit")
+    return parser.parse_args(argv)
+
+
+def _config(args: argparse.Namespace) -> LakeConfig:
+    config = load_config(args.config)
+    if args.lake:
+        config = LakeConfig(args.lake, config.storage, config.defaults, config.topics, config.spark, config.source)
+    return config
+
+
+def _session(config: LakeConfig, master: str | None) -> SparkSession:
+    builder = SparkSession.builder.appName("lakecleaner-compact")
+    if master or not SparkConf().contains("spark.master"):
+        builder = builder.master(master or config.spark.master)
+    for key, value in config.spark.conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
+    args = parse_args(argv)
+    # The quality gate's Great Expectations takes seconds to import: do it while Spark starts.
+    threading.Thread(target=importlib.import_module, args=("lakecleaner.quality",), daemon=True).start()
+    config = _config(args)
+    lake = Lake.open(config)
+    topic = lake.topic(args.topic)
+    now = parse_time_ms(args.now) if args.now else wall_clock_ms()
+    numbers = [int(p) for p in args.partitions.split(",") if p.strip()] or list(range(topic.partitions))
+    requests = [r for p in numbers if (r := requests_for(topic.partition(p).manifest(), topic.config, now))]
+    session = spark or _session(config, args.master)
+    try:
+        report = compact_topic(session, lake, topic.name, requests, now, run_id=args.run_id)
+    finally:
+        if spark is None:
+            session.stop()
+    print_report(report)
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

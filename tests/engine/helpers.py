@@ -1,0 +1,52 @@
+"""Building, compacting and inspecting logs in engine tests."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from lakecleaner.engine import CompactionRequest, RunReport, compact_topic, requests_for
+from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.records import Record
+
+_names = itertools.count()
+
+
+def new_topic(lake: Lake, partitions: int = 1, **config: Any) -> Topic:
+    """A fresh compacted topic with a unique name; `config` uses Kafka names with _ for ."""
+    settings = {"cleanup.policy": "compact", **{k.replace("_", "."): v for k, v in config.items()}}
+    return lake.create_topic(f"t{next(_names)}", partitions=partitions, config=settings)
+
+
+def requests(topic: Topic, now: int, partitions: Sequence[int] | None = None) -> list[CompactionRequest]:
+    numbers = range(topic.partitions) if partitions is None else partitions
+    return [r for p in numbers if (r := requests_for(topic.partition(p).manifest(), topic.config, now))]
+
+
+def compact(spark: SparkSession, lake: Lake, topic: Topic, now: int, **kwargs: Any) -> RunReport:
+    topic = lake.topic(topic.name)
+    return compact_topic(spark, lake, topic.name, requests(topic, now), now, **kwargs)
+
+
+def rows(topic: Topic, partition: int = 0) -> list[dict[str, Any]]:
+    return list(topic.partition(partition).read().to_pylist())
+
+
+def unreferenced_files(lake: Lake, topic: Topic, partition: int = 0) -> list[str]:
+    """Files under the partition that the manifest references neither as segment nor pending delete."""
+    prefix = partition_prefix(topic.name, partition)
+    referenced = topic.partition(partition).manifest().referenced_paths()
+    return sorted(
+        o.key[len(prefix) :]
+        for o in lake.store.list(prefix)
+        if not o.key.endswith("manifest.json") and o.key[len(prefix) :] not in referenced
+    )
+
+
+def keyed(records: Mapping[str, str | None], timestamp: int = 1000) -> list[Record]:
+    """Records from key → value (None: tombstone)."""
+    return [Record(k.encode(), None if v is None else v.encode(), timestamp) for k, v in records.items()]

@@ -1,0 +1,47 @@
+"""bench/compaction.py at 100k records, as a smoke check (no timing assertions)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from pyspark.sql import SparkSession
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "compaction.py"
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_compaction", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmark_runs(spark: SparkSession, tmp_path: Path) -> None:
+    argv = [
+        "--records",
+        "100000",
+        "--keys",
+        "10000",
+        "--partitions",
+        "2",
+        "--segment-bytes",
+        "2000000",
+        "--batch-records",
+        "20000",
+        "--dir",
+        str(tmp_path),
+        "--json",
+        str(tmp_path / "results.json"),
+    ]
+    (result,) = _bench().main(argv, spark=spark)
+    ours, floor, duck = result["measures"]
+    assert ours["detail"].startswith("ok: 10000 records kept")
+    assert floor["detail"] == "100000 records copied"
+    assert duck["detail"] == "10000 records kept"
+    assert result["a_over_b"] > 0 and result["a_over_c"] > 0
+    assert (tmp_path / "results.json").exists()

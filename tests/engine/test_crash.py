@@ -1,0 +1,94 @@
+"""The job killed at each step (a child process running spark_jobs/compact_topic.py with
+LAKECLEANER_CRASH_AT) leaves every log reading exactly as before or exactly as after, and the
+next run (in-process, through the job's `main`) completes the compaction.
+
+Each child is a whole Spark application, so the four crash points are split over the two
+backends (two children at once per backend): each backend sees a crash that must leave the old
+log and one at or after the commit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pyspark.sql import SparkSession
+
+from lakecleaner.config import LakeConfig
+from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT
+from lakecleaner.lake import Lake, Topic
+from tests.engine.helpers import keyed, new_topic, requests, rows
+from tests.engine.reference_model import expected_pass
+
+REPO = Path(__file__).resolve().parents[2]
+JOB = REPO / "spark_jobs" / "compact_topic.py"
+NOW = 500
+#: Per backend: crash point → whether the log must read as after the compaction.
+POINTS = {
+    "local": {"engine.after_staging": False, "commit.after_manifest_write": True},
+    "s3": {"engine.after_validation": False, "commit.before_manifest_write": False},
+}
+
+
+def _config_file(config: LakeConfig, path: Path) -> Path:
+    storage: dict[str, Any] = {}
+    s = config.storage
+    if s.endpoint_url:
+        storage = {
+            "endpoint_url": s.endpoint_url,
+            "region": s.region,
+            "access_key_id": s.access_key_id,
+            "secret_access_key": s.secret_access_key,
+        }
+    path.write_text(yaml.safe_dump({"lake": {"uri": config.lake_uri, "storage": storage}}))
+    return path
+
+
+def _dirty_topic(lake: Lake) -> Topic:
+    topic = new_topic(lake)
+    log = topic.partition(0)
+    log.append(keyed({"a": "1", "b": "1", "c": None}), now_ms=100)
+    log.roll(now_ms=100)
+    log.append(keyed({"a": "2", "b": None}), now_ms=100)
+    log.roll(now_ms=100)
+    return topic
+
+
+def _run_job(config_file: Path, topic: Topic, crash_at: str | None) -> subprocess.Popen[bytes]:
+    env = {**os.environ, ENV_CRASH_AT: crash_at or ""}
+    env.pop("LAKECLEANER_CONFIG", None)
+    args = ["--config", str(config_file), "--topic", topic.name, "--now", str(NOW), "--master", "local[1]"]
+    return subprocess.Popen(
+        [sys.executable, str(JOB), *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+
+
+def test_a_crash_at_any_step_leaves_the_old_or_the_new_log(
+    spark: SparkSession, lake: Lake, lake_config: LakeConfig, backend: str, tmp_path: Path
+) -> None:
+    points = POINTS[backend]
+    config_file = _config_file(lake_config, tmp_path / "lakecleaner.yaml")
+    topics = {point: _dirty_topic(lake) for point in points}
+    before = {point: rows(t) for point, t in topics.items()}
+    after = {}
+    for point, t in topics.items():
+        request = requests(t, NOW)[0]
+        manifest = t.partition(0).manifest()
+        after[point] = expected_pass(before[point], manifest, request.first_uncleanable_offset, t.config, NOW).rows
+    children = {point: _run_job(config_file, t, point) for point, t in topics.items()}
+    for point, child in children.items():
+        _, err = child.communicate(timeout=300)
+        assert child.returncode == CRASH_EXIT_STATUS, f"{point}: {err.decode()[-2000:]}"
+    for point, t in topics.items():
+        assert rows(t) == (after[point] if points[point] else before[point]), point
+        assert t.partition(0).manifest().problems() == []
+    from spark_jobs.compact_topic import main
+
+    crashed = next(point for point, done in points.items() if not done)
+    recovery = topics[crashed]
+    assert main(["--config", str(config_file), "--topic", recovery.name, "--now", str(NOW)], spark=spark) == 0
+    assert rows(recovery) == after[crashed]

@@ -1,0 +1,80 @@
+"""The quality gate stops a wrong staged output: the test tampers with a staged file at the
+"engine.after_staging" crash point (before validation); the partition must fail the gate,
+keep its log as it was and lose its staged files, while the other partition commits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyspark.sql import SparkSession
+
+from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY
+from lakecleaner.faults import on_crash_point
+from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.segment_files import encode_segment_file, read_file_meta, read_segment_file
+from lakecleaner.reports import load_report
+from tests.engine.helpers import compact, keyed, new_topic, rows, unreferenced_files
+
+
+def _change_a_value(table: pa.Table, superseded: pa.Table) -> pa.Table:
+    values = table.column("value").to_pylist()
+    values[0] = b"tampered"
+    return table.set_column(table.schema.get_field_index("value"), "value", pa.array(values, pa.binary()))
+
+
+def _resurrect_a_superseded_record(table: pa.Table, superseded: pa.Table) -> pa.Table:
+    both = pa.concat_tables([table, superseded.slice(0, 1)])
+    return both.take(pc.sort_indices(both, [("offset", "ascending")]))
+
+
+Tamper = Callable[[pa.Table, pa.Table], pa.Table]
+
+
+def _tamper_with_staged_file(lake: Lake, topic: Topic, tamper: Tamper, original: pa.Table) -> Callable[[], None]:
+    def hook() -> None:
+        prefix = partition_prefix(topic.name, 0)
+        (staged,) = unreferenced_files(lake, topic, 0)
+        table = read_segment_file(lake.store, prefix + staged)
+        superseded = original.filter(pc.invert(pc.is_in(original.column("offset"), table.column("offset"))))
+        meta = read_file_meta(lake.store, prefix + staged)
+        lake.store.write(prefix + staged, encode_segment_file(tamper(table, superseded), meta))
+
+    return hook
+
+
+@pytest.mark.parametrize("tamper", [_change_a_value, _resurrect_a_superseded_record], ids=["value", "superseded"])
+def test_the_gate_stops_a_wrong_staged_output(spark: SparkSession, lake: Lake, tamper: Tamper) -> None:
+    topic = new_topic(lake, partitions=2)
+    for p in range(2):
+        log = topic.partition(p)
+        log.append(keyed({"a": "1", "b": "1", "c": "1"}), now_ms=100)
+        log.append(keyed({"a": "2", "b": "2"}), now_ms=100)
+        log.roll(now_ms=100)
+    before = rows(topic, 0)
+    version = topic.partition(0).manifest().version
+    original = topic.partition(0).read()
+    with on_crash_point("engine.after_staging", _tamper_with_staged_file(lake, topic, tamper, original)):
+        report = compact(spark, lake, topic, 500)
+    failed, other = report.partition(0), report.partition(1)
+    assert failed.status == FAILED_QUALITY
+    assert other.status == COMMITTED, other.message
+    assert failed.quality is not None and not failed.quality.success
+    failures = failed.quality.failures
+    assert failures and all("partition" in str(f.sample[0]) for f in failures if f.sample)
+    assert "quality checks failed" in failed.message
+    assert rows(topic, 0) == before and topic.partition(0).manifest().version == version
+    assert unreferenced_files(lake, topic, 0) == []
+    assert [r["value"] for r in rows(topic, 1)] == [b"1", b"2", b"2"]
+    if tamper is _resurrect_a_superseded_record:
+        rules = {f.rule for f in failures}
+        assert "keys are unique in the cleaned range" in rules
+        assert "no input record beats the output record of its key (it is the key's winner)" in rules
+        assert "every staged file holds as many records as its manifest entry says" in rules
+    stored = load_report(lake.store, topic.name, report.run_id, "report")
+    assert stored["failed"] is True and stored["partitions"][0]["status"] == FAILED_QUALITY
+    assert json.dumps(stored)

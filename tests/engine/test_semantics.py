@@ -1,0 +1,148 @@
+"""The engine against the reference model, over random logs on both storage backends.
+
+Random partitions mix keyed and unkeyed records, tombstones, out-of-order and tied timestamps,
+and headers with valid, missing and malformed versions; segments roll at random. Each example
+compacts a two-partition topic with a random strategy, appends more, and compacts again at a
+later `now`, sometimes exactly at or after the tombstone horizons of the first pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+
+from lakecleaner.engine import CompactionRequest, EngineOptions, compact_topic, requests_for
+from lakecleaner.engine.report import COMMITTED, NOTHING_TO_DO
+from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.records import Record, encode_version
+from tests.engine.helpers import new_topic, rows
+from tests.engine.reference_model import Expected, expected_pass
+
+HEADER = "v"
+RETENTION_MS = 100
+KEYS = [b"a", b"b", b"c", b"d", b"e"]
+
+header_value = st.one_of(
+    st.integers(-3, 3).map(encode_version),
+    st.just(encode_version(-(2**63))),
+    st.just(encode_version(2**63 - 1)),
+    st.binary(max_size=9),
+    st.none(),
+)
+headers = st.lists(st.tuples(st.sampled_from([HEADER, "x"]), header_value), max_size=3)
+
+
+def record(unkeyed: bool) -> st.SearchStrategy[Record]:
+    key = st.one_of(st.none(), st.sampled_from(KEYS)) if unkeyed else st.sampled_from(KEYS)
+    value = st.one_of(st.none(), st.binary(max_size=4))
+    return st.builds(Record, key=key, value=value, timestamp=st.integers(0, 20), headers=headers.map(tuple))
+
+
+def appends(unkeyed: bool) -> st.SearchStrategy[list[tuple[list[Record], bool]]]:
+    """Batches, each followed by a roll or not."""
+    return st.lists(st.tuples(st.lists(record(unkeyed), min_size=1, max_size=5), st.booleans()), max_size=5)
+
+
+@dataclass
+class Scenario:
+    strategy: str
+    segment_bytes: int
+    first: list[list[tuple[list[Record], bool]]]
+    more: list[list[tuple[list[Record], bool]]]
+    gap_ms: int
+
+
+scenarios = st.builds(
+    Scenario,
+    strategy=st.sampled_from(["offset", "timestamp", "header"]),
+    segment_bytes=st.sampled_from([3000, 8000, 100_000]),
+    first=st.lists(appends(unkeyed=True), min_size=2, max_size=2),
+    more=st.lists(appends(unkeyed=False), min_size=2, max_size=2),
+    gap_ms=st.sampled_from([RETENTION_MS - 1, RETENTION_MS, RETENTION_MS + 50]),
+)
+
+
+def _append(lake: Lake, topic: Topic, batches: list[list[tuple[list[Record], bool]]], now: int) -> Topic:
+    """Append with the policy at delete (so unkeyed records are accepted), then back to compact."""
+    topic = lake.alter_topic(topic.name, {"cleanup.policy": "delete"})
+    for partition, steps in enumerate(batches):
+        log = topic.partition(partition)
+        for batch, roll in steps:
+            log.append(batch, now_ms=now)
+            if roll:
+                log.roll(now_ms=now)
+    return lake.alter_topic(topic.name, {"cleanup.policy": "compact"})
+
+
+def _check_pass(spark: SparkSession, lake: Lake, topic: Topic, now: int) -> None:
+    plans: dict[int, tuple[CompactionRequest, Expected, Any]] = {}
+    for p in range(topic.partitions):
+        manifest = topic.partition(p).manifest()
+        request = requests_for(manifest, topic.config, now)
+        if request is not None:
+            expected = expected_pass(rows(topic, p), manifest, request.first_uncleanable_offset, topic.config, now)
+            plans[p] = (request, expected, manifest)
+    report = compact_topic(spark, lake, topic.name, [r for r, _, _ in plans.values()], now)
+    for p, (request, expected, before) in plans.items():
+        part = report.partition(p)
+        assert part.status in (COMMITTED, NOTHING_TO_DO), part.message
+        assert rows(topic, p) == expected.rows
+        after = topic.partition(p).manifest()
+        assert after.problems() == []
+        assert [(s.base_offset, s.next_offset, s.record_count) for s in after.segments] == expected.segments
+        assert after.cleaner_checkpoint == request.first_uncleanable_offset or part.status == NOTHING_TO_DO
+        u = request.first_uncleanable_offset
+        assert [s for s in after.segments if s.base_offset >= u] == [s for s in before.segments if s.base_offset >= u]
+        stats = part.stats
+        counts = (stats.records_superseded, stats.unkeyed_dropped, stats.tombstones_stamped, stats.tombstones_removed)
+        assert counts == (expected.superseded, expected.unkeyed, expected.stamped, expected.removed)
+        assert stats.malformed_version_headers == expected.malformed
+        assert stats.groups_rewritten == sum(expected.changed_groups)
+        live = {f.path for s in after.segments for f in s.files}
+        replaced = {f.path for s in before.segments for f in s.files} - live
+        assert replaced <= {d.path for d in after.pending_deletes}
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
+)
+@given(scenario=scenarios)
+def test_engine_matches_reference_model(spark: SparkSession, lake: Lake, scenario: Scenario) -> None:
+    topic = new_topic(
+        lake,
+        partitions=2,
+        segment_bytes=scenario.segment_bytes,
+        delete_retention_ms=RETENTION_MS,
+        compaction_strategy=scenario.strategy,
+        compaction_strategy_header=HEADER,
+    )
+    topic = _append(lake, topic, scenario.first, now=500)
+    _check_pass(spark, lake, topic, now=1000)
+    topic = _append(lake, topic, scenario.more, now=1000)
+    _check_pass(spark, lake, topic, now=1000 + scenario.gap_ms)
+
+
+def test_the_shuffle_join_paths_give_the_same_log(spark: SparkSession, lake: Lake) -> None:
+    """Kept offsets joined to pass 2 by shuffle, output joined in the gate by shuffle."""
+    topic = new_topic(lake, partitions=2, delete_retention_ms=RETENTION_MS, compaction_strategy="timestamp")
+    for p in range(2):
+        log = topic.partition(p)
+        for i in range(4):
+            log.append([Record(k, None if (i + p) % 3 == 0 else b"v%d" % i, 10 - i) for k in KEYS[: 2 + i]], now_ms=1)
+            log.roll(now_ms=1)
+    expected = {}
+    for p in range(2):
+        manifest = topic.partition(p).manifest()
+        expected[p] = expected_pass(rows(topic, p), manifest, manifest.next_offset, topic.config, 1000)
+    options = EngineOptions(broadcast_max_offsets=0, gate_broadcast_max_records=0)
+    requests = [r for p in range(2) if (r := requests_for(topic.partition(p).manifest(), topic.config, 1000))]
+    report = compact_topic(spark, lake, topic.name, requests, 1000, options=options)
+    for p in range(2):
+        assert report.partition(p).status == COMMITTED, report.partition(p).message
+        assert rows(topic, p) == expected[p].rows
