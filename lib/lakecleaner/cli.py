@@ -467,6 +467,44 @@ def plan(
 @cli.command()
 @click.option("--topic", required=True)
 @click.option("--now", "now_text", help=NOW_HELP)
+@click.option("--partitions", "partition_list", default="", help="Comma-separated partitions (default: the due ones).")
+@click.option("--force", is_flag=True, help="Compact every partition with cleanable bytes, ignoring the ratio.")
+@click.option("--master", help="Spark master (default: the config's spark.master).")
+@pass_ctx
+def compact(
+    ctx: Context, topic: str, now_text: str | None, partition_list: str, force: bool, master: str | None
+) -> None:
+    """Compact a topic's due partitions on Spark (one application), as the DAG's compact task does."""
+    from pyspark.sql import SparkSession
+
+    from lakecleaner.engine import compact_topic, print_report, requests_for
+    from lakecleaner.policy import plan_topic
+
+    now = _now(now_text)
+    t = ctx.lake.topic(topic)
+    chosen = [int(p) for p in partition_list.split(",") if p.strip()] or None
+    plan_result = plan_topic(topic, t.manifests(), t.config, {}, now, force=force, partitions=chosen)
+    manifests = {p: t.partition(p).manifest() for p in plan_result.selection.selected}
+    requests = [r for m in manifests.values() if (r := requests_for(m, t.config, now))]
+    if not requests:
+        ctx.emit({"topic": topic, "partitions": []}, lambda: console.print(f"{topic}: no partition is due"))
+        return
+    builder = SparkSession.builder.appName("lakecleaner-compact").master(master or ctx.config.spark.master)
+    for key, value in ctx.config.spark.conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    try:
+        report = compact_topic(spark, ctx.lake, topic, requests, now)
+    finally:
+        spark.stop()
+    ctx.emit({**report.to_dict(), "location": report.location}, lambda: print_report(report, console))
+    if report.failed:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("--topic", required=True)
+@click.option("--now", "now_text", help=NOW_HELP)
 @click.option("--partition", "partitions", type=int, multiple=True, help="Only these partitions.")
 @click.option("--dry-run", is_flag=True, help="Plan and check, commit nothing.")
 @pass_ctx
