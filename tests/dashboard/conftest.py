@@ -43,7 +43,7 @@ def make_scene(directory: Path) -> Scene:
     return Scene(config_path, now_ms)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def scene(tmp_path_factory: pytest.TempPathFactory) -> Scene:
     """The scene the shared Airflow serves (tests must not change it, except by DAG runs)."""
     return make_scene(tmp_path_factory.mktemp("scene"))
@@ -85,14 +85,14 @@ class StatsdListener:
         self.socket.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def statsd() -> Iterator[StatsdListener]:
     listener = StatsdListener()
     yield listener
     listener.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def airflow(scene: Scene, statsd: StatsdListener, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalAirflow]:
     """One running Airflow with lakecleaner's DAGs and plugin, metrics to `statsd`."""
     metrics = {
