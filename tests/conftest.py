@@ -24,6 +24,7 @@ from lakecleaner.lake import Lake
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
+logging.getLogger("py4j").setLevel(logging.WARNING)  # its __del__ logs after pytest closed the streams
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 ENV_TEST_ENDPOINT = "LAKECLEANER_TEST_S3_ENDPOINT"
