@@ -171,18 +171,25 @@ class OffsetStore:
             if o.key.endswith(".json")
         )
 
-    def subscribed_groups(self, topic: str) -> tuple[list[str], dict[str, str]]:
-        """Groups subscribed to `topic` (declared in the config, or with an entry for it), and the
-        groups whose offsets could not be read, each with the reason."""
-        declared = set(self.config.topics[topic].consumer_groups) if topic in self.config.topics else set()
-        subscribed, failures = set(declared), {}
+    def subscribed_offsets(
+        self, topic: str
+    ) -> tuple[list[str], dict[str, Mapping[int, CommittedOffset]], dict[str, str]]:
+        """Groups subscribed to `topic` (declared in the config, or with an entry for it), their
+        committed offsets on it, and the groups whose offsets could not be read with the reason.
+        Each group's file is read once."""
+        subscribed = set(self.config.topics[topic].consumer_groups) if topic in self.config.topics else set()
+        offsets: dict[str, Mapping[int, CommittedOffset]] = {}
+        failures: dict[str, str] = {}
         for group in self.list_groups():
             try:
-                if topic in self.read_group(group).topics:
-                    subscribed.add(group)
+                topics = self.read_group(group).topics
             except (CorruptOffsets, StorageError) as exc:
                 failures[group] = str(exc)
-        return sorted(subscribed), failures
+                continue
+            if topic in topics:
+                subscribed.add(group)
+                offsets[group] = topics[topic]
+        return sorted(subscribed), offsets, failures
 
     def consumed_position(self, topic: str, partition: int) -> ConsumedPosition:
         """The minimum committed offset of `topic`-`partition` over every subscribed group (KIP-68).
@@ -194,15 +201,7 @@ class OffsetStore:
 
     def consumed_positions(self, topic: str, partitions: list[int]) -> dict[int, ConsumedPosition]:
         """`consumed_position` for several partitions, reading each group's offsets once."""
-        subscribed, failures = self.subscribed_groups(topic)
-        offsets: dict[str, Mapping[int, CommittedOffset]] = {}
-        for group in subscribed:
-            if group in failures:
-                continue
-            try:
-                offsets[group] = self.read_group(group).topics.get(topic, {})
-            except (CorruptOffsets, StorageError) as exc:
-                failures[group] = str(exc)
+        subscribed, offsets, failures = self.subscribed_offsets(topic)
         return {p: _min_position(p, subscribed, offsets, failures) for p in partitions}
 
 
