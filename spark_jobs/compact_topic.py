@@ -14,6 +14,7 @@ Also callable in-process: `main(argv, spark)` reuses a running SparkSession.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import sys
 import threading
@@ -42,9 +43,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _config(args: argparse.Namespace) -> LakeConfig:
     config = load_config(args.config)
-    if args.lake:
-        config = LakeConfig(args.lake, config.storage, config.defaults, config.topics, config.spark, config.source)
-    return config
+    return dataclasses.replace(config, lake_uri=args.lake) if args.lake else config
 
 
 def _session(config: LakeConfig, master: str | None) -> SparkSession:

@@ -4,6 +4,8 @@ for output scripts can parse. Errors print one clear message and exit with statu
 from __future__ import annotations
 
 import base64
+import dataclasses
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterator
@@ -18,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lakecleaner.clock import parse_time_ms, wall_clock_ms
-from lakecleaner.config import LakeConfig, load_config, parse_config
+from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.records import BATCH_SCHEMA, HEADER_TYPE
@@ -38,19 +40,11 @@ class Context:
         self.as_json = as_json
         self._lake: Lake | None = None
 
-    @property
+    @functools.cached_property
     def config(self) -> LakeConfig:
+        """The config file's settings, with --lake replacing the lake URI (loaded once)."""
         config = load_config(self.config_path)
-        if self.lake_uri:
-            raw = {"uri": self.lake_uri}
-            config = (
-                parse_config({"lake": raw}, "--lake")
-                if config.source == "<defaults>"
-                else LakeConfig(
-                    self.lake_uri, config.storage, config.defaults, config.topics, config.spark, config.source
-                )
-            )
-        return config
+        return dataclasses.replace(config, lake_uri=self.lake_uri) if self.lake_uri else config
 
     @property
     def lake(self) -> Lake:
@@ -686,9 +680,7 @@ def _run_demo_dags(ctx: Context, airflow_home: Path, now: int) -> None:
     from lakecleaner import demo as job
     from lakecleaner.orchestration.local import migrate, run_dag
 
-    config_path = Path(
-        ctx.config.source if ctx.config.source not in ("<defaults>", "--lake") else "config/lakecleaner.yaml"
-    ).resolve()
+    config_path = Path("config/lakecleaner.yaml" if ctx.config.source == "<defaults>" else ctx.config.source).resolve()
     env = {"LAKECLEANER_LAKE_URI": ctx.lake.uri}
     airflow_home.mkdir(parents=True, exist_ok=True)
     err_console.print(f"airflow: {airflow_home} (SQLite)")
