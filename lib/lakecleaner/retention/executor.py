@@ -11,7 +11,7 @@ Deleted segments' files go to `pending_deletes`; they are deleted physically by 
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -249,8 +249,9 @@ def retain_topic(
             results.append(PartitionRetentionResult(topic_name, p, FAILED, None, error=str(exc)))
     run = run_id or new_run_id(now)
     report = RetentionRunReport(topic_name, run, now, tuple(results))
-    location = None if dry_run else store_report(lake.store, topic_name, run, "retention", report.to_dict())
-    return RetentionRunReport(topic_name, run, now, tuple(results), location)
+    if dry_run:
+        return report
+    return replace(report, location=store_report(lake.store, topic_name, run, "retention", report.to_dict()))
 
 
 def trim_partition(lake: Lake, topic_name: str, partition: int, offset: int, now_ms: int | None = None) -> Manifest:

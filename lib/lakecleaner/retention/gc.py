@@ -19,7 +19,7 @@ is true, in which case it deletes every version of each file.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakecleaner.clock import wall_clock_ms
@@ -164,6 +164,4 @@ def gc_topic(
             results.append(GcResult(topic_name, p, error=str(exc)))
     run = run_id or new_run_id(now)
     report = GcRunReport(topic_name, run, now, tuple(results))
-    return GcRunReport(
-        topic_name, run, now, tuple(results), store_report(lake.store, topic_name, run, "gc", report.to_dict())
-    )
+    return replace(report, location=store_report(lake.store, topic_name, run, "gc", report.to_dict()))
