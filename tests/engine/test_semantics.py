@@ -140,7 +140,7 @@ def test_the_shuffle_join_paths_give_the_same_log(spark: SparkSession, lake: Lak
     for p in range(2):
         manifest = topic.partition(p).manifest()
         expected[p] = expected_pass(rows(topic, p), manifest, manifest.next_offset, topic.config, 1000)
-    options = EngineOptions(broadcast_max_offsets=0, gate_broadcast_max_records=0)
+    options = EngineOptions(broadcast_max_offsets=0)
     requests = [r for p in range(2) if (r := requests_for(topic.partition(p).manifest(), topic.config, 1000))]
     report = compact_topic(spark, lake, topic.name, requests, 1000, options=options)
     for p in range(2):

@@ -14,7 +14,8 @@ tombstone. They also carry the input record's raw ordering columns.
 
 Candidate rows: the input records that could be their key's winner. Only rows that cannot win
 are left out, by rules that need no KIP-280 parsing (`prune`), so that the winner of every key
-is decided in Spark, from the raw columns, by `quality`.
+is decided in Spark, from the raw columns, by `quality`; and a candidate for which an output
+row already stands (its offset, with the input's ordering columns) is not emitted twice.
 
 Horizons are set only on tombstones, so "an expired tombstone" is read from the horizon alone
 (horizon ≤ now); values are read only where output records are compared.
@@ -287,9 +288,13 @@ def prune(candidates: pa.Table, rules: GateRules) -> pa.Table:
     return _rows_at(candidates, _max_offsets(candidates))
 
 
-def _candidate_rows(inputs: list[pa.Table], task: GateTask, rules: GateRules) -> pa.Table:
-    table = pa.concat_tables(inputs).combine_chunks() if inputs else SEGMENT_SCHEMA.empty_table()
+def _candidate_rows(inputs: list[pa.Table], outputs: list[pa.Array], task: GateTask, rules: GateRules) -> pa.Table:
+    """The task's candidates, less the records an output row already stands for (`outputs`:
+    offsets of output rows that are candidates, which carry the same ordering columns)."""
+    table = pa.concat_tables(inputs).combine_chunks() if inputs else SEGMENT_SCHEMA.empty_table().select(_CHEAP)
     keyed = prune(table.filter(pa.array(_candidates(table, task))).select(_CHEAP), rules)
+    if outputs:
+        keyed = keyed.filter(pc.invert(pc.is_in(keyed.column("offset"), value_set=pa.concat_arrays(outputs))))
     return _rows(
         task.partition,
         keyed.num_rows,
@@ -310,13 +315,16 @@ def gate_scan(spec: StoreSpec, rules: GateRules, errors: Collector, task: GateTa
     file is reported through `errors` (the partition then fails the gate)."""
     store = spec.open()
     inputs: list[pa.Table] = []
+    outputs: list[pa.Array] = []
     try:
         for group in task.groups:
             scan = _reused_rows if group.reused else _rewritten_rows
             output, table = scan(store, task, group, rules)
             inputs.append(table.select(_CHEAP))
+            candidate = output.column("candidate").combine_chunks()
+            outputs.append(output.column("offset").combine_chunks().filter(pc.fill_null(candidate, False)))
             yield from batches(output)
-        candidates = _candidate_rows(inputs, task, rules)
+        candidates = _candidate_rows(inputs, outputs, task, rules)
     except CorruptSegment as exc:
         errors.add(task.partition, str(exc))
         return

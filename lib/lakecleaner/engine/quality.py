@@ -1,5 +1,5 @@
 """The quality gate (DESIGN section 5): Great Expectations checks of the staged output against
-the input, on a Spark DataFrame, before anything is committed.
+the input, on Spark DataFrames, before anything is committed.
 
 `gate_rows` reads every group's input and staged output back from storage, after staging, and
 settles the facts that need one record and its input: unchanged, horizon as KIP-534 says,
@@ -7,25 +7,26 @@ offsets increasing, record counts, a keyed record of the cleaned range that is n
 tombstone. It also emits the input records that could be their key's winner. Spark then
 decides, independently of pass 1 and in Spark SQL (the KIP-280 header version is parsed from
 the raw headers here, not by `versions`), whether the output holds exactly each key's winner:
+one aggregation per (partition, key) over the candidates and the output records finds the
+winner — the highest (order columns…, offset) — and checks that the key has at most one output
+record, that every output record of the key is the winner, and that a key without output has
+an expired tombstone as its winner. With the per-record facts, that is exactly "for every key
+the output holds the winner, or nothing for an expired tombstone".
 
-- each output record is joined (broadcast when small) to the candidates of its key; a candidate
-  that beats it — a higher (order columns…, offset) — is a violation;
-- the keys with no output record are ranked with a window (usually few: deleted keys); the
-  winner of each must be an expired tombstone.
+The flag DataFrame has a row per output record, per key, and per segment of the uncleanable
+range [U, next offset) (flagged when the manifest the commit would write changes it); each
+check is a boolean column, null on rows it does not apply to. Validation runs through the
+project's GX runner, `lakecleaner.quality`, imported only when a gate runs (Spark's Python
+workers never load Great Expectations), at two levels of detail:
 
-With "keys are unique" and the per-record facts, that is exactly "for every key the output
-holds the winner, or nothing for an expired tombstone".
+- always: the flags are counted per partition in one Spark job (how many rows break each
+  check), and one `expect_column_max_to_be_between(max_value=0)` per check runs on those
+  counts, so all partitions are validated together at the cost of one aggregation;
+- when that fails: each partition's flag rows are validated on their own with
+  `expect_column_values_to_be_in_set([True])` per check, so the report names the failing
+  partitions and samples the offending rows by (partition, offset, segment_id).
 
-The comparison DataFrame has a row per output record (with its flags), per violating
-candidate, per key without output (its winner), and per segment of the uncleanable range
-[U, next offset), flagged when the manifest the commit would write changes it. Flags of other
-kinds of rows are null, which GX's column-map expectations skip, so each check is one
-expectation: `expect_column_values_to_be_in_set` on a flag, or `expect_column_values_to_be_unique`.
-They run through the project's GX runner, `lakecleaner.quality`, imported only when a gate runs
-(Spark's Python workers never load Great Expectations). All partitions are validated together,
-computing only success; when that fails, each partition is validated on its own with samples of
-the offending rows, so the report names the failing partitions and rows. A partition also fails
-when one of its files cannot be read back.
+A partition also fails when one of its files cannot be read back.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakecleaner.config import TopicConfig
@@ -55,15 +56,14 @@ READABLE_RULE = "every input and staged file of the partition can be read back"
 
 @dataclass(frozen=True)
 class GateCheck:
-    """One expectation on a flag column of the comparison DataFrame, and its rule in words."""
+    """A flag column of the flag DataFrame, and its rule in words."""
 
     column: str
     rule: str
-    unique: bool = False
 
 
 CHECKS = (
-    GateCheck("pkey", "keys are unique in the cleaned range", unique=True),
+    GateCheck("unique_key", "keys are unique in the cleaned range"),
     GateCheck("has_key", "every output record has a key"),
     GateCheck("in_input", "every output record exists in the input at the same offset"),
     GateCheck("unchanged", "every output record is unchanged (key, value, timestamp, headers)"),
@@ -107,90 +107,153 @@ def _order_columns(config: TopicConfig) -> dict[str, Column]:
     return {}
 
 
-def _ordered(rows: DataFrame, config: TopicConfig, prefix: str = "") -> list[Column]:
-    """The ordering columns of `rows`, then the offset, named with `prefix`."""
-    order = _order_columns(config)
-    return [*[value.alias(prefix + name) for name, value in order.items()], F.col("offset").alias(prefix + "offset")]
+def _rank(config: TopicConfig) -> Column:
+    """A record's rank for its key: the ordering columns, then the offset (higher wins)."""
+    order = [value.alias(name) for name, value in _order_columns(config).items()]
+    return F.struct(*order, F.col("offset").alias("offset"))
+
+
+def _record_flags() -> dict[str, Column]:
+    """The checks of one output record, settled by the scan (`gate_rows`)."""
+    c = F.col
+    return {
+        "has_key": c("out_key").isNotNull(),
+        "in_input": c("in_input"),
+        "unchanged": c("unchanged"),
+        "horizon_as_expected": c("horizon_as_expected"),
+        "survives": c("candidate") & ~c("expired"),
+        "offset_increasing": c("increasing"),
+        "entry_matches": c("entry_matches"),
+    }
+
+
+def _ranked(rows: DataFrame, config: TopicConfig) -> DataFrame:
+    """The gate rows with `rank`, and `contends`: a candidate, or an output record that is one."""
+    c = F.col
+    return rows.select("*", _rank(config).alias("rank"), (~c("is_output") | c("candidate")).alias("contends"))
+
+
+def _key_aggregates() -> list[Column]:
+    """Per (partition, key) of `_ranked` rows: the winner (rank and expiry) among the contenders,
+    the lowest-ranked output record that contends, and how many output records contend."""
+    c = F.col
+    return [
+        F.max(F.when(c("contends"), F.struct("rank", "expired"))).alias("winner"),
+        F.min(F.when(c("is_output") & c("candidate"), c("rank"))).alias("lowest_output"),
+        F.count_if(c("is_output") & c("candidate")).alias("outputs"),
+    ]
+
+
+def _key_flags() -> dict[str, Column]:
+    """The checks of one key, on `_key_aggregates`: at most one output record holds it, every
+    output record of the key is the winner, and a key without output has an expired tombstone
+    as its winner (null for a group with no contender)."""
+    c = F.col
+    winner = c("winner").getField("rank")
+    return {
+        "unique_key": c("outputs") <= 1,
+        "not_beaten": c("lowest_output").isNull() | (c("lowest_output") == winner),
+        "winner_expired": F.when(c("winner").isNotNull(), (c("outputs") > 0) | c("winner").getField("expired")),
+    }
 
 
 def _output_rows(rows: DataFrame) -> DataFrame:
+    """One row per output record, with its checks."""
+    flags = [value.alias(name) for name, value in _record_flags().items()]
+    return rows.where(F.col("is_output")).select("partition", "offset", *flags)
+
+
+def _key_rows(rows: DataFrame, config: TopicConfig) -> DataFrame:
+    """One row per (partition, key) with a contender, with its checks; `offset` names the
+    lowest output record of the key, or its winner when it has none."""
     c = F.col
-    pkey = F.concat_ws(":", c("partition").cast("string"), F.base64("out_key"))
-    return rows.where(c("is_output")).select(
-        "partition",
-        "offset",
-        F.when(c("out_key").isNotNull(), pkey).alias("pkey"),
-        c("out_key").isNotNull().alias("has_key"),
-        "in_input",
-        "unchanged",
-        "horizon_as_expected",
-        (c("candidate") & ~c("expired")).alias("survives"),
-        c("increasing").alias("offset_increasing"),
-        "entry_matches",
-    )
+    per_key = _ranked(rows, config).where(c("contends")).groupBy("partition", "key").agg(*_key_aggregates())
+    offset = F.coalesce(c("lowest_output").getField("offset"), c("winner").getField("rank").getField("offset"))
+    return per_key.select("partition", offset.alias("offset"), *[v.alias(k) for k, v in _key_flags().items()])
 
 
-def _winner_rows(rows: DataFrame, config: TopicConfig, broadcast_output: bool) -> tuple[DataFrame, DataFrame]:
-    """(candidates that beat the output record of their key, flagged; the winner of each key
-    with no output record, flagged unless it is an expired tombstone)."""
-    c = F.col
-    names = [*_order_columns(config), "offset"]
-    kept = rows.where(c("is_output") & c("candidate")).select("partition", "key", *_ordered(rows, config, "kept_"))
-    candidates = rows.where(~c("is_output")).select("partition", "key", *_ordered(rows, config), "expired")
-    joined = candidates.join(F.broadcast(kept) if broadcast_output else kept, ["partition", "key"], "left")
-    beats = F.struct(*[c(n) for n in names]) > F.struct(*[c(f"kept_{n}") for n in names])
-    beaten = joined.where(c("kept_offset").isNotNull() & beats).select(
-        "partition", "offset", F.lit(False).alias("not_beaten")
-    )
-    by_key = Window.partitionBy("partition", "key").orderBy(*[c(n).desc() for n in names])
-    vanished = (
-        joined.where(c("kept_offset").isNull())
-        .withColumn("rank", F.row_number().over(by_key))
-        .where(c("rank") == 1)
-        .select("partition", "offset", c("expired").alias("winner_expired"))
-    )
-    return beaten, vanished
-
-
-def comparison_frame(
+def _gate_rows(
     spark: SparkSession,
     spec: StoreSpec,
     tasks: Sequence[GateTask],
-    segments: Sequence[UncleanableSegment],
     config: TopicConfig,
     now_ms: int,
     errors: Collector,
-    *,
-    broadcast_output: bool,
-) -> tuple[DataFrame, DataFrame]:
-    """(the comparison DataFrame, the persisted gate rows it is computed from — unpersist both)."""
+) -> DataFrame:
     scan = partial(gate_scan, spec, GateRules.of(config, now_ms), errors)
-    rows = map_tasks(spark, tasks, scan, ddl(GATE_SCHEMA)).persist(StorageLevel.MEMORY_AND_DISK)
-    beaten, vanished = _winner_rows(rows, config, broadcast_output)
+    return map_tasks(spark, tasks, scan, ddl(GATE_SCHEMA))
+
+
+def flag_frame(
+    spark: SparkSession, rows: DataFrame, segments: Sequence[UncleanableSegment], config: TopicConfig
+) -> DataFrame:
+    """The checks row by row: a row per output record, per key and per segment of [U, next
+    offset); each check a boolean column, null on rows it does not apply to. `rows` is read
+    twice: persist it."""
     segment_rows = spark.createDataFrame(
         [(s.partition, s.base_offset, s.segment_id, s.untouched) for s in segments],
         "partition int, offset long, segment_id string, untouched boolean",
     )
-    frame = _output_rows(rows)
-    for more in (beaten, vanished, segment_rows):
-        frame = frame.unionByName(more, allowMissingColumns=True)
-    return frame.coalesce(spark.sparkContext.defaultParallelism), rows
+    frame = _output_rows(rows).unionByName(_key_rows(rows, config), allowMissingColumns=True)
+    return frame.unionByName(segment_rows, allowMissingColumns=True)
 
 
-def _checks() -> list[Check]:
-    """The GX expectations, one per GateCheck."""
+def violation_counts(
+    spark: SparkSession,
+    rows: DataFrame,
+    partitions: Sequence[int],
+    segments: Sequence[UncleanableSegment],
+    config: TopicConfig,
+) -> DataFrame:
+    """Per partition, how many output records, keys and segments break each check, computed in
+    one Spark job that reads `rows` once (record checks are counted within each key's group);
+    returned as a small local DataFrame with a row for each of `partitions`."""
+    c = F.col
+    records = _record_flags()
+    flagged = _ranked(rows, config).select(
+        "partition",
+        "key",
+        "is_output",
+        "candidate",
+        "expired",
+        "rank",
+        "contends",
+        *[F.when(c("is_output"), value).alias(name) for name, value in records.items()],
+    )
+    per_key = flagged.groupBy("partition", "key").agg(
+        *_key_aggregates(), *[F.count_if(~c(name)).alias(name) for name in records]
+    )
+    keys = _key_flags()
+    per_key = per_key.select("partition", *records, *[v.alias(k) for k, v in keys.items()])
+    counts = per_key.groupBy("partition").agg(
+        *[F.sum(name).alias(name) for name in records], *[F.count_if(~c(name)).alias(name) for name in keys]
+    )
+    found = {row["partition"]: row.asDict() for row in counts.collect()}
+    for segment in segments:
+        if not segment.untouched:
+            found.setdefault(segment.partition, {})
+            found[segment.partition]["untouched"] = found[segment.partition].get("untouched", 0) + 1
+    names = [check.column for check in CHECKS]
+    table = [(p, *[int(found.get(p, {}).get(name) or 0) for name in names]) for p in partitions]
+    return spark.createDataFrame(table, "partition int, " + ", ".join(f"{name} long" for name in names))
+
+
+def _row_checks() -> list[Check]:
+    """Row level: each flag column is true wherever it applies (GX skips nulls)."""
     from great_expectations import expectations as gxe
 
     from lakecleaner.quality import Check
 
-    out: list[Check] = []
-    for c in CHECKS:
-        if c.unique:
-            expectation: Any = gxe.ExpectColumnValuesToBeUnique(column=c.column)
-        else:
-            expectation = gxe.ExpectColumnValuesToBeInSet(column=c.column, value_set=[True])
-        out.append(Check(c.rule, expectation))
-    return out
+    return [Check(c.rule, gxe.ExpectColumnValuesToBeInSet(column=c.column, value_set=[True])) for c in CHECKS]
+
+
+def _count_checks() -> list[Check]:
+    """Per partition: no row breaks any check."""
+    from great_expectations import expectations as gxe
+
+    from lakecleaner.quality import Check
+
+    return [Check(c.rule, gxe.ExpectColumnMaxToBeBetween(column=c.column, max_value=0)) for c in CHECKS]
 
 
 def _with_unreadable(report: QualityReport, message: str) -> QualityReport:
@@ -209,44 +272,39 @@ def run_gate(
     segments: Sequence[UncleanableSegment],
     config: TopicConfig,
     now_ms: int,
-    *,
-    broadcast_output: bool = True,
 ) -> dict[int, QualityReport]:
-    """Validate the staged output of `partitions`; one report per partition. `broadcast_output`:
-    join the output records to the input candidates by broadcast (they fit in memory)."""
+    """Validate the staged output of `partitions`; one report per partition."""
     from lakecleaner.quality import SAMPLE_SIZE, validate
 
     partitions = sorted(partitions)
     if not partitions:
         return {}
     errors = Collector(spark)
-    frame, facts = comparison_frame(
-        spark, spec, tasks, segments, config, now_ms, errors, broadcast_output=broadcast_output
-    )
-    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    rows = _gate_rows(spark, spec, tasks, config, now_ms, errors)
+    spark.sparkContext.setJobDescription("lakecleaner quality gate: violations per partition")
+    counts = violation_counts(spark, rows, partitions, segments, config)
+    unreadable: dict[int, str] = {}
+    for partition, message in errors.items:
+        unreadable.setdefault(int(partition), str(message))
+    subject = f"compaction of {topic} partitions {','.join(map(str, partitions))}"
+    spark.sparkContext.setJobDescription("lakecleaner quality gate: expectations")
+    together = validate(subject, counts, _count_checks())
+    if together.success and not unreadable:
+        return dict.fromkeys(partitions, together)
+    detailed = {
+        "result_format": "SUMMARY",
+        "unexpected_index_column_names": INDEX_COLUMNS,
+        "partial_unexpected_count": SAMPLE_SIZE,
+    }
+    rows.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        spark.sparkContext.setJobDescription("lakecleaner quality gate: comparison rows")
-        frame.count()
-        facts.unpersist()
-        unreadable: dict[int, str] = {}
-        for partition, message in errors.items:
-            unreadable.setdefault(int(partition), str(message))
-        spark.sparkContext.setJobDescription("lakecleaner quality gate: expectations")
-        subject = f"compaction of {topic} partitions {','.join(map(str, partitions))}"
-        together = validate(subject, frame, _checks(), result_format="BOOLEAN_ONLY")
-        if together.success and not unreadable:
-            return dict.fromkeys(partitions, together)
-        detailed = {
-            "result_format": "SUMMARY",
-            "unexpected_index_column_names": INDEX_COLUMNS,
-            "partial_unexpected_count": SAMPLE_SIZE,
-        }
+        spark.sparkContext.setJobDescription("lakecleaner quality gate: offending rows")
         reports: dict[int, QualityReport] = {}
+        flags = flag_frame(spark, rows, segments, config)
         for p in partitions:
-            one = frame.where(F.col("partition") == p)
-            report = validate(f"compaction of {topic}-{p}", one, _checks(), result_format=detailed)
+            one = flags.where(F.col("partition") == p)
+            report = validate(f"compaction of {topic}-{p}", one, _row_checks(), result_format=detailed)
             reports[p] = _with_unreadable(report, unreadable[p]) if p in unreadable else report
         return reports
     finally:
-        frame.unpersist()
-        facts.unpersist()
+        rows.unpersist()

@@ -60,13 +60,11 @@ class EngineOptions:
 
     `broadcast_max_offsets`: above this many records in the cleaned ranges, the kept offsets reach
     pass 2 by a shuffle join instead of a broadcast. `scan_task_bytes`: file bytes per pass-1 task
-    and per quality-gate task. `gate_broadcast_max_records`: above this many output records, the
-    quality gate joins them to the input by a shuffle instead of a broadcast.
+    and per quality-gate task.
     """
 
     broadcast_max_offsets: int = 64_000_000
     scan_task_bytes: int = 512 * 1024 * 1024
-    gate_broadcast_max_records: int = 4_000_000
 
 
 @dataclass
@@ -289,16 +287,11 @@ class _Run:
             segments,
             self.config,
             self.now_ms,
-            broadcast_output=self.output_records() <= self.options.gate_broadcast_max_records,
         )
         for partition, verdict in verdicts.items():
             self.active[partition].report.quality = verdict
             if not verdict.success:
                 self.finish(partition, FAILED_QUALITY, verdict.summary())
-
-    def output_records(self) -> int:
-        """Records the partitions still in the run keep in their cleaned ranges."""
-        return sum(s.report.stats.records_written for s in self.active.values())
 
     def _uncleanable_segments(self, state: _Partition) -> list[UncleanableSegment]:
         current = self.topic.partition(state.plan.partition).manifest()
