@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
-from lakecleaner.config import ENV_CONFIG_PATH
+from lakecleaner.orchestration.local import airflow_env
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Simple auth manager users: name → role ("" signs in with no permission at all).
@@ -83,14 +83,10 @@ class LocalAirflow:
         self._tokens: dict[str, str] = {}
 
     def env(self) -> dict[str, str]:
-        """The environment of every Airflow command of this instance."""
+        """The environment of every Airflow command of this instance: `airflow_env` (home, the
+        project's DAGs and plugins, the config file) plus the components' settings and `extra_env`."""
         users = ",".join(f"{name}:{role}" for name, role in USERS.items())
-        return {
-            **os.environ,
-            "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+        settings = {
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": users,
@@ -104,9 +100,9 @@ class LocalAirflow:
             "AIRFLOW__API_AUTH__JWT_SECRET": self._secret("jwt_secret"),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
-            ENV_CONFIG_PATH: str(self.config_path),
             **self.extra_env,
         }
+        return airflow_env(self.home, self.config_path, settings)
 
     def _secret(self, name: str) -> str:
         """A random secret of this instance, stable across its commands (kept in `home`)."""
@@ -223,6 +219,55 @@ class LocalAirflow:
 
         self._wait(finished, timeout_s, f"{dag_id} run {run_id} to finish")
         return found
+
+    def set_paused(self, dag_id: str, paused: bool) -> None:
+        """Pause or unpause a DAG (the scheduler starts queued runs of unpaused DAGs only)."""
+        status, body = self.api("PATCH", f"/api/v2/dags/{dag_id}", user="admin", body={"is_paused": paused})
+        if status != 200:
+            raise RuntimeError(f"could not set is_paused={paused} on {dag_id}: HTTP {status} {body}")
+
+    def backfill(self, dag_id: str, from_date: str, to_date: str, *, max_active_runs: int = 1) -> dict[str, Any]:
+        """Create an Airflow backfill (`POST /api/v2/backfills`, what `airflow backfill create` does) of
+        the runs whose logical dates lie in [from_date, to_date] (ISO 8601); returns the backfill.
+
+        Airflow limits a backfill's concurrent runs by its own `max_active_runs` (10 unless given),
+        not by the DAG's, so the default here is 1: the intervals run one after another, in order.
+        The scheduler starts the runs only while the DAG is unpaused.
+        """
+        body = {"dag_id": dag_id, "from_date": from_date, "to_date": to_date, "max_active_runs": max_active_runs}
+        status, backfill = self.api("POST", "/api/v2/backfills", user="admin", body=body)
+        if status != 200:
+            raise RuntimeError(f"could not backfill {dag_id} from {from_date} to {to_date}: HTTP {status} {backfill}")
+        return dict(backfill)
+
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """A DAG's runs (the first 100, as the REST API returns them), oldest logical date first."""
+        status, body = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=logical_date&limit=100", user="admin")
+        if status != 200:
+            raise RuntimeError(f"could not list the runs of {dag_id}: HTTP {status} {body}")
+        return list(body["dag_runs"])
+
+    def wait_for_dag_runs(self, dag_id: str, count: int, timeout_s: float = 300) -> list[dict[str, Any]]:
+        """Wait until a DAG has at least `count` runs and every one has finished (success or
+        failed); returns them, oldest logical date first."""
+        found: list[dict[str, Any]] = []
+
+        def finished() -> bool:
+            try:
+                found[:] = self.dag_runs(dag_id)
+            except RuntimeError:  # e.g. the SQLite database was busy: ask again
+                return False
+            return len(found) >= count and all(run["state"] in {"success", "failed"} for run in found)
+
+        self._wait(finished, timeout_s, f"{count} finished runs of {dag_id}")
+        return found
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of each component's log, to show when a test fails."""
+        logs = self.home / "logs"
+        return "\n".join(
+            f"--- {path.name} ---\n{path.read_text(errors='replace')[-chars:]}" for path in sorted(logs.glob("*.log"))
+        )
 
     def stop(self) -> None:
         """Stop every component (SIGTERM to its process group, SIGKILL after 20 s)."""

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow.parquet as pq
-from great_expectations import expectations as gxe
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError
@@ -25,8 +23,10 @@ from lakecleaner.log.manifest import Manifest
 from lakecleaner.offsets import ConsumedPosition
 from lakecleaner.policy.retention import CONSUMED, RetentionPlan, apply_retention, plan_retention
 from lakecleaner.policy.trim import apply_trim
-from lakecleaner.quality import Check, QualityReport, validate
 from lakecleaner.reports import new_run_id, store_report
+
+if TYPE_CHECKING:
+    from lakecleaner.quality import QualityReport
 
 COMMITTED, NOTHING_TO_DO, DRY_RUN, FAILED_QUALITY, FAILED = (
     "committed",
@@ -135,6 +135,13 @@ def check_retention(
     retention.bytes, log start breach / trim) removed it; the new log start offset is the first
     remaining base (next_offset when nothing remains); every remaining segment's records are
     readable."""
+    # Imported here, not with the module: Great Expectations takes seconds to import, and every
+    # Airflow task of a topic's DAG imports this module (through the DAG file), not only retention.
+    import pandas as pd
+    from great_expectations import expectations as gxe
+
+    from lakecleaner.quality import Check, validate
+
     deleted = [
         {
             "segment": d.segment_id,

@@ -1,0 +1,254 @@
+"""Issue #6: three backfilled intervals give the same log as three scheduled runs, in real Airflow.
+
+One Airflow (API server, scheduler, DAG processor; LocalExecutor on SQLite: `LocalAirflow`) serves
+two identical delete-policy topics of one lake on the S3 endpoint, each with its own DAG, scheduled
+daily. An Airflow 3 cron schedule triggers a run at each tick T with the data interval [T, T], so
+the run's "now" (its data_interval_end) is T. The three past ticks T1 < T2 < T3 (the latest) run:
+
+* on `views-backfilled`, as an Airflow backfill (`POST /api/v2/backfills`, what `airflow backfill
+  create` does) from T1 to T3: the scheduler runs its three runs of type backfill, one at a time;
+* on `views-scheduled`, as three runs of type scheduled. With catchup off (as lakecleaner's DAGs
+  are), a live scheduler creates a run only for the latest tick: it creates T3's run itself when
+  the DAG is unpaused. T1 and T2 passed before this scheduler started, so `tests.scheduled_runs`
+  creates their runs exactly as the scheduler's `_create_dag_runs` does (the timetable's next run
+  after the previous one, its run id, type scheduled, triggered by the timetable, queued) from the
+  serialized DAG; the scheduler then runs all three in order (max_active_runs=1).
+
+(Both DAGs are paused until their runs exist; on the backfilled DAG, the backfill's run at T3 is
+then the latest tick's run, so the scheduler creates no run of its own there.) Every task's "now"
+is its run's data_interval_end, so the backfill at each tick must decide exactly what the scheduled
+run at that tick decided: the test compares each tick's retention and physical deletion decisions
+(the run reports) and the final logs (segments, records, log start, pending deletes). The data
+makes each tick decide differently (T1 deletes by retention.ms, T2 by retention.ms and consumed
+retention, T3 by retention.ms; physical deletion follows file.delete.delay.ms behind), and at the
+wall-clock time retention would delete one more segment, so a "now" other than the tick fails the
+test.
+
+The schedule is daily at the hour twelve hours away from the test's start, so no tick falls within
+hours of the test: the latest tick, whose run the scheduler creates, stays T3.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lakecleaner.clock import wall_clock_ms
+from lakecleaner.config import load_config
+from lakecleaner.dashboard.local_airflow import LocalAirflow
+from lakecleaner.lake import Lake
+from lakecleaner.log.records import Record
+from lakecleaner.orchestration.naming import dag_id_of, report_run_id
+from lakecleaner.policy.retention import plan_retention
+from lakecleaner.reports import load_report
+from tests.conftest import S3Endpoint
+
+REPO = Path(__file__).resolve().parent.parent
+HOUR = 3_600_000
+SCHEDULED, BACKFILLED = "views-scheduled", "views-backfilled"
+TOPIC_CONFIG = {
+    "cleanup.policy": "delete",
+    "retention.ms": 48 * HOUR,
+    "retention.commitoffset.ms": 36 * HOUR,
+    "file.delete.delay.ms": 12 * HOUR,
+}
+#: The newest record of each sealed segment (10 records each), relative to T3 (hours); then
+#: one record in the active segment. Segment i covers offsets [10 i, 10 i + 10).
+SEGMENT_AGES_H = (108, 77, 65, 58, 46)
+ACTIVE_AGE_H = 2
+#: billing has consumed offsets [0, 30), analytics more: consumed retention may delete up to 30.
+COMMITTED = {"analytics": 45, "billing": 30}
+
+
+def daily_schedule(now: datetime) -> tuple[str, datetime]:
+    """A daily cron at the hour twelve hours from `now`, and its latest tick at or before `now`."""
+    hour = (now.hour + 12) % 24
+    tick = now.replace(hour=hour, minute=0, second=0, microsecond=0)
+    return f"0 {hour} * * *", tick - timedelta(days=1) if tick > now else tick
+
+
+def ms(when: datetime) -> int:
+    return int(when.timestamp() * 1000)
+
+
+def fill(lake: Lake, topic: str, end_ms: int) -> None:
+    log = lake.create_topic(topic).partition(0)
+    for i, age_h in enumerate(SEGMENT_AGES_H):
+        log.append([Record(f"u{i}-{j}".encode(), b"view", end_ms - age_h * HOUR) for j in range(10)])
+        log.roll()
+    log.append([Record(b"late", b"view", end_ms - ACTIVE_AGE_H * HOUR)])
+    for group, offset in COMMITTED.items():
+        lake.offsets.commit(group, topic, {0: offset})
+
+
+class Scenario:
+    def __init__(self, airflow: LocalAirflow, lake: Lake, ticks: list[datetime]) -> None:
+        self.airflow, self.lake, self.ticks = airflow, lake, ticks
+
+    def diagnostics(self) -> str:
+        """Component logs and the logs of tasks that raised, for assertion messages."""
+        task_logs = sorted((self.airflow.home / "logs").glob("dag_id=*/**/*.log"))
+        failing = [p for p in task_logs if "Traceback" in p.read_text(errors="replace")]
+        tails = "\n".join(f"--- {p} ---\n{p.read_text(errors='replace')[-3000:]}" for p in failing[:4])
+        return f"{self.airflow.log_tail()}\n{tails}"
+
+
+@pytest.fixture
+def scenario(tmp_path: Path, s3_endpoint: S3Endpoint) -> Iterator[Scenario]:
+    cron, latest = daily_schedule(datetime.now(UTC))
+    ticks = [latest - timedelta(days=2), latest - timedelta(days=1), latest]
+    spec = {"partitions": 1, "schedule": cron, "consumer_groups": sorted(COMMITTED), "config": TOPIC_CONFIG}
+    config = {
+        "lake": {
+            "uri": f"s3://{s3_endpoint.bucket}/backfill-{tmp_path.name[-12:]}",
+            "storage": {"region": "us-east-1"},
+        },
+        "topics": {SCHEDULED: spec, BACKFILLED: spec},
+    }
+    config_path = tmp_path / "lakecleaner.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    lake = Lake.open(replace(load_config(config_path), storage=s3_endpoint.settings()))
+    for topic in (SCHEDULED, BACKFILLED):
+        fill(lake, topic, ms(latest))
+    env = {
+        "LAKECLEANER_S3_ENDPOINT_URL": s3_endpoint.url,
+        "AWS_ACCESS_KEY_ID": s3_endpoint.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3_endpoint.secret_key,
+        "AWS_REGION": "us-east-1",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # nothing runs before the test says so
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",  # parse once: it costs seconds of CPU
+    }
+    with LocalAirflow(tmp_path / "airflow", config_path, extra_env=env) as airflow:
+        airflow.wait_for_dags([dag_id_of(SCHEDULED), dag_id_of(BACKFILLED)])
+        yield Scenario(airflow, lake, ticks)
+
+
+def decisions(lake: Lake, topic: str, run: dict[str, Any]) -> dict[str, Any]:
+    """What one DAG run decided, from its report (run.json): its now, what retention deleted by
+    which rule and the new log start, and which deleted segments' files it removed physically."""
+    summary = load_report(lake.store, topic, report_run_id(run["dag_run_id"]), "run")
+    (retained,) = summary["retention"]["partitions"]
+    (collected,) = summary["physical_deletion"]["partitions"]
+    return {
+        "now_ms": summary["assess"]["now_ms"],
+        "rolled": summary["assess"]["rolled"],
+        "retention": retained["status"],
+        "deleted": [(d["base_offset"], d["rule"]) for d in retained["plan"]["deletions"]],
+        "log_start": retained["new_log_start_offset"],
+        "held_back_by": retained["held_back_by"],
+        "files_deleted": sorted(base_of(path) for path in collected["deleted_pending"]),
+        "files_waiting": collected["pending_still_waiting"],
+    }
+
+
+def base_of(path: str) -> int:
+    """A segment file's base offset, from its name (`segments/<base:020d>-<random>.parquet`)."""
+    return int(path.rsplit("/", 1)[-1].split("-", 1)[0])
+
+
+def log_state(lake: Lake, topic: str) -> dict[str, Any]:
+    """The partition's log without the names that differ between topics (file names are random)."""
+    log = lake.topic(topic).partition(0)
+    manifest = log.manifest()
+    return {
+        "log_start": manifest.log_start_offset,
+        "next_offset": manifest.next_offset,
+        "segments": [
+            (s.base_offset, s.next_offset, s.record_count, s.max_timestamp, s.sealed) for s in manifest.segments
+        ],
+        "pending_deletes": sorted((base_of(p.path), p.delete_after_ms, p.reason) for p in manifest.pending_deletes),
+        "records": [
+            (r["offset"], r["timestamp"], r["key"], r["value"])
+            for r in log.read(columns=["offset", "timestamp", "key", "value"]).to_pylist()
+        ],
+    }
+
+
+def test_three_backfilled_intervals_give_the_same_log_as_three_scheduled_runs(scenario: Scenario) -> None:
+    airflow, lake = scenario.airflow, scenario.lake
+    t1, _, t3 = scenario.ticks
+    airflow.backfill(dag_id_of(BACKFILLED), t1.isoformat(), t3.isoformat(), max_active_runs=1)
+    created = subprocess.run(
+        [sys.executable, "-m", "tests.scheduled_runs", dag_id_of(SCHEDULED), t1.isoformat(), "2"],
+        env=airflow.env(),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert created.returncode == 0, created.stderr[-3000:]
+    ours = [json.loads(line)["run_id"] for line in created.stdout.splitlines() if line.startswith("{")]
+    for topic in (BACKFILLED, SCHEDULED):
+        airflow.set_paused(dag_id_of(topic), False)
+    try:
+        runs = {
+            topic: airflow.wait_for_dag_runs(dag_id_of(topic), 3, timeout_s=420) for topic in (BACKFILLED, SCHEDULED)
+        }
+    except (TimeoutError, RuntimeError) as exc:
+        pytest.fail(f"{exc}\n{scenario.diagnostics()}")
+    for topic in (BACKFILLED, SCHEDULED):
+        airflow.set_paused(dag_id_of(topic), True)
+
+    for topic, run_type in ((BACKFILLED, "backfill"), (SCHEDULED, "scheduled")):
+        assert [r["state"] for r in runs[topic]] == ["success"] * 3, scenario.diagnostics()
+        assert [r["run_type"] for r in runs[topic]] == [run_type] * 3
+        for field in ("logical_date", "data_interval_end"):
+            assert [datetime.fromisoformat(r[field]) for r in runs[topic]] == scenario.ticks, (topic, field)
+    assert [r["triggered_by"] for r in runs[SCHEDULED]] == ["timetable"] * 3
+    assert [r["triggered_by"] for r in runs[BACKFILLED]] == ["backfill"] * 3
+    # T1's and T2's scheduled runs are ours; T3's is the scheduler's own, and looks the same.
+    assert [r["dag_run_id"] for r in runs[SCHEDULED]] == [f"scheduled__{t.isoformat()}" for t in scenario.ticks]
+    assert ours == [r["dag_run_id"] for r in runs[SCHEDULED][:2]]
+
+    # Each tick decided the same on both sides, and the ticks decided differently.
+    backfilled = [decisions(lake, BACKFILLED, run) for run in runs[BACKFILLED]]
+    scheduled = [decisions(lake, SCHEDULED, run) for run in runs[SCHEDULED]]
+    assert backfilled == scheduled
+    expected = [
+        # T1: segment 0 is past retention.ms; segment 1 is neither that old nor old enough for consumed retention
+        {
+            "deleted": [(0, "retention.ms")],
+            "log_start": 10,
+            "held_back_by": [],
+            "files_deleted": [],
+            "files_waiting": 1,
+        },
+        # T2: segment 1 is past retention.ms, 2 consumed by every group; segment 0's file is due for deletion
+        {
+            "deleted": [(10, "retention.ms"), (20, "consumed")],
+            "log_start": 30,
+            "held_back_by": [],
+            "files_deleted": [0],
+            "files_waiting": 2,
+        },
+        # T3: segment 3 is past retention.ms; billing has not consumed segment 4
+        {
+            "deleted": [(30, "retention.ms")],
+            "log_start": 40,
+            "held_back_by": ["billing"],
+            "files_deleted": [10, 20],
+            "files_waiting": 1,
+        },
+    ]
+    for now, decided, wanted in zip(scenario.ticks, backfilled, expected, strict=True):
+        assert decided == {**wanted, "now_ms": ms(now), "rolled": [], "retention": "committed"}
+
+    # The same log: segments, records, log start offset and the files still to be deleted.
+    after = log_state(lake, BACKFILLED)
+    assert after == log_state(lake, SCHEDULED)
+    assert [s[0] for s in after["segments"]] == [40, 50] and after["log_start"] == 40
+    assert after["pending_deletes"] == [(30, ms(t3) + 12 * HOUR, "retention: retention.ms")]
+
+    # At the wall-clock time retention would delete more (segment 40): the runs did not use it.
+    topic = lake.topic(BACKFILLED)
+    at_wall_clock = plan_retention(topic.partition(0).manifest(), topic.config, None, wall_clock_ms())
+    assert [d.base_offset for d in at_wall_clock.deletions] == [40]
