@@ -125,6 +125,7 @@ def test_invalid_parameters_fail_the_first_task_with_the_reason(harness: Harness
     result = harness.run("page-views", T0_ISO, {"partitions": [7]})
     assert result.state == "failed"
     assert result.tasks["assess"] == "failed"
+    assert result.tries["assess"] == 1  # failed at once: retrying cannot fix a parameter
     assert "partitions: 7 is not a partition of this topic (0..0)" in result.log
     assert bases(harness) == [0, 10, 20, 30, 40, 50]
 

@@ -6,6 +6,8 @@
 * "now" is the run's `data_interval_end` for every task.
 * Trigger parameters (shown in the UI form): `dry_run`, `force`, `partitions`. Invalid ones fail
   `assess`, the first task, with a message naming the parameter.
+* Tasks are retried (twice, 30 s apart), except on errors a retry cannot fix (`NOT_RETRYABLE`:
+  invalid trigger parameters, configuration errors), which fail the task at once.
 * Skipped work is visible: `compaction_gate` is skipped (with the reason in its log) when no
   partition is due or in a dry run, which skips `compact`; `physical_deletion` is skipped in a dry run.
 * `compact` runs spark_jobs/compact_topic.py with SparkSubmitOperator in the `lakecleaner_spark`
@@ -22,20 +24,22 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.exceptions import AirflowFailException, AirflowSkipException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, BaseHook, Param, task
-from airflow.sdk.exceptions import AirflowNotFoundException
-from airflow.utils.trigger_rule import TriggerRule
+from airflow.sdk import DAG, Asset, BaseHook, Param, TriggerRule, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 
 from lakecleaner.config import LakeConfig, TopicSpec, load_config
+from lakecleaner.errors import ConfigError
 from lakecleaner.metrics import emit_topic_metrics
 from lakecleaner.orchestration import tasks
 from lakecleaner.orchestration.naming import dag_id_of, report_run_id
+from lakecleaner.orchestration.tasks import InvalidRunParams
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPACT_JOB = REPO_ROOT / "spark_jobs" / "compact_topic.py"
@@ -60,6 +64,20 @@ PARAMS = {
         [], type="array", title="Partitions", description="Only these partitions (e.g. [0, 2]); empty means all."
     ),
 }
+
+
+# Errors a retry cannot fix: the same parameters and config fail the same way 30 s later. Storage
+# errors, lost races (ConcurrentModification) and anything else keep the DAG's retries.
+NOT_RETRYABLE: tuple[type[Exception], ...] = (InvalidRunParams, ConfigError)
+
+
+@contextmanager
+def failing_without_retry() -> Iterator[None]:
+    """Turn a `NOT_RETRYABLE` error into AirflowFailException, which fails the task without retrying."""
+    try:
+        yield
+    except NOT_RETRYABLE as exc:
+        raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
 
 def asset_for(topic: str) -> Asset:
@@ -116,7 +134,8 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         @task
         def assess(**context: Any) -> dict[str, Any]:
             """Validate the parameters, roll idle segments, plan, and choose the partitions to compact."""
-            result = tasks.assess(load_config(config_path), topic, now_ms_of(context), dict(context["params"]))
+            with failing_without_retry():
+                result = tasks.assess(load_config(config_path), topic, now_ms_of(context), dict(context["params"]))
             for partition, reason in result["reasons"].items():
                 print(f"{topic}-{partition}: {reason}")
             return result
@@ -162,9 +181,10 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
             assessment = context["ti"].xcom_pull(task_ids="assess")
             if not assessment:
                 raise AirflowSkipException("the assessment failed; see the assess task")
-            return tasks.retention(
-                load_config(config_path), topic, now_ms_of(context), assessment["params"], _run_id(context)
-            )
+            with failing_without_retry():
+                return tasks.retention(
+                    load_config(config_path), topic, now_ms_of(context), assessment["params"], _run_id(context)
+                )
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def physical_deletion(**context: Any) -> dict[str, Any]:
@@ -174,9 +194,10 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
                 raise AirflowSkipException("the assessment failed; see the assess task")
             if assessment["params"]["dry_run"]:
                 raise AirflowSkipException("dry run: no file is deleted")
-            return tasks.physical_deletion(
-                load_config(config_path), topic, now_ms_of(context), assessment["params"], _run_id(context)
-            )
+            with failing_without_retry():
+                return tasks.physical_deletion(
+                    load_config(config_path), topic, now_ms_of(context), assessment["params"], _run_id(context)
+                )
 
         @task(trigger_rule=TriggerRule.ALL_DONE, retries=0)
         def report(**context: Any) -> dict[str, Any]:

@@ -5,7 +5,8 @@ because Airflow keeps global state (configuration, ORM sessions) per process:
 
     python -m lakecleaner.orchestration.local <config.yaml> <dag_id> <logical date ISO> '<conf JSON>'
 
-prints `RESULT {"state": ..., "tasks": {task_id: state}}` as its last line.
+prints `RESULT {"state": ..., "tasks": {task_id: state}, "tries": {task_id: try number}}` as its
+last line.
 """
 
 from __future__ import annotations
@@ -27,9 +28,14 @@ RESULT_PREFIX = "RESULT "
 
 @dataclass(frozen=True)
 class DagRunResult:
+    """The end of one DAG run: its state, each task's state and try number, and the run's output."""
+
     state: str
     tasks: Mapping[str, str]
     log: str
+    # task_id -> the task instance's try number: 1 when it ran once (no retry), n after n - 1
+    # retries, 0 when it never ran (e.g. upstream_failed).
+    tries: Mapping[str, int]
 
 
 def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -92,15 +98,17 @@ def run_dag(
     if not lines:
         raise RuntimeError(f"the DAG run {dag_id} @ {logical_date} did not finish:\n{log[-4000:]}")
     result = json.loads(lines[-1][len(RESULT_PREFIX) :])
-    return DagRunResult(result["state"], result["tasks"], log)
+    return DagRunResult(result["state"], result["tasks"], log, result["tries"])
 
 
 def main() -> None:
     config_path, dag_id, when, conf = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
     dag = build_dags(config_path)[dag_id]
     run = dag.test(logical_date=datetime.fromisoformat(when), run_conf=conf)
-    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
-    print(RESULT_PREFIX + json.dumps({"state": str(run.state), "tasks": states}))
+    instances = run.get_task_instances()
+    states = {ti.task_id: str(ti.state) for ti in instances}
+    tries = {ti.task_id: int(ti.try_number) for ti in instances}
+    print(RESULT_PREFIX + json.dumps({"state": str(run.state), "tasks": states, "tries": tries}))
 
 
 if __name__ == "__main__":
