@@ -54,6 +54,7 @@ class Scenario:
     first: list[list[tuple[list[Record], bool]]]
     more: list[list[tuple[list[Record], bool]]]
     gap_ms: int
+    scan_task_bytes: int
 
 
 scenarios = st.builds(
@@ -63,6 +64,9 @@ scenarios = st.builds(
     first=st.lists(appends(unkeyed=True), min_size=2, max_size=2),
     more=st.lists(appends(unkeyed=False), min_size=2, max_size=2),
     gap_ms=st.sampled_from([RETENTION_MS - 1, RETENTION_MS, RETENTION_MS + 50]),
+    # 1 byte: a task per file, so pass 1 merges partial maps in Spark and the gate spans tasks;
+    # the default: a task per partition, whose partial map is final
+    scan_task_bytes=st.sampled_from([1, EngineOptions().scan_task_bytes]),
 )
 
 
@@ -78,7 +82,7 @@ def _append(lake: Lake, topic: Topic, batches: list[list[tuple[list[Record], boo
     return lake.alter_topic(topic.name, {"cleanup.policy": "compact"})
 
 
-def _check_pass(spark: SparkSession, lake: Lake, topic: Topic, now: int) -> None:
+def _check_pass(spark: SparkSession, lake: Lake, topic: Topic, now: int, options: EngineOptions) -> None:
     plans: dict[int, tuple[CompactionRequest, Expected, Any]] = {}
     for p in range(topic.partitions):
         manifest = topic.partition(p).manifest()
@@ -86,7 +90,7 @@ def _check_pass(spark: SparkSession, lake: Lake, topic: Topic, now: int) -> None
         if request is not None:
             expected = expected_pass(rows(topic, p), manifest, request.first_uncleanable_offset, topic.config, now)
             plans[p] = (request, expected, manifest)
-    report = compact_topic(spark, lake, topic.name, [r for r, _, _ in plans.values()], now)
+    report = compact_topic(spark, lake, topic.name, [r for r, _, _ in plans.values()], now, options=options)
     for p, (request, expected, before) in plans.items():
         part = report.partition(p)
         assert part.status in (COMMITTED, NOTHING_TO_DO), part.message
@@ -122,14 +126,15 @@ def test_engine_matches_reference_model(spark: SparkSession, lake: Lake, scenari
         compaction_strategy=scenario.strategy,
         compaction_strategy_header=HEADER,
     )
+    options = EngineOptions(scan_task_bytes=scenario.scan_task_bytes)
     topic = _append(lake, topic, scenario.first, now=500)
-    _check_pass(spark, lake, topic, now=1000)
+    _check_pass(spark, lake, topic, now=1000, options=options)
     topic = _append(lake, topic, scenario.more, now=1000)
-    _check_pass(spark, lake, topic, now=1000 + scenario.gap_ms)
+    _check_pass(spark, lake, topic, now=1000 + scenario.gap_ms, options=options)
 
 
 def test_the_shuffle_join_paths_give_the_same_log(spark: SparkSession, lake: Lake) -> None:
-    """Kept offsets joined to pass 2 by shuffle, output joined in the gate by shuffle."""
+    """Kept offsets joined to pass 2 by shuffle, partial maps of a task per file merged."""
     topic = new_topic(lake, partitions=2, delete_retention_ms=RETENTION_MS, compaction_strategy="timestamp")
     for p in range(2):
         log = topic.partition(p)
@@ -140,7 +145,7 @@ def test_the_shuffle_join_paths_give_the_same_log(spark: SparkSession, lake: Lak
     for p in range(2):
         manifest = topic.partition(p).manifest()
         expected[p] = expected_pass(rows(topic, p), manifest, manifest.next_offset, topic.config, 1000)
-    options = EngineOptions(broadcast_max_offsets=0)
+    options = EngineOptions(broadcast_max_offsets=0, scan_task_bytes=1)
     requests = [r for p in range(2) if (r := requests_for(topic.partition(p).manifest(), topic.config, 1000))]
     report = compact_topic(spark, lake, topic.name, requests, 1000, options=options)
     for p in range(2):

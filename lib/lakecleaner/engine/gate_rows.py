@@ -1,12 +1,16 @@
 """The quality gate's scan (runs in Spark tasks): input and staged output, side by side.
 
-A task takes consecutive groups of one partition and reads, for each, the input files and the
-output file pass 2 staged — both from storage, after staging. It emits two kinds of rows.
+A task takes consecutive groups of one partition and reads, for each, the input files (every
+column but the values) and the output file pass 2 staged — both from storage, after staging.
+It emits two kinds of rows.
 
 Output rows, one per record of the staged output (or of the kept files of a group that did not
 change), with the facts that need only that record and the input record at its offset, settled
 here with pyarrow so that values never travel to Spark: the record exists in the input and is
-unchanged (key, value, timestamp, headers); delete_horizon_ms is the input's, or now +
+unchanged — key, timestamp and headers compared record by record, the values of the whole
+group by digest (`digest`: the staged file's values against the input values pass 2 took at
+the offsets it wrote, so a changed, added or lost value fails every record of the group, and
+the input's values are not read a second time); delete_horizon_ms is the input's, or now +
 delete.retention.ms on a tombstone that had none (KIP-534); offsets strictly increase through
 the file and stay in the segment's range; the file holds as many records as its manifest entry
 will say; the input record is a candidate (keyed, at or after the log start) and not an expired
@@ -18,7 +22,7 @@ is decided in Spark, from the raw columns, by `quality`; and a candidate for whi
 row already stands (its offset, with the input's ordering columns) is not emitted twice.
 
 Horizons are set only on tombstones, so "an expired tombstone" is read from the horizon alone
-(horizon ≤ now); values are read only where output records are compared.
+(horizon ≤ now); a tombstone of the output is one of the input when the values' digests match.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from lakecleaner.config import LONG_MAX, TopicConfig
+from lakecleaner.engine.digest import value_digest
+from lakecleaner.engine.keys import LOWEST, is_highest, key_codes
 from lakecleaner.engine.sparkio import Collector, batches
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.errors import CorruptSegment
@@ -65,7 +71,8 @@ Columns = dict[str, pa.Array | pa.ChunkedArray]
 @dataclass(frozen=True)
 class GateGroup:
     """One group: its input files and its staged output. `reused`: the group kept its files;
-    otherwise `output` is the staged file, or None when the group kept no record."""
+    otherwise `output` is the staged file, or None when the group kept no record, and
+    `value_digest` digests the input values of the records pass 2 says it wrote (`digest`)."""
 
     base_offset: int
     next_offset: int
@@ -73,6 +80,7 @@ class GateGroup:
     reused: bool
     output: SegmentFile | None
     tombstone_count: int
+    value_digest: str | None = None
 
     @property
     def size_bytes(self) -> int:
@@ -149,7 +157,8 @@ def _lists_equal(a: pa.Array, b: pa.Array) -> NDArray[np.bool_]:
 
 
 def _same_records(before: pa.Table, after: pa.Table) -> NDArray[np.bool_]:
-    """Whether each row of `after` equals the row of `before` beside it, except the horizon."""
+    """Whether each row of `after` has the key, timestamp and headers of the row of `before`
+    beside it (values are compared by digest, for the whole group)."""
     if after.num_rows == 0:
         return np.zeros(0, bool)
     before, after = before.combine_chunks(), after.combine_chunks()
@@ -157,8 +166,7 @@ def _same_records(before: pa.Table, after: pa.Table) -> NDArray[np.bool_]:
     def both(name: str) -> tuple[pa.Array, pa.Array]:
         return before.column(name).chunk(0), after.column(name).chunk(0)
 
-    same = _equal(*both("key")) & _equal(*both("value")) & _equal(*both("timestamp"))
-    return same & _lists_equal(*both("headers"))
+    return _equal(*both("key")) & _equal(*both("timestamp")) & _lists_equal(*both("headers"))
 
 
 def _increasing(offsets: NDArray[np.int64], group: GateGroup) -> NDArray[np.bool_]:
@@ -177,9 +185,13 @@ def _expired(tombstone: NDArray[np.bool_] | None, horizons: pa.Array, rules: Gat
     return passed if tombstone is None else passed & tombstone
 
 
-def _output_side(inputs: pa.Table, output: pa.Table, matched: NDArray[np.bool_], rules: GateRules) -> Columns:
-    """Flags of output records against the input record beside each (`inputs` row-aligned)."""
-    tombstone = _np(pc.is_null(inputs.column("value")))
+def _output_side(
+    inputs: pa.Table, output: pa.Table, matched: NDArray[np.bool_], values_match: bool, rules: GateRules
+) -> Columns:
+    """Flags of output records against the input record beside each (`inputs` row-aligned,
+    without values: the output's values match the input's when `values_match`, so a null value
+    in the output is a tombstone of the input)."""
+    tombstone = _np(pc.is_null(output.column("value")))
     horizon = inputs.column("delete_horizon_ms")
     expected = np.where(tombstone, rules.horizon_ms, 0)
     expected_horizon = pa.array(expected, pa.int64(), mask=~tombstone)
@@ -187,7 +199,7 @@ def _output_side(inputs: pa.Table, output: pa.Table, matched: NDArray[np.bool_],
     return {
         "out_key": output.column("key"),
         "in_input": pa.array(matched),
-        "unchanged": pa.array(matched & _same_records(inputs, output)),
+        "unchanged": pa.array(matched & values_match & _same_records(inputs, output)),
         "horizon_as_expected": pa.array(matched & _equal(output.column("delete_horizon_ms"), expected_horizon)),
         "expired": pa.array(_expired(tombstone, horizon, rules)),
     }
@@ -228,8 +240,9 @@ def _reused_rows(store: ObjectStore, task: GateTask, group: GateGroup, rules: Ga
 def _rewritten_rows(
     store: ObjectStore, task: GateTask, group: GateGroup, rules: GateRules
 ) -> tuple[pa.Table, pa.Table]:
-    """(output rows, input rows) of a group whose staged file replaces its input files."""
-    inputs = _read(store, task.prefix, group.inputs, None)
+    """(output rows, input rows) of a group whose staged file replaces its input files. The
+    input is read without its values: they are compared by digest with what pass 2 read."""
+    inputs = _read(store, task.prefix, group.inputs, _CHEAP)
     output = (
         SEGMENT_SCHEMA.empty_table()
         if group.output is None
@@ -250,42 +263,43 @@ def _rewritten_rows(
         "timestamp": beside.column("timestamp"),
         "headers": beside.column("headers"),
         "candidate": pa.array(matched & _candidates(beside, task)),
-        **_output_side(beside, output, matched, rules),
+        **_output_side(beside, output, matched, value_digest(output.column("value")) == group.value_digest, rules),
         "increasing": pa.array(_increasing(out_offsets, group)),
         "entry_matches": pa.array(np.full(n, group.output is not None and group.output.record_count == n)),
     }
     return _rows(task.partition, n, columns, rules), inputs
 
 
-def _max_offsets(table: pa.Table) -> pa.ChunkedArray:
-    """Per key, the highest offset."""
-    return table.group_by("key").aggregate([("offset", "max")]).column("offset_max")
-
-
-def _rows_at(table: pa.Table, offsets: pa.Array | pa.ChunkedArray) -> pa.Table:
-    """The rows at `offsets` (offsets are unique in a partition)."""
-    return table.filter(pc.is_in(table.column("offset"), value_set=offsets))
-
-
 def prune(candidates: pa.Table, rules: GateRules) -> pa.Table:
-    """The candidates that can still be their key's winner. `offset`: the highest offset per key.
-    `timestamp`: the highest offset among the rows with the key's highest timestamp. `header`:
-    every row carrying a header with the version's name (it may hold a version), and the highest
-    offset among the rows without one (none of them has a version)."""
+    """The candidates (keyed rows) that can still be their key's winner. `offset`: the highest
+    offset per key. `timestamp`: the highest offset among the rows with the key's highest
+    timestamp. `header`: every row carrying a header with the version's name (it may hold a
+    version), and the highest offset among the rows without one (none of them has a version)."""
+    if candidates.num_rows == 0:
+        return candidates
+    codes, keys = key_codes(candidates.column("key"))
+    offsets = candidates.column("offset").to_numpy()
     if rules.strategy == "timestamp":
-        slim = candidates.select(["key", "timestamp", "offset"])
-        joined = slim.join(slim.group_by("key").aggregate([("timestamp", "max")]), "key")
-        latest = joined.filter(pc.equal(joined.column("timestamp"), joined.column("timestamp_max")))
-        return _rows_at(candidates, _max_offsets(latest))
-    if rules.strategy == "header":
+        latest = is_highest(codes, candidates.column("timestamp").to_numpy(), keys)
+        keep = latest & is_highest(codes, np.where(latest, offsets, LOWEST), keys)
+    elif rules.strategy == "header":
         headers = candidates.column("headers").combine_chunks()
         named = pc.fill_null(pc.equal(pc.list_flatten(headers).field("key"), rules.header), False)
-        owners = pc.list_parent_indices(headers).to_numpy()[_np(named)]
         has_name = np.zeros(candidates.num_rows, bool)
-        has_name[owners] = True
-        plain = candidates.filter(pa.array(~has_name))
-        return pa.concat_tables([candidates.filter(pa.array(has_name)), _rows_at(plain, _max_offsets(plain))])
-    return _rows_at(candidates, _max_offsets(candidates))
+        has_name[pc.list_parent_indices(headers).to_numpy()[_np(named)]] = True
+        keep = has_name | (~has_name & is_highest(codes, np.where(has_name, LOWEST, offsets), keys))
+    else:
+        keep = is_highest(codes, offsets, keys)
+    return candidates.filter(pa.array(keep))
+
+
+def _in_sorted(values: NDArray[np.int64], sorted_arrays: list[pa.Array]) -> NDArray[np.bool_]:
+    """Whether each value is in the concatenation of `sorted_arrays` (ascending, in order)."""
+    members = np.concatenate([a.to_numpy() for a in sorted_arrays])
+    if members.size == 0:
+        return np.zeros(values.size, bool)
+    at = np.minimum(np.searchsorted(members, values), members.size - 1)
+    return np.asarray(members[at] == values, bool)
 
 
 def _candidate_rows(inputs: list[pa.Table], outputs: list[pa.Array], task: GateTask, rules: GateRules) -> pa.Table:
@@ -294,7 +308,7 @@ def _candidate_rows(inputs: list[pa.Table], outputs: list[pa.Array], task: GateT
     table = pa.concat_tables(inputs).combine_chunks() if inputs else SEGMENT_SCHEMA.empty_table().select(_CHEAP)
     keyed = prune(table.filter(pa.array(_candidates(table, task))).select(_CHEAP), rules)
     if outputs:
-        keyed = keyed.filter(pc.invert(pc.is_in(keyed.column("offset"), value_set=pa.concat_arrays(outputs))))
+        keyed = keyed.filter(pa.array(~_in_sorted(keyed.column("offset").to_numpy(), outputs)))
     return _rows(
         task.partition,
         keyed.num_rows,

@@ -6,7 +6,9 @@ order. A task reads only the offset, key and ordering columns (`versions.source_
 values never), drops records below the log start, and reduces its rows to the winner of each
 of its keys (a partial offset map). Spark then merges the partial maps per (partition, key)
 with a max over (order columns…, offset), so values never enter the shuffle, and a key spread
-over many tasks is still decided by the single rule of `versions`.
+over many tasks is still decided by the single rule of `versions`. When every partition was
+read by a single task (its range fits in one task), the partial maps are final and
+there is nothing to merge: no shuffle.
 
 Unlike Kafka's fixed-size SkimpyOffsetMap there is no partial cleaning: Spark spills instead,
 and keys are compared exactly rather than by MD5 digest.
@@ -125,9 +127,11 @@ def build_offset_map(
     schema = f"partition int, key binary, {_ORDER_DDL[strategy]}offset long"
     tasks = scan_tasks(topic, plans, task_bytes)
     partials = map_tasks(spark, tasks, partial(scan, spec, config, errors, counters), schema)
-    order = order_columns(strategy)
-    best = F.max(F.struct(*order, "offset")).getField("offset") if order else F.max("offset")
-    winners = partials.groupBy("partition", "key").agg(best.alias("offset")).select("partition", "offset")
+    winners = partials.select("partition", "offset")
+    if not _one_task_per_partition(tasks):
+        order = order_columns(strategy)
+        best = F.max(F.struct(*order, "offset")).getField("offset") if order else F.max("offset")
+        winners = partials.groupBy("partition", "key").agg(best.alias("offset")).select("partition", "offset")
     spark.sparkContext.setJobDescription(f"lakecleaner pass 1 (offset map) of {topic}")
     if sum(p.record_count for p in plans) <= broadcast_max_offsets:
         kept = _collect(winners.toArrow(), [p.partition for p in plans])
@@ -141,6 +145,12 @@ def build_offset_map(
     for partition, message in errors.items:
         failed.setdefault(partition, message)
     return OffsetMap(kept, checkpointed, failed, malformed)
+
+
+def _one_task_per_partition(tasks: Sequence[ScanTask]) -> bool:
+    """Whether each partition was read by a single task, whose partial map is then final."""
+    partitions = [t.partition for t in tasks]
+    return len(partitions) == len(set(partitions))
 
 
 def _collect(table: pa.Table, partitions: Sequence[int]) -> dict[int, NDArray[np.int64]]:

@@ -108,9 +108,15 @@ def _order_columns(config: TopicConfig) -> dict[str, Column]:
 
 
 def _rank(config: TopicConfig) -> Column:
-    """A record's rank for its key: the ordering columns, then the offset (higher wins)."""
+    """A record's rank for its key (higher wins): the ordering columns, then the offset; the
+    offset alone for the offset strategy (a long aggregates faster than a struct)."""
     order = [value.alias(name) for name, value in _order_columns(config).items()]
-    return F.struct(*order, F.col("offset").alias("offset"))
+    return F.struct(*order, F.col("offset").alias("offset")) if order else F.col("offset")
+
+
+def _rank_offset(rank: Column, config: TopicConfig) -> Column:
+    """The offset of a `_rank`."""
+    return rank.getField("offset") if _order_columns(config) else rank
 
 
 def _record_flags() -> dict[str, Column]:
@@ -134,11 +140,14 @@ def _ranked(rows: DataFrame, config: TopicConfig) -> DataFrame:
 
 
 def _key_aggregates() -> list[Column]:
-    """Per (partition, key) of `_ranked` rows: the winner (rank and expiry) among the contenders,
-    the lowest-ranked output record that contends, and how many output records contend."""
+    """Per (partition, key) of `_ranked` rows: the winner's rank and whether it is an expired
+    tombstone, among the contenders; the lowest rank of an output record that contends; and how
+    many output records contend."""
     c = F.col
+    contender = F.when(c("contends"), c("rank"))
     return [
-        F.max(F.when(c("contends"), F.struct("rank", "expired"))).alias("winner"),
+        F.max(contender).alias("winner"),
+        F.max_by(c("expired"), contender).alias("winner_is_expired"),
         F.min(F.when(c("is_output") & c("candidate"), c("rank"))).alias("lowest_output"),
         F.count_if(c("is_output") & c("candidate")).alias("outputs"),
     ]
@@ -149,11 +158,10 @@ def _key_flags() -> dict[str, Column]:
     output record of the key is the winner, and a key without output has an expired tombstone
     as its winner (null for a group with no contender)."""
     c = F.col
-    winner = c("winner").getField("rank")
     return {
         "unique_key": c("outputs") <= 1,
-        "not_beaten": c("lowest_output").isNull() | (c("lowest_output") == winner),
-        "winner_expired": F.when(c("winner").isNotNull(), (c("outputs") > 0) | c("winner").getField("expired")),
+        "not_beaten": c("lowest_output").isNull() | (c("lowest_output") == c("winner")),
+        "winner_expired": F.when(c("winner").isNotNull(), (c("outputs") > 0) | c("winner_is_expired")),
     }
 
 
@@ -168,7 +176,7 @@ def _key_rows(rows: DataFrame, config: TopicConfig) -> DataFrame:
     lowest output record of the key, or its winner when it has none."""
     c = F.col
     per_key = _ranked(rows, config).where(c("contends")).groupBy("partition", "key").agg(*_key_aggregates())
-    offset = F.coalesce(c("lowest_output").getField("offset"), c("winner").getField("rank").getField("offset"))
+    offset = F.coalesce(_rank_offset(c("lowest_output"), config), _rank_offset(c("winner"), config))
     return per_key.select("partition", offset.alias("offset"), *[v.alias(k) for k, v in _key_flags().items()])
 
 

@@ -32,6 +32,7 @@ from pyspark import Broadcast
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import LONG_MAX
+from lakecleaner.engine.digest import ValueDigest
 from lakecleaner.engine.offset_map import OffsetMap
 from lakecleaner.engine.sparkio import ddl, map_tasks
 from lakecleaner.engine.storage import StoreSpec
@@ -70,7 +71,8 @@ class RowCounts:
 
 @dataclass(frozen=True)
 class GroupResult:
-    """A pass-2 task's outcome. `file` is the written file (None: unchanged, emptied or failed)."""
+    """A pass-2 task's outcome. `file` is the written file (None: unchanged, emptied or failed);
+    `value_digest` digests the input values of the records written (`digest`), for the gate."""
 
     task: int
     status: str
@@ -79,6 +81,7 @@ class GroupResult:
     tombstone_count: int = 0
     earliest_delete_horizon_ms: int | None = None
     counts: RowCounts = field(default_factory=RowCounts)
+    value_digest: str | None = None
 
     def to_row(self) -> dict[str, Any]:
         f = self.file
@@ -94,6 +97,7 @@ class GroupResult:
             "tombstone_count": self.tombstone_count,
             "earliest_delete_horizon_ms": self.earliest_delete_horizon_ms,
             **asdict(self.counts),
+            "value_digest": self.value_digest,
         }
 
     @staticmethod
@@ -112,6 +116,7 @@ class GroupResult:
             row["tombstone_count"],
             row["earliest_delete_horizon_ms"],
             counts,
+            row["value_digest"],
         )
 
 
@@ -128,6 +133,7 @@ RESULT_SCHEMA = pa.schema(
         ("tombstone_count", pa.int64()),
         ("earliest_delete_horizon_ms", pa.int64()),
         *[(f.name, pa.int64()) for f in fields(RowCounts)],
+        ("value_digest", pa.string()),
     ]
 )
 RESULT_DDL = ddl(RESULT_SCHEMA)
@@ -186,18 +192,34 @@ def recopy_group(
     horizon_ms = min(now_ms + retention_ms, LONG_MAX)
     writer = SegmentWriter(store, task.target)
     counts = RowCounts()
+    digest = ValueDigest()
     try:
         for file in task.files:
             table = read_segment_file(store, task.target.prefix + file.path, expected=file)
-            writer.write(clean_rows(table, kept, task.log_start_offset, now_ms, horizon_ms, counts))
+            cleaned = clean_rows(table, kept, task.log_start_offset, now_ms, horizon_ms, counts)
+            digest.update(_input_values_at(table, cleaned.column("offset")))
+            writer.write(cleaned)
         written = writer.close()
     except BaseException:
         writer.abort()
         raise
     stats = writer.meta().stats
     return GroupResult(
-        task.index, REWRITTEN, None, written, stats.tombstone_count, stats.earliest_delete_horizon_ms, counts
+        task.index,
+        REWRITTEN,
+        None,
+        written,
+        stats.tombstone_count,
+        stats.earliest_delete_horizon_ms,
+        counts,
+        digest.hexdigest(),
     )
+
+
+def _input_values_at(table: pa.Table, offsets: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The values of `table` (a file, in offset order) at `offsets`, taken from the input itself."""
+    positions = np.searchsorted(table.column("offset").to_numpy(), offsets.to_numpy())
+    return table.column("value").take(pa.array(positions, pa.int64()))
 
 
 def _run(spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask, kept: NDArray[np.int64]) -> pa.Table:

@@ -308,7 +308,9 @@ class _Run:
         """The partition's groups, cut into runs of about `scan_task_bytes`, one gate task each."""
         prefix = partition_prefix(self.topic.name, state.plan.partition)
         groups = [
-            GateGroup(g.base_offset, g.next_offset, g.files, r.status == UNCHANGED, r.file, g.tombstone_count)
+            GateGroup(
+                g.base_offset, g.next_offset, g.files, r.status == UNCHANGED, r.file, g.tombstone_count, r.value_digest
+            )
             for g, r in zip(state.plan.groups, state.results, strict=True)
         ]
         tasks: list[GateTask] = []

@@ -1,0 +1,24 @@
+"""Per-key arithmetic on Arrow tables, with numpy: keys numbered, and "the highest per key"."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+LOWEST = np.iinfo(np.int64).min
+
+
+def key_codes(keys: pa.Array | pa.ChunkedArray) -> tuple[NDArray[np.int64], int]:
+    """(each row's key number, how many distinct keys); equal keys get equal numbers."""
+    encoded = pc.dictionary_encode(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys)
+    return np.asarray(encoded.indices.to_numpy(), np.int64), len(encoded.dictionary)
+
+
+def is_highest(codes: NDArray[np.int64], values: NDArray[np.int64], keys: int) -> NDArray[np.bool_]:
+    """Whether each row holds the highest of `values` among the rows of its key (`LOWEST`
+    never wins unless the key has nothing higher)."""
+    best = np.full(keys, LOWEST, np.int64)
+    np.maximum.at(best, codes, values)
+    return np.asarray(values == best[codes], bool)
