@@ -56,7 +56,7 @@ GATE_SCHEMA = pa.schema(
         ("headers", HEADER_TYPE),
         ("candidate", pa.bool_()),
         ("expired", pa.bool_()),
-        ("out_key", pa.binary()),
+        ("has_key", pa.bool_()),
         ("in_input", pa.bool_()),
         ("unchanged", pa.bool_()),
         ("horizon_as_expected", pa.bool_()),
@@ -124,10 +124,13 @@ def _read(store: ObjectStore, prefix: str, files: tuple[SegmentFile, ...], colum
 
 
 def _rows(partition: int, n: int, columns: Columns, rules: GateRules) -> pa.Table:
-    """A GATE_SCHEMA table of `n` rows: the given columns, the others null."""
+    """A GATE_SCHEMA table of `n` rows: the given columns, the others null, and null too the
+    ordering columns the strategy does not rank by (less to send to Spark)."""
     given = {**columns, "partition": pa.array(np.full(n, partition, np.int32))}
     if rules.strategy != "header":
         given.pop("headers", None)
+    if rules.strategy != "timestamp":
+        given.pop("timestamp", None)
     return pa.table({f.name: given.get(f.name, pa.nulls(n, f.type)) for f in GATE_SCHEMA}).cast(GATE_SCHEMA)
 
 
@@ -197,7 +200,7 @@ def _output_side(
     expected_horizon = pa.array(expected, pa.int64(), mask=~tombstone)
     expected_horizon = pc.coalesce(horizon, expected_horizon)
     return {
-        "out_key": output.column("key"),
+        "has_key": pc.is_valid(output.column("key")),
         "in_input": pa.array(matched),
         "unchanged": pa.array(matched & values_match & _same_records(inputs, output)),
         "horizon_as_expected": pa.array(matched & _equal(output.column("delete_horizon_ms"), expected_horizon)),
@@ -225,7 +228,7 @@ def _reused_rows(store: ObjectStore, task: GateTask, group: GateGroup, rules: Ga
             "headers": table.column("headers"),
             "candidate": pa.array(_candidates(table, task)),
             "expired": pa.array(_expired(tombstone, horizon, rules)),
-            "out_key": table.column("key"),
+            "has_key": pc.is_valid(table.column("key")),
             "in_input": true,
             "unchanged": true,
             "horizon_as_expected": pa.array(~tombstone | _np(pc.is_valid(horizon))),

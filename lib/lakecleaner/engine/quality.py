@@ -123,7 +123,7 @@ def _record_flags() -> dict[str, Column]:
     """The checks of one output record, settled by the scan (`gate_rows`)."""
     c = F.col
     return {
-        "has_key": c("out_key").isNotNull(),
+        "has_key": c("has_key"),
         "in_input": c("in_input"),
         "unchanged": c("unchanged"),
         "horizon_as_expected": c("horizon_as_expected"),
