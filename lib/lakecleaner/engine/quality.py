@@ -134,9 +134,12 @@ def _record_flags() -> dict[str, Column]:
 
 
 def _ranked(rows: DataFrame, config: TopicConfig) -> DataFrame:
-    """The gate rows with `rank`, and `contends`: a candidate, or an output record that is one."""
+    """The gate rows with `rank`, and `contends`: a candidate, or an output record that is one;
+    hash-partitioned by (partition, key) into as many partitions as the cluster has cores, which
+    the group-bys by key then use (Spark's default of 200 shuffle partitions costs more here)."""
     c = F.col
-    return rows.select("*", _rank(config).alias("rank"), (~c("is_output") | c("candidate")).alias("contends"))
+    by_key = rows.repartition(rows.sparkSession.sparkContext.defaultParallelism, "partition", "key")
+    return by_key.select("*", _rank(config).alias("rank"), (~c("is_output") | c("candidate")).alias("contends"))
 
 
 def _key_aggregates() -> list[Column]:
