@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lakecleaner.clock import wall_clock_ms
+from lakecleaner.clock import epoch_ms, wall_clock_ms
 from lakecleaner.config import load_config
 from lakecleaner.dashboard.local_airflow import LocalAirflow
 from lakecleaner.lake import Lake
@@ -74,10 +74,6 @@ def daily_schedule(now: datetime) -> tuple[str, datetime]:
     hour = (now.hour + 12) % 24
     tick = now.replace(hour=hour, minute=0, second=0, microsecond=0)
     return f"0 {hour} * * *", tick - timedelta(days=1) if tick > now else tick
-
-
-def ms(when: datetime) -> int:
-    return int(when.timestamp() * 1000)
 
 
 def fill(lake: Lake, topic: str, end_ms: int) -> None:
@@ -118,7 +114,7 @@ def scenario(tmp_path: Path, s3_endpoint: S3Endpoint) -> Iterator[Scenario]:
     config_path.write_text(yaml.safe_dump(config))
     lake = Lake.open(replace(load_config(config_path), storage=s3_endpoint.settings()))
     for topic in (SCHEDULED, BACKFILLED):
-        fill(lake, topic, ms(latest))
+        fill(lake, topic, epoch_ms(latest))
     env = {
         "LAKECLEANER_S3_ENDPOINT_URL": s3_endpoint.url,
         "AWS_ACCESS_KEY_ID": s3_endpoint.access_key,
@@ -240,13 +236,13 @@ def test_three_backfilled_intervals_give_the_same_log_as_three_scheduled_runs(sc
         },
     ]
     for now, decided, wanted in zip(scenario.ticks, backfilled, expected, strict=True):
-        assert decided == {**wanted, "now_ms": ms(now), "rolled": [], "retention": "committed"}
+        assert decided == {**wanted, "now_ms": epoch_ms(now), "rolled": [], "retention": "committed"}
 
     # The same log: segments, records, log start offset and the files still to be deleted.
     after = log_state(lake, BACKFILLED)
     assert after == log_state(lake, SCHEDULED)
     assert [s[0] for s in after["segments"]] == [40, 50] and after["log_start"] == 40
-    assert after["pending_deletes"] == [(30, ms(t3) + 12 * HOUR, "retention: retention.ms")]
+    assert after["pending_deletes"] == [(30, epoch_ms(t3) + 12 * HOUR, "retention: retention.ms")]
 
     # At the wall-clock time retention would delete more (segment 40): the runs did not use it.
     topic = lake.topic(BACKFILLED)

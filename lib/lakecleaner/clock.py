@@ -10,6 +10,11 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def epoch_ms(moment: datetime) -> int:
+    """A zone-aware datetime as epoch milliseconds."""
+    return int(moment.timestamp() * 1000)
+
+
 def parse_time_ms(text: str) -> int:
     """Epoch milliseconds from '1700000000000' or an ISO 8601 time ('2026-11-21T10:00:00Z';
     a time without a zone is UTC). Raises ValueError naming the value and both accepted forms."""
@@ -24,4 +29,4 @@ def parse_time_ms(text: str) -> int:
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return int(parsed.timestamp() * 1000)
+    return epoch_ms(parsed)

@@ -17,6 +17,7 @@ from airflow.models.dagrun import DagRun
 from airflow.utils.session import create_session
 from sqlalchemy import select
 
+from lakecleaner.clock import epoch_ms
 from lakecleaner.dashboard.app import Backend
 from lakecleaner.dashboard.runs import AirflowRun
 
@@ -42,7 +43,7 @@ class AirflowAccess:
 
 
 def _ms(moment: datetime | None) -> int | None:
-    return None if moment is None else int(moment.timestamp() * 1000)
+    return None if moment is None else epoch_ms(moment)
 
 
 def recent_dag_runs(dag_id: str, limit: int) -> list[AirflowRun]:

@@ -20,13 +20,12 @@ buttons call Airflow's own REST API from the browser, with the user's own Airflo
 # those name types local to `create_app`.
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from lakecleaner.clock import wall_clock_ms
+from lakecleaner.clock import parse_time_ms, wall_clock_ms
 from lakecleaner.config import load_config
 from lakecleaner.dashboard import URL_PREFIX
 from lakecleaner.dashboard.pages import PageContext, Pages
@@ -65,18 +64,10 @@ def parse_now(now: str | None) -> int:
     """`?now=` as epoch ms: ISO-8601 (naive means UTC) or epoch milliseconds; absent means the wall clock."""
     if now is None or not now.strip():
         return wall_clock_ms()
-    text = now.strip()
-    if text.isdigit():
-        return int(text)
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise HTTPException(
-            400, f"now={now!r} is not an ISO-8601 time (e.g. 2026-03-01T12:00:00Z) nor epoch ms"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+        return parse_time_ms(now)
+    except ValueError as exc:
+        raise HTTPException(400, f"now: {exc}") from None
 
 
 @dataclass(frozen=True)

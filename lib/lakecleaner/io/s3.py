@@ -18,6 +18,7 @@ import botocore.exceptions as bexc
 import pyarrow.fs as pafs
 from botocore.config import Config as BotoConfig
 
+from lakecleaner.clock import epoch_ms
 from lakecleaner.config import ENV_AWS_DEFAULT_REGION, ENV_AWS_REGION, StorageSettings
 from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
 from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy, Transient
@@ -162,9 +163,7 @@ class S3Store(ObjectStore):
             paginator = self._client.get_paginator("list_objects_v2")
             for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
                 for obj in page.get("Contents", []):
-                    out.append(
-                        ObjectInfo(obj["Key"][strip:], int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000))
-                    )
+                    out.append(ObjectInfo(obj["Key"][strip:], int(obj["Size"]), epoch_ms(obj["LastModified"])))
             return sorted(out, key=lambda o: o.key)
 
         return self._retrying("list", prefix, attempt)
@@ -175,7 +174,7 @@ class S3Store(ObjectStore):
     def stat(self, key: str) -> ObjectInfo:
         def attempt() -> ObjectInfo:
             resp = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
-            return ObjectInfo(key, int(resp["ContentLength"]), int(resp["LastModified"].timestamp() * 1000))
+            return ObjectInfo(key, int(resp["ContentLength"]), epoch_ms(resp["LastModified"]))
 
         return self._retrying("stat", key, attempt)
 

@@ -34,6 +34,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, Asset, BaseHook, Param, TriggerRule, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 
+from lakecleaner.clock import epoch_ms
 from lakecleaner.config import LakeConfig, TopicSpec, load_config
 from lakecleaner.errors import ConfigError
 from lakecleaner.metrics import emit_topic_metrics
@@ -87,7 +88,7 @@ def asset_for(topic: str) -> Asset:
 
 def now_ms_of(context: Any) -> int:
     """The run's data_interval_end in epoch ms: the "now" of every decision."""
-    return int(context["data_interval_end"].timestamp() * 1000)
+    return epoch_ms(context["data_interval_end"])
 
 
 class LakeSparkSubmitOperator(SparkSubmitOperator):
