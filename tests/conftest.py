@@ -36,17 +36,19 @@ class S3Endpoint:
     def __init__(self, url: str, access_key: str, secret_key: str, bucket: str) -> None:
         self.url, self.access_key, self.secret_key, self.bucket = url, access_key, secret_key, bucket
 
-    def settings(self, **extra: object) -> StorageSettings:
-        return StorageSettings(
-            endpoint_url=self.url,
-            region="us-east-1",
-            access_key_id=self.access_key,
-            secret_access_key=self.secret_key,
-            max_attempts=3,
-            backoff_base_ms=10,
-            backoff_max_ms=100,
-            **extra,  # type: ignore[arg-type]
-        )
+    def settings(self, **overrides: object) -> StorageSettings:
+        """Settings for this endpoint with its credentials; `overrides` replace any field
+        (e.g. endpoint_url for a proxy in front of it, or the retry policy)."""
+        fields: dict[str, object] = {
+            "endpoint_url": self.url,
+            "region": "us-east-1",
+            "access_key_id": self.access_key,
+            "secret_access_key": self.secret_key,
+            "max_attempts": 3,
+            "backoff_base_ms": 10,
+            "backoff_max_ms": 100,
+        }
+        return StorageSettings(**{**fields, **overrides})  # type: ignore[arg-type]
 
     def client(self):  # type: ignore[no-untyped-def]
         return boto3.client(

@@ -170,15 +170,7 @@ def test_transient_s3_errors_are_retried_with_backoff(s3_endpoint) -> None:  # t
     from tests.flaky_proxy import FlakyProxy
 
     with FlakyProxy(s3_endpoint.url, failures=2) as proxy:
-        settings = StorageSettings(
-            endpoint_url=proxy.url,
-            region="us-east-1",
-            access_key_id=s3_endpoint.access_key,
-            secret_access_key=s3_endpoint.secret_key,
-            max_attempts=4,
-            backoff_base_ms=1,
-            backoff_max_ms=5,
-        )
+        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=4, backoff_base_ms=1, backoff_max_ms=5)
         store = open_store(f"s3://{s3_endpoint.bucket}/flaky", settings)
         store.write("k", b"survived")
         assert proxy.requests == 3  # two 503s, then the write went through
@@ -189,15 +181,7 @@ def test_persistent_s3_outage_fails_after_the_configured_attempts(s3_endpoint) -
     from tests.flaky_proxy import FlakyProxy
 
     with FlakyProxy(s3_endpoint.url, failures=100) as proxy:
-        settings = StorageSettings(
-            endpoint_url=proxy.url,
-            region="us-east-1",
-            access_key_id=s3_endpoint.access_key,
-            secret_access_key=s3_endpoint.secret_key,
-            max_attempts=3,
-            backoff_base_ms=1,
-            backoff_max_ms=5,
-        )
+        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=3, backoff_base_ms=1, backoff_max_ms=5)
         store = open_store(f"s3://{s3_endpoint.bucket}/flaky", settings)
         with pytest.raises(StorageError, match="still failing after 3 attempts") as exc:
             store.write("k", b"lost?")
