@@ -31,6 +31,7 @@ A partition also fails when one of its files cannot be read back.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -240,12 +241,10 @@ def violation_counts(
         *[F.sum(name).alias(name) for name in records], *[F.count_if(~c(name)).alias(name) for name in keys]
     )
     found = {row["partition"]: row.asDict() for row in counts.collect()}
-    for segment in segments:
-        if not segment.untouched:
-            found.setdefault(segment.partition, {})
-            found[segment.partition]["untouched"] = found[segment.partition].get("untouched", 0) + 1
+    touched = Counter(s.partition for s in segments if not s.untouched)
     names = [check.column for check in CHECKS]
-    table = [(p, *[int(found.get(p, {}).get(name) or 0) for name in names]) for p in partitions]
+    counted = {p: {**found.get(p, {}), "untouched": touched[p]} for p in partitions}
+    table = [(p, *[int(counted[p].get(name) or 0) for name in names]) for p in partitions]
     return spark.createDataFrame(table, "partition int, " + ", ".join(f"{name} long" for name in names))
 
 
