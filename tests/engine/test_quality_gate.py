@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
+from lakecleaner.engine.quality import CHECKS, READABLE_RULE
 from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY
 from lakecleaner.faults import on_crash_point
 from lakecleaner.lake import Lake, Topic
@@ -32,7 +33,24 @@ def _resurrect_a_superseded_record(table: pa.Table, superseded: pa.Table) -> pa.
     return both.take(pc.sort_indices(both, [("offset", "ascending")]))
 
 
+def _drop_a_winner(table: pa.Table, superseded: pa.Table) -> pa.Table:
+    return table.slice(1)
+
+
+def _move_a_horizon(table: pa.Table, superseded: pa.Table) -> pa.Table:
+    horizons = pa.array(range(len(table)), pa.int64())
+    return table.set_column(table.schema.get_field_index("delete_horizon_ms"), "delete_horizon_ms", horizons)
+
+
 Tamper = Callable[[pa.Table, pa.Table], pa.Table]
+RULE = {check.column: check.rule for check in CHECKS}
+#: The checks each tampering must break, at least.
+BROKEN = {
+    _change_a_value: {"unchanged"},
+    _resurrect_a_superseded_record: {"unique_key", "is_winner", "entry_matches", "unchanged"},
+    _drop_a_winner: {"winner_kept", "entry_matches", "unchanged"},
+    _move_a_horizon: {"horizon_as_expected"},
+}
 
 
 def _tamper_with_staged_file(lake: Lake, topic: Topic, tamper: Tamper, original: pa.Table) -> Callable[[], None]:
@@ -47,7 +65,7 @@ def _tamper_with_staged_file(lake: Lake, topic: Topic, tamper: Tamper, original:
     return hook
 
 
-@pytest.mark.parametrize("tamper", [_change_a_value, _resurrect_a_superseded_record], ids=["value", "superseded"])
+@pytest.mark.parametrize("tamper", list(BROKEN), ids=["value", "superseded", "dropped", "horizon"])
 def test_the_gate_stops_a_wrong_staged_output(spark: SparkSession, lake: Lake, tamper: Tamper) -> None:
     topic = new_topic(lake, partitions=2)
     for p in range(2):
@@ -70,11 +88,30 @@ def test_the_gate_stops_a_wrong_staged_output(spark: SparkSession, lake: Lake, t
     assert rows(topic, 0) == before and topic.partition(0).manifest().version == version
     assert unreferenced_files(lake, topic, 0) == []
     assert [r["value"] for r in rows(topic, 1)] == [b"1", b"2", b"2"]
-    if tamper is _resurrect_a_superseded_record:
-        rules = {f.rule for f in failures}
-        assert "keys are unique in the cleaned range" in rules
-        assert "no input record beats the output record of its key (it is the key's winner)" in rules
-        assert "every staged file holds as many records as its manifest entry says" in rules
+    assert {RULE[check] for check in BROKEN[tamper]} <= {f.rule for f in failures}
     stored = load_report(lake.store, topic.name, report.run_id, "report")
     assert stored["failed"] is True and stored["partitions"][0]["status"] == FAILED_QUALITY
     assert json.dumps(stored)
+
+
+def test_a_staged_file_that_cannot_be_read_back_fails_its_partition(spark: SparkSession, lake: Lake) -> None:
+    topic = new_topic(lake, partitions=2)
+    for p in range(2):
+        log = topic.partition(p)
+        log.append(keyed({"a": "1", "b": "1"}), now_ms=100)
+        log.append(keyed({"a": "2"}), now_ms=100)
+        log.roll(now_ms=100)
+    before = rows(topic, 0)
+
+    def delete_the_staged_file() -> None:
+        (staged,) = unreferenced_files(lake, topic, 0)
+        lake.store.delete(partition_prefix(topic.name, 0) + staged)
+
+    with on_crash_point("engine.after_staging", delete_the_staged_file):
+        report = compact(spark, lake, topic, 500)
+    failed = report.partition(0)
+    assert failed.status == FAILED_QUALITY and report.partition(1).status == COMMITTED
+    assert failed.quality is not None
+    (unreadable,) = [f for f in failed.quality.failures if f.rule == READABLE_RULE]
+    assert "missing" in str(unreadable.sample[0])
+    assert rows(topic, 0) == before

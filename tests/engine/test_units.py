@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -11,14 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakecleaner.config import TopicConfig
-from lakecleaner.engine.gate_rows import GateRules, prune
+from lakecleaner.engine.digest import RecordDigest
+from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected, GateRules
 from lakecleaner.engine.plan import StalePlan, group_segments, plan_partition
 from lakecleaner.engine.recopy import RowCounts, clean_rows
 from lakecleaner.engine.requests import CompactionRequest, requests_for
 from lakecleaner.engine.versions import header_versions, latest_per_key, order_table
 from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.log.records import HEADER_TYPE, SEGMENT_SCHEMA, decode_version, encode_version
-from tests.engine.reference_model import beats, malformed, version
+from tests.engine.reference_model import malformed, version
 
 
 def seg(
@@ -142,32 +144,70 @@ def test_clean_rows_applies_the_record_rule() -> None:
     assert counts == RowCounts(superseded=1, unkeyed=1, below_log_start=0, tombstones_stamped=1, tombstones_removed=1)
 
 
-candidate_rows = st.lists(
-    st.tuples(
-        st.sampled_from([b"a", b"b", b"c"]),
-        st.integers(0, 3),
-        st.lists(st.tuples(st.sampled_from(["v", "w"]), st.one_of(st.none(), st.binary(max_size=9))), max_size=2),
+cell_values = (
+    st.one_of(st.none(), st.sampled_from([b"a", b"b", b"c"])),
+    st.one_of(st.none(), st.binary(max_size=6)),
+    st.integers(0, 3),
+    st.one_of(
+        st.none(),
+        st.lists(st.tuples(st.sampled_from(["v", "w"]), st.one_of(st.none(), st.binary(max_size=4))), max_size=2),
     ),
-    max_size=25,
+    st.one_of(st.none(), st.integers(0, 200)),
 )
+segment_rows = st.lists(st.tuples(*cell_values), max_size=25)
+
+
+def segment_table(rows: list[tuple[Any, ...]]) -> pa.Table:
+    return pa.table(
+        {
+            "offset": pa.array(range(10, 10 + len(rows)), pa.int64()),
+            "timestamp": pa.array([r[2] for r in rows], pa.int64()),
+            "key": pa.array([r[0] for r in rows], pa.binary()),
+            "value": pa.array([r[1] for r in rows], pa.binary()),
+            "headers": pa.array(
+                [None if r[3] is None else [{"key": n, "value": v} for n, v in r[3]] for r in rows], HEADER_TYPE
+            ),
+            "delete_horizon_ms": pa.array([r[4] for r in rows], pa.int64()),
+        },
+        schema=SEGMENT_SCHEMA,
+    )
 
 
 @settings(deadline=None)
-@given(candidate_rows, st.sampled_from(["offset", "timestamp", "header"]))
-def test_the_gate_prunes_only_records_that_cannot_win(rows: list[tuple[bytes, int, list[Any]]], strategy: str) -> None:
-    table = pa.table(
-        {
-            "offset": pa.array(range(len(rows)), pa.int64()),
-            "key": pa.array([k for k, _, _ in rows], pa.binary()),
-            "timestamp": pa.array([t for _, t, _ in rows], pa.int64()),
-            "headers": pa.array([[{"key": n, "value": v} for n, v in hs] for _, _, hs in rows], HEADER_TYPE),
-            "delete_horizon_ms": pa.nulls(len(rows), pa.int64()),
-        }
-    )
-    config = TopicConfig(compaction_strategy=strategy, compaction_strategy_header="v")
-    kept = set(prune(table, GateRules.of(config, 0)).column("offset").to_pylist())
-    winners: dict[bytes, dict[str, Any]] = {}
-    for row in table.to_pylist():
-        if row["key"] not in winners or beats(row, winners[row["key"]], config):
-            winners[row["key"]] = row
-    assert {w["offset"] for w in winners.values()} <= kept
+@given(segment_rows, st.lists(st.integers(0, 25), max_size=3), st.data())
+def test_a_record_digest_is_the_same_however_the_records_are_cut_and_changes_with_any_cell(
+    rows: list[tuple[Any, ...]], cuts: list[int], data: st.DataObject
+) -> None:
+    table = segment_table(rows)
+    whole = RecordDigest(SEGMENT_SCHEMA).update(table).hexdigest()
+    bounds = sorted({0, len(rows), *[min(c, len(rows)) for c in cuts]})
+    pieces = RecordDigest(SEGMENT_SCHEMA)
+    for lo, hi in itertools.pairwise(bounds):
+        pieces.update(table.slice(lo, hi - lo))
+    assert pieces.hexdigest() == whole
+    if rows:
+        i = data.draw(st.integers(0, len(rows) - 1))
+        column = data.draw(st.integers(0, 4))
+        changed = list(rows[i])
+        changed[column] = data.draw(
+            segment_rows.map(lambda r: r[0][column] if r else None).filter(lambda v: v != rows[i][column])
+        )
+        other = segment_table([*rows[:i], tuple(changed), *rows[i + 1 :]])
+        assert RecordDigest(SEGMENT_SCHEMA).update(other).hexdigest() != whole
+
+
+@settings(deadline=None)
+@given(segment_rows, st.data())
+def test_the_gates_expectation_is_what_the_record_rule_keeps(rows: list[tuple[Any, ...]], data: st.DataObject) -> None:
+    table = segment_table(rows)
+    offsets = table.column("offset").to_pylist()
+    winners = np.array(sorted(data.draw(st.sets(st.sampled_from(offsets)))) if offsets else [], np.int64)
+    log_start = data.draw(st.integers(10, 12))
+    expected = Expected(GateRules(now_ms=100, horizon_ms=600))
+    expected.add(table.slice(0, len(rows) // 2), winners, log_start)
+    expected.add(table.slice(len(rows) // 2), winners, log_start)
+    result = expected.result()
+    kept = clean_rows(table, winners, log_start, 100, 600, RowCounts())
+    assert result.offsets.tolist() == kept.column("offset").to_pylist()
+    assert result.records == RecordDigest(RECORD_SCHEMA).update(kept).hexdigest()
+    assert result.horizons == RecordDigest(HORIZON_SCHEMA).update(kept).hexdigest()

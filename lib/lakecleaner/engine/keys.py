@@ -1,4 +1,5 @@
-"""Per-key arithmetic on Arrow tables, with numpy: keys numbered, and "the highest per key"."""
+"""Per-key arithmetic on Arrow tables, with numpy: keys numbered, "the highest per key", and
+membership in a sorted set of offsets."""
 
 from __future__ import annotations
 
@@ -22,3 +23,11 @@ def is_highest(codes: NDArray[np.int64], values: NDArray[np.int64], keys: int) -
     best = np.full(keys, LOWEST, np.int64)
     np.maximum.at(best, codes, values)
     return np.asarray(values == best[codes], bool)
+
+
+def in_sorted(values: NDArray[np.int64], members: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """Whether each of `values` is one of `members` (sorted ascending)."""
+    if members.size == 0:
+        return np.zeros(values.size, bool)
+    at = np.minimum(np.searchsorted(members, values), members.size - 1)
+    return np.asarray(members[at] == values, bool)

@@ -8,7 +8,7 @@ of its keys (a partial offset map). Spark then merges the partial maps per (part
 with a max over (order columns…, offset), so values never enter the shuffle, and a key spread
 over many tasks is still decided by the single rule of `versions`. When every partition was
 read by a single task (its range fits in one task), the partial maps are final and
-there is nothing to merge: no shuffle.
+there is nothing to merge: no shuffle, and only (partition, offset) leaves the tasks.
 
 Unlike Kafka's fixed-size SkimpyOffsetMap there is no partial cleaning: Spark spills instead,
 and keys are compared exactly rather than by MD5 digest.
@@ -83,9 +83,10 @@ def scan_tasks(topic: str, plans: Sequence[PartitionPlan], target_bytes: int) ->
 
 
 def scan(
-    spec: StoreSpec, config: TopicConfig, errors: Collector, counters: Collector, task: ScanTask
+    spec: StoreSpec, config: TopicConfig, errors: Collector, counters: Collector, final: bool, task: ScanTask
 ) -> Iterator[pa.RecordBatch]:
-    """One pass-1 task: the partial offset map of `task`'s files, with a partition column."""
+    """One pass-1 task: the partial offset map of `task`'s files, with a partition column; only
+    (partition, offset) when the map is `final` (the task read its whole partition)."""
     store = spec.open()
     prefix = partition_prefix(task.topic, task.partition)
     parts: list[pa.Table] = []
@@ -106,6 +107,8 @@ def scan(
     counters.add(task.partition, "malformed_headers", malformed)
     if parts:
         winners = latest_per_key(pa.concat_tables(parts))
+        if final:
+            winners = winners.select(["offset"])
         partition = pa.array(np.full(winners.num_rows, task.partition, np.int32))
         yield from batches(winners.add_column(0, "partition", partition))
 
@@ -124,11 +127,12 @@ def build_offset_map(
     the ranges hold at most `broadcast_max_offsets` records, else kept in Spark for a shuffle join."""
     errors, counters = Collector(spark), Collector(spark)
     strategy = config.compaction_strategy
-    schema = f"partition int, key binary, {_ORDER_DDL[strategy]}offset long"
     tasks = scan_tasks(topic, plans, task_bytes)
-    partials = map_tasks(spark, tasks, partial(scan, spec, config, errors, counters), schema)
-    winners = partials.select("partition", "offset")
-    if not _one_task_per_partition(tasks):
+    final = _one_task_per_partition(tasks)
+    schema = "partition int, offset long" if final else f"partition int, key binary, {_ORDER_DDL[strategy]}offset long"
+    partials = map_tasks(spark, tasks, partial(scan, spec, config, errors, counters, final), schema)
+    winners = partials
+    if not final:
         order = order_columns(strategy)
         best = F.max(F.struct(*order, "offset")).getField("offset") if order else F.max("offset")
         winners = partials.groupBy("partition", "key").agg(best.alias("offset")).select("partition", "offset")

@@ -12,6 +12,9 @@ never change.
 keeps its files: no rewrite. That is decided before writing, from the winner count and the
 manifest's tombstone count, reading at most the delete_horizon_ms column.
 
+While it holds a group's input, the task also settles what the group must hold, for the quality
+gate (`gate_rows.Expected`), so the gate need not read the input again.
+
 The kept offsets reach a task either by broadcast (each partition's sorted offsets) or, when
 they are too many, by a shuffle join: the winners are tagged with their group and grouped with
 one marker row per group, so a group that keeps nothing still gets its task.
@@ -32,7 +35,8 @@ from pyspark import Broadcast
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import LONG_MAX
-from lakecleaner.engine.digest import ValueDigest
+from lakecleaner.engine.gate_rows import Expectation, Expected, GateRules
+from lakecleaner.engine.keys import in_sorted
 from lakecleaner.engine.offset_map import OffsetMap
 from lakecleaner.engine.sparkio import ddl, map_tasks
 from lakecleaner.engine.storage import StoreSpec
@@ -72,7 +76,7 @@ class RowCounts:
 @dataclass(frozen=True)
 class GroupResult:
     """A pass-2 task's outcome. `file` is the written file (None: unchanged, emptied or failed);
-    `value_digest` digests the input values of the records written (`digest`), for the gate."""
+    `expected` is what the group must hold, for the quality gate (`gate_rows`)."""
 
     task: int
     status: str
@@ -81,7 +85,7 @@ class GroupResult:
     tombstone_count: int = 0
     earliest_delete_horizon_ms: int | None = None
     counts: RowCounts = field(default_factory=RowCounts)
-    value_digest: str | None = None
+    expected: Expectation = field(default_factory=Expectation)
 
     def to_row(self) -> dict[str, Any]:
         f = self.file
@@ -97,7 +101,9 @@ class GroupResult:
             "tombstone_count": self.tombstone_count,
             "earliest_delete_horizon_ms": self.earliest_delete_horizon_ms,
             **asdict(self.counts),
-            "value_digest": self.value_digest,
+            "expected_offsets": None if (o := self.expected.offsets) is None else o.astype("<i8").tobytes(),
+            "expected_records": self.expected.records,
+            "expected_horizons": self.expected.horizons,
         }
 
     @staticmethod
@@ -116,7 +122,13 @@ class GroupResult:
             row["tombstone_count"],
             row["earliest_delete_horizon_ms"],
             counts,
-            row["value_digest"],
+            Expectation(
+                None
+                if row["expected_offsets"] is None
+                else np.frombuffer(row["expected_offsets"], "<i8").astype(np.int64),
+                row["expected_records"],
+                row["expected_horizons"],
+            ),
         )
 
 
@@ -133,7 +145,9 @@ RESULT_SCHEMA = pa.schema(
         ("tombstone_count", pa.int64()),
         ("earliest_delete_horizon_ms", pa.int64()),
         *[(f.name, pa.int64()) for f in fields(RowCounts)],
-        ("value_digest", pa.string()),
+        ("expected_offsets", pa.binary()),
+        ("expected_records", pa.string()),
+        ("expected_horizons", pa.string()),
     ]
 )
 RESULT_DDL = ddl(RESULT_SCHEMA)
@@ -144,8 +158,7 @@ def clean_rows(
 ) -> pa.Table:
     """The record rule on one file's rows; `kept` holds the winning offsets, sorted."""
     offsets = table.column("offset").to_numpy()
-    position = np.minimum(np.searchsorted(kept, offsets), max(kept.size - 1, 0))
-    won = kept[position] == offsets if kept.size else np.zeros(offsets.size, bool)
+    won = in_sorted(offsets, kept)
     in_range = offsets >= log_start
     keyed = pc.is_valid(table.column("key")).to_numpy()
     tombstone = pc.is_null(table.column("value")).to_numpy()
@@ -186,19 +199,19 @@ def _tombstones_change(store: ObjectStore, task: RecopyTask, now_ms: int) -> boo
 def recopy_group(
     store: ObjectStore, task: RecopyTask, kept: NDArray[np.int64], now_ms: int, retention_ms: int
 ) -> GroupResult:
-    """Clean one group into one new file (or none, when nothing changes or nothing is kept)."""
+    """Clean one group into one new file (or none, when nothing changes or nothing is kept),
+    and settle what the group must hold for the quality gate."""
     if kept.size == task.record_count and not _tombstones_change(store, task, now_ms):
         return GroupResult(task.index, UNCHANGED)
     horizon_ms = min(now_ms + retention_ms, LONG_MAX)
     writer = SegmentWriter(store, task.target)
     counts = RowCounts()
-    digest = ValueDigest()
+    expected = Expected(GateRules(now_ms, horizon_ms))
     try:
         for file in task.files:
             table = read_segment_file(store, task.target.prefix + file.path, expected=file)
-            cleaned = clean_rows(table, kept, task.log_start_offset, now_ms, horizon_ms, counts)
-            digest.update(_input_values_at(table, cleaned.column("offset")))
-            writer.write(cleaned)
+            writer.write(clean_rows(table, kept, task.log_start_offset, now_ms, horizon_ms, counts))
+            expected.add(table, kept, task.log_start_offset)
         written = writer.close()
     except BaseException:
         writer.abort()
@@ -212,14 +225,8 @@ def recopy_group(
         stats.tombstone_count,
         stats.earliest_delete_horizon_ms,
         counts,
-        digest.hexdigest(),
+        expected.result(),
     )
-
-
-def _input_values_at(table: pa.Table, offsets: pa.ChunkedArray) -> pa.ChunkedArray:
-    """The values of `table` (a file, in offset order) at `offsets`, taken from the input itself."""
-    positions = np.searchsorted(table.column("offset").to_numpy(), offsets.to_numpy())
-    return table.column("value").take(pa.array(positions, pa.int64()))
 
 
 def _run(spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask, kept: NDArray[np.int64]) -> pa.Table:

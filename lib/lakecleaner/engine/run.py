@@ -59,8 +59,7 @@ class EngineOptions:
     """Tuning knobs.
 
     `broadcast_max_offsets`: above this many records in the cleaned ranges, the kept offsets reach
-    pass 2 by a shuffle join instead of a broadcast. `scan_task_bytes`: file bytes per pass-1 task
-    and per quality-gate task.
+    pass 2 by a shuffle join instead of a broadcast. `scan_task_bytes`: file bytes per pass-1 task.
     """
 
     broadcast_max_offsets: int = 64_000_000
@@ -277,7 +276,7 @@ class _Run:
             except InputsChanged as exc:
                 self.finish(partition, ABORTED, str(exc))
                 continue
-            tasks.extend(self._gate_tasks(state))
+            tasks.append(self._gate_task(state))
         verdicts = run_gate(
             self.spark,
             self.spec,
@@ -304,24 +303,14 @@ class _Run:
             if s.base_offset >= u
         ]
 
-    def _gate_tasks(self, state: _Partition) -> list[GateTask]:
-        """The partition's groups, cut into runs of about `scan_task_bytes`, one gate task each."""
-        prefix = partition_prefix(self.topic.name, state.plan.partition)
-        groups = [
-            GateGroup(
-                g.base_offset, g.next_offset, g.files, r.status == UNCHANGED, r.file, g.tombstone_count, r.value_digest
-            )
-            for g, r in zip(state.plan.groups, state.results, strict=True)
-        ]
-        tasks: list[GateTask] = []
-        run: list[GateGroup] = []
-        for group in groups:
-            if run and sum(g.size_bytes for g in run) + group.size_bytes > self.options.scan_task_bytes:
-                tasks.append(GateTask(state.plan.partition, prefix, state.plan.log_start_offset, tuple(run)))
-                run = []
-            run.append(group)
-        tasks.append(GateTask(state.plan.partition, prefix, state.plan.log_start_offset, tuple(run)))
-        return tasks
+    def _gate_task(self, state: _Partition) -> GateTask:
+        """The partition's groups as the new log would hold them, checked by one gate task."""
+        groups = []
+        for g, r in zip(state.plan.groups, state.results, strict=True):
+            reused = r.status == UNCHANGED
+            files = g.files if reused else tuple(f for f in [r.file] if f is not None)
+            groups.append(GateGroup(g.base_offset, g.next_offset, files, reused, g.tombstone_count, r.expected))
+        return GateTask(state.plan.partition, partition_prefix(self.topic.name, state.plan.partition), tuple(groups))
 
     def commit(self) -> None:
         """One conditional manifest write per partition that passed the gate."""
