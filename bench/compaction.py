@@ -3,6 +3,7 @@
     uv run python bench/compaction.py                     # 10M records, 1M keys, 4 partitions
     uv run python bench/compaction.py --records 1000000 --keys 100000
     uv run python bench/compaction.py --scaling           # 1M, 4M and 16M records (keys = records / 10)
+    uv run python bench/compaction.py --runs 1            # one run of each instead of the median of 3
 
 Builds a compacted topic in a local lake from the vectorised workload generator (100-byte
 values, 5% tombstones by default), seals every segment, and measures in one process:
@@ -16,9 +17,11 @@ values, 5% tombstones by default), seals every segment, and measures in one proc
   (c) DuckDB deduplicating the same files in one query, the script a user would otherwise write:
       the latest record per (partition, key) by offset (QUALIFY row_number() … = 1), to Parquet.
 
-For each: seconds, input records/s and MB/s (input bytes = the segment files), peak resident
-memory (sampled; for (a) the whole process tree: driver, Spark JVM and Python workers), and the
-ratios a/b and a/c, plus a/b without the quality gate. See bench/README.md.
+Each of (a), (b) and (c) runs `--runs` times (default 3), in turns, (a) each time on a fresh
+copy of the topic; the median run is reported, and every run's time is printed. For each:
+seconds, input records/s and MB/s (input bytes = the segment files), peak resident memory
+(sampled; for (a) the whole process tree: driver, Spark JVM and Python workers; the highest of
+the runs), and the ratios a/b and a/c, plus a/b without the quality gate. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +207,14 @@ def compact_all(spark: SparkSession, lake: Lake, topic: Topic, now: int) -> RunR
     return compact_topic(spark, lake, topic.name, requests, now)
 
 
+def median_run(runs: Sequence[Measure]) -> Measure:
+    """The run of median time (the upper one of an even count), with the peak memory of all runs."""
+    middle = sorted(runs, key=lambda m: m.seconds)[len(runs) // 2]
+    return Measure(
+        middle.name, middle.seconds, middle.records, middle.input_bytes, max(m.peak_rss_mb for m in runs), middle.detail
+    )
+
+
 def run_once(args: argparse.Namespace, records: int, keys: int, spark: SparkSession, workdir: Path) -> dict[str, Any]:
     spec = WorkloadSpec(
         keys=keys,
@@ -212,29 +224,42 @@ def run_once(args: argparse.Namespace, records: int, keys: int, spark: SparkSess
         tombstone_share=args.tombstones,
         seed=args.seed,
     )
-    lake = Lake.open(f"file://{workdir / 'lake'}")
+    source = workdir / "lake"
+    lake = Lake.open(f"file://{source}")
     started = time.perf_counter()
     topic = build_topic(lake, spec, args.segment_bytes, args.batch_records)
     build_s = time.perf_counter() - started
     files = segment_files(lake, topic)
     input_bytes = sum(p.stat().st_size for _, p in files)
-    floor = timed("(b) copy floor, pyarrow", records, input_bytes, lambda: copy_floor(files, workdir / "copy"))
-    duck = timed("(c) DuckDB dedupe", records, input_bytes, lambda: duckdb_dedupe(files, workdir / "duckdb.parquet"))
     now = spec.start_ms + spec.timestamp_spread_ms + 1
+    runs: dict[str, list[Measure]] = {"a": [], "b": [], "c": []}
+    phases: list[dict[str, int]] = []
 
-    phases: dict[str, int] = {}
-
-    def compact() -> str:
-        report = compact_all(spark, lake, topic, now)
-        phases.update(report.phases_ms)
+    def compact(copy: Path) -> str:
+        fresh = Lake.open(f"file://{copy}")
+        report = compact_all(spark, fresh, fresh.topic(topic.name), now)
+        phases.append(report.phases_ms)
         totals = report.totals
         spent = ", ".join(f"{k} {v / 1000:.1f}s" for k, v in report.phases_ms.items())
         status = "ok" if not report.failed else "FAILED"
         return f"{status}: {totals.records_written} records kept, recopy {totals.recopy_percent}%; {spent}"
 
-    ours = timed("(a) lakecleaner compact_topic", records, input_bytes, compact, tree=True)
-    measures = [ours, floor, duck]
-    without_gate = ours.seconds - phases.get("quality_gate", 0) / 1000
+    for i in range(args.runs):
+        copy = workdir / f"lake-{i}"
+        shutil.copytree(source, copy)  # compaction rewrites its lake: each run gets the same input
+        out = workdir / "copy"
+        shutil.rmtree(out, ignore_errors=True)
+        runs["b"].append(timed("(b) copy floor, pyarrow", records, input_bytes, partial(copy_floor, files, out)))
+        runs["c"].append(
+            timed("(c) DuckDB dedupe", records, input_bytes, lambda: duckdb_dedupe(files, workdir / "duckdb.parquet"))
+        )
+        runs["a"].append(
+            timed("(a) lakecleaner compact_topic", records, input_bytes, partial(compact, copy), tree=True)
+        )
+        shutil.rmtree(copy, ignore_errors=True)
+    ours, floor, duck = (median_run(runs[k]) for k in "abc")
+    median_phases = phases[[m.seconds for m in runs["a"]].index(ours.seconds)]
+    gate_s = median_phases.get("quality_gate", 0) / 1000
     return {
         "records": records,
         "keys": keys,
@@ -242,11 +267,15 @@ def run_once(args: argparse.Namespace, records: int, keys: int, spark: SparkSess
         "input_mb": input_bytes / MB,
         "files": len(files),
         "build_s": build_s,
-        "measures": [asdict(m) | {"records_per_s": m.records_per_s, "mb_per_s": m.mb_per_s} for m in measures],
-        "phases_ms": phases,
+        "runs": args.runs,
+        "measures": [
+            asdict(m) | {"records_per_s": m.records_per_s, "mb_per_s": m.mb_per_s} for m in (ours, floor, duck)
+        ],
+        "seconds_per_run": {k: [m.seconds for m in v] for k, v in runs.items()},
+        "phases_ms": median_phases,
         "a_over_b": ours.seconds / floor.seconds,
         "a_over_c": ours.seconds / duck.seconds,
-        "a_without_gate_over_b": without_gate / floor.seconds,
+        "a_without_gate_over_b": (ours.seconds - gate_s) / floor.seconds,
     }
 
 
@@ -268,6 +297,10 @@ def show(result: dict[str, Any], console: Console) -> None:
             m["detail"],
         )
     console.print(table)
+    each = "; ".join(
+        f"({k}) " + ", ".join(f"{s:.1f}" for s in seconds) for k, seconds in result["seconds_per_run"].items()
+    )
+    console.print(f"seconds of each run, in order: {each}", highlight=False)
     console.print(
         f"a/b = {result['a_over_b']:.2f}   a/c = {result['a_over_c']:.2f}   "
         f"(a without the quality gate)/b = {result['a_without_gate_over_b']:.2f}",
@@ -287,6 +320,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--scaling", action="store_true", help="also run 1M, 4M and 16M records (keys = records/10)")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="runs of each of (a), (b) and (c) per size; the median is reported"
+    )
     parser.add_argument("--dir", help="work directory (default: a temporary one, removed afterwards)")
     parser.add_argument("--json", help="also write the results to this file")
     return parser.parse_args(argv)

@@ -33,6 +33,8 @@ def test_the_benchmark_runs(spark: SparkSession, tmp_path: Path) -> None:
         "2000000",
         "--batch-records",
         "20000",
+        "--runs",
+        "2",
         "--dir",
         str(tmp_path),
         "--json",
@@ -44,4 +46,5 @@ def test_the_benchmark_runs(spark: SparkSession, tmp_path: Path) -> None:
     assert floor["detail"] == "100000 records copied"
     assert duck["detail"] == "10000 records kept"
     assert result["a_over_b"] > 0 and result["a_over_c"] > 0
+    assert [len(seconds) for seconds in result["seconds_per_run"].values()] == [2, 2, 2]
     assert (tmp_path / "results.json").exists()

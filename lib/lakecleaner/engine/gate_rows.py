@@ -30,7 +30,6 @@ offset per record.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,7 +40,6 @@ from numpy.typing import NDArray
 from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.keys import in_sorted, key_codes
-from lakecleaner.engine.sparkio import Collector, batches
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.errors import CorruptSegment
 from lakecleaner.io import ObjectStore
@@ -223,9 +221,18 @@ def _violation_rows(partition: int, found: Violations) -> pa.Table:
     )
 
 
-def gate_check(spec: StoreSpec, rules: GateRules, errors: Collector, task: GateTask) -> Iterator[pa.RecordBatch]:
-    """One gate task: a row per violation in the partition. An unreadable file is reported
-    through `errors` (the partition then fails the gate)."""
+@dataclass(frozen=True)
+class GateOutcome:
+    """A gate task's result: a VIOLATION_SCHEMA row per violation, or the reason a file of the
+    partition could not be read back (the partition then fails the gate)."""
+
+    partition: int
+    violations: pa.Table
+    unreadable: str | None = None
+
+
+def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome:
+    """One gate task: every violation in the partition."""
     store = spec.open()
     found: Violations = []
     keys: list[pa.ChunkedArray] = []
@@ -239,7 +246,6 @@ def gate_check(spec: StoreSpec, rules: GateRules, errors: Collector, task: GateT
             keys.append(table.column("key"))
             offsets.append(table.column("offset").to_numpy())
     except CorruptSegment as exc:
-        errors.add(task.partition, str(exc))
-        return
+        return GateOutcome(task.partition, VIOLATION_SCHEMA.empty_table(), str(exc))
     found += _repeated_keys(keys, offsets)
-    yield from batches(_violation_rows(task.partition, [(c, at) for c, at in found if at.size]))
+    return GateOutcome(task.partition, _violation_rows(task.partition, [(c, at) for c, at in found if at.size]))

@@ -19,7 +19,7 @@ task reports it through a Collector and the other partitions carry on.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.plan import PartitionPlan
-from lakecleaner.engine.sparkio import Collector, batches, map_tasks
+from lakecleaner.engine.sparkio import Collector, batches, collect_tasks, map_tasks
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import latest_per_key, order_columns, order_table, source_columns
 from lakecleaner.errors import CorruptSegment
@@ -40,6 +40,7 @@ from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import read_segment_file
 
+_OFFSETS = pa.schema([("partition", pa.int32()), ("offset", pa.int64())])
 _ORDER_DDL = {"offset": "", "timestamp": "timestamp long, ", "header": "has_version tinyint, version long, "}
 
 
@@ -83,10 +84,11 @@ def scan_tasks(topic: str, plans: Sequence[PartitionPlan], target_bytes: int) ->
 
 
 def scan(
-    spec: StoreSpec, config: TopicConfig, errors: Collector, counters: Collector, final: bool, task: ScanTask
-) -> Iterator[pa.RecordBatch]:
-    """One pass-1 task: the partial offset map of `task`'s files, with a partition column; only
-    (partition, offset) when the map is `final` (the task read its whole partition)."""
+    spec: StoreSpec, config: TopicConfig, errors: Collector, counters: Collector, task: ScanTask
+) -> pa.Table | None:
+    """One pass-1 task: the partial offset map of `task`'s files (partition, key, order
+    columns…, offset); None when a file cannot be read (reported through `errors`) or the task
+    has no record."""
     store = spec.open()
     prefix = partition_prefix(task.topic, task.partition)
     parts: list[pa.Table] = []
@@ -98,19 +100,28 @@ def scan(
             )
         except CorruptSegment as exc:
             errors.add(task.partition, str(exc))
-            return
+            return None
         if file.base_offset < task.log_start_offset:
             table = table.filter(pc.greater_equal(table.column("offset"), task.log_start_offset))
         ordered, bad = order_table(table, config)
         parts.append(ordered)
         malformed += bad
     counters.add(task.partition, "malformed_headers", malformed)
-    if parts:
-        winners = latest_per_key(pa.concat_tables(parts))
-        if final:
-            winners = winners.select(["offset"])
-        partition = pa.array(np.full(winners.num_rows, task.partition, np.int32))
-        yield from batches(winners.add_column(0, "partition", partition))
+    if not parts:
+        return None
+    winners = latest_per_key(pa.concat_tables(parts))
+    return winners.add_column(0, "partition", pa.array(np.full(winners.num_rows, task.partition, np.int32)))
+
+
+def _scan_rows(scan_task: Callable[[ScanTask], pa.Table | None], task: ScanTask) -> Iterator[pa.RecordBatch]:
+    found = scan_task(task)
+    if found is not None:
+        yield from batches(found)
+
+
+def _scan_offsets(scan_task: Callable[[ScanTask], pa.Table | None], task: ScanTask) -> pa.Table | None:
+    found = scan_task(task)
+    return None if found is None else found.select(["partition", "offset"])
 
 
 def build_offset_map(
@@ -124,24 +135,32 @@ def build_offset_map(
     broadcast_max_offsets: int,
 ) -> OffsetMap:
     """Run pass 1 for `plans`. The winners are collected to the driver (to be broadcast) when
-    the ranges hold at most `broadcast_max_offsets` records, else kept in Spark for a shuffle join."""
+    the ranges hold at most `broadcast_max_offsets` records, else kept in Spark for a shuffle join.
+    When every partition is read by one task and the winners are broadcast, the tasks' maps go
+    straight to the driver (`collect_tasks`); otherwise they become a DataFrame."""
     errors, counters = Collector(spark), Collector(spark)
     strategy = config.compaction_strategy
     tasks = scan_tasks(topic, plans, task_bytes)
-    final = _one_task_per_partition(tasks)
-    schema = "partition int, offset long" if final else f"partition int, key binary, {_ORDER_DDL[strategy]}offset long"
-    partials = map_tasks(spark, tasks, partial(scan, spec, config, errors, counters, final), schema)
-    winners = partials
-    if not final:
-        order = order_columns(strategy)
-        best = F.max(F.struct(*order, "offset")).getField("offset") if order else F.max("offset")
-        winners = partials.groupBy("partition", "key").agg(best.alias("offset")).select("partition", "offset")
+    scan_task = partial(scan, spec, config, errors, counters)
+    broadcast = sum(p.record_count for p in plans) <= broadcast_max_offsets
+    partitions = [p.partition for p in plans]
     spark.sparkContext.setJobDescription(f"lakecleaner pass 1 (offset map) of {topic}")
-    if sum(p.record_count for p in plans) <= broadcast_max_offsets:
-        kept = _collect(winners.toArrow(), [p.partition for p in plans])
-        checkpointed = None
+    kept, checkpointed = None, None
+    if broadcast and _one_task_per_partition(tasks):
+        found = [t for t in collect_tasks(spark, tasks, partial(_scan_offsets, scan_task)) if t is not None]
+        kept = _collect(pa.concat_tables([_OFFSETS.empty_table(), *found]), partitions)
     else:
-        kept, checkpointed = None, winners.localCheckpoint(eager=True)
+        schema = f"partition int, key binary, {_ORDER_DDL[strategy]}offset long"
+        partials = map_tasks(spark, tasks, partial(_scan_rows, scan_task), schema)
+        winners = partials.select("partition", "offset")
+        if not _one_task_per_partition(tasks):
+            order = order_columns(strategy)
+            best = F.max(F.struct(*order, "offset")).getField("offset") if order else F.max("offset")
+            winners = partials.groupBy("partition", "key").agg(best.alias("offset")).select("partition", "offset")
+        if broadcast:
+            kept = _collect(winners.toArrow(), partitions)
+        else:
+            checkpointed = winners.localCheckpoint(eager=True)
     malformed: dict[int, int] = {}
     for partition, _, count in counters.items:
         malformed[partition] = malformed.get(partition, 0) + int(count)

