@@ -108,6 +108,9 @@ class PeakMemory:
 
 
 def timed(name: str, records: int, input_bytes: int, fn: Callable[[], str], *, tree: bool = False) -> Measure:
+    """Run `fn` once, timed, after flushing the files written before it to disk (`os.sync`), so
+    that no run pays for the write-back of what an earlier one wrote."""
+    os.sync()
     with PeakMemory(tree) as memory:
         start = time.perf_counter()
         detail = fn()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected, GateRules
+from lakecleaner.engine.keys import in_sorted
 from lakecleaner.engine.plan import StalePlan, group_segments, plan_partition
 from lakecleaner.engine.recopy import RowCounts, clean_rows
 from lakecleaner.engine.requests import CompactionRequest, requests_for
@@ -211,3 +212,9 @@ def test_the_gates_expectation_is_what_the_record_rule_keeps(rows: list[tuple[An
     assert result.offsets.tolist() == kept.column("offset").to_pylist()
     assert result.records == RecordDigest(RECORD_SCHEMA).update(kept).hexdigest()
     assert result.horizons == RecordDigest(HORIZON_SCHEMA).update(kept).hexdigest()
+
+
+@given(st.lists(st.integers(-50, 400)), st.sets(st.integers(-50, 400)))
+def test_in_sorted_is_membership(values: list[int], members: set[int]) -> None:
+    found = in_sorted(np.array(values, np.int64), np.array(sorted(members), np.int64))
+    assert found.tolist() == [v in members for v in values]

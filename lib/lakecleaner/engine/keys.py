@@ -26,8 +26,18 @@ def is_highest(codes: NDArray[np.int64], values: NDArray[np.int64], keys: int) -
 
 
 def in_sorted(values: NDArray[np.int64], members: NDArray[np.int64]) -> NDArray[np.bool_]:
-    """Whether each of `values` is one of `members` (sorted ascending)."""
-    if members.size == 0:
+    """Whether each of `values` is one of `members` (sorted ascending): through a bitmap of the
+    members' range when it is no wider than a few times the values (offsets of a segment
+    file are dense), else by binary search."""
+    if members.size == 0 or values.size == 0:
         return np.zeros(values.size, bool)
+    low, high = int(members[0]), int(members[-1])
+    if high - low < 4 * (values.size + members.size):
+        bitmap = np.zeros(high - low + 1, bool)
+        bitmap[members - low] = True
+        inside = (values >= low) & (values <= high)
+        found = np.zeros(values.size, bool)
+        found[inside] = bitmap[values[inside] - low]
+        return found
     at = np.minimum(np.searchsorted(members, values), members.size - 1)
     return np.asarray(members[at] == values, bool)
