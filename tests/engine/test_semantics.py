@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
@@ -133,8 +134,10 @@ def test_engine_matches_reference_model(spark: SparkSession, lake: Lake, scenari
     _check_pass(spark, lake, topic, now=1000 + scenario.gap_ms, options=options)
 
 
-def test_the_shuffle_join_paths_give_the_same_log(spark: SparkSession, lake: Lake) -> None:
-    """Kept offsets joined to pass 2 by shuffle, partial maps of a task per file merged."""
+@pytest.mark.parametrize("scan_task_bytes", [1, EngineOptions().scan_task_bytes], ids=["merged", "one-task"])
+def test_the_shuffle_join_paths_give_the_same_log(spark: SparkSession, lake: Lake, scan_task_bytes: int) -> None:
+    """Kept offsets joined to pass 2 by shuffle; pass 1's partial maps of a task per file merged,
+    or each partition's map made by one task."""
     topic = new_topic(lake, partitions=2, delete_retention_ms=RETENTION_MS, compaction_strategy="timestamp")
     for p in range(2):
         log = topic.partition(p)
@@ -145,7 +148,7 @@ def test_the_shuffle_join_paths_give_the_same_log(spark: SparkSession, lake: Lak
     for p in range(2):
         manifest = topic.partition(p).manifest()
         expected[p] = expected_pass(rows(topic, p), manifest, manifest.next_offset, topic.config, 1000)
-    options = EngineOptions(broadcast_max_offsets=0, scan_task_bytes=1)
+    options = EngineOptions(broadcast_max_offsets=0, scan_task_bytes=scan_task_bytes)
     requests = [r for p in range(2) if (r := requests_for(topic.partition(p).manifest(), topic.config, 1000))]
     report = compact_topic(spark, lake, topic.name, requests, 1000, options=options)
     for p in range(2):
