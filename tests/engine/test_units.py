@@ -209,7 +209,8 @@ def test_the_gates_expectation_is_what_the_record_rule_keeps(rows: list[tuple[An
     expected.add(table.slice(len(rows) // 2), winners, log_start)
     result = expected.result()
     kept = clean_rows(table, winners, log_start, 100, 600, RowCounts())
-    assert result.offsets.tolist() == kept.column("offset").to_pylist()
+    assert result.offsets is not None and result.offsets.tolist() == kept.column("offset").to_pylist()
+    assert result.count == kept.num_rows
     assert result.records == RecordDigest(RECORD_SCHEMA).update(kept).hexdigest()
     assert result.horizons == RecordDigest(HORIZON_SCHEMA).update(kept).hexdigest()
 

@@ -16,7 +16,9 @@ per violation, (partition, offset, check):
 
 - per output record: `is_winner` (its offset is one the group must hold), `has_key`,
   `offset_increasing` (strictly, through the file, inside the group's range);
-- per offset the group must hold that the output lacks: `winner_kept`;
+- per offset the group must hold that the output lacks: `winner_kept` (in a shuffle-mode run,
+  whose offsets do not travel, `is_winner` and `winner_kept` compare the group's offsets with
+  their expected count and digest instead, at the group's base offset);
 - per group, at its base offset: `entry_matches` (the staged file holds as many records as its
   manifest entry will say), `unchanged` and `horizon_as_expected` (the digests);
 - per record whose key an earlier output record of the partition holds: `unique_key`.
@@ -50,6 +52,7 @@ from lakecleaner.log.segment_files import read_segment_file
 VIOLATION_SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("check", pa.string())])
 RECORD_SCHEMA = pa.schema([SEGMENT_SCHEMA.field(name) for name in ("key", "value", "timestamp", "headers")])
 HORIZON_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("delete_horizon_ms")])
+OFFSET_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("offset")])
 _REUSED_COLUMNS = ["offset", "key"]
 _REUSED_TOMBSTONE_COLUMNS = ["offset", "key", "value", "delete_horizon_ms"]
 
@@ -68,10 +71,14 @@ class GateRules:
 
 @dataclass(frozen=True)
 class Expectation:
-    """What one group must hold: the offsets, ascending, and the digests of the records' key,
-    value, timestamp and headers and of their delete_horizon_ms. All None for a group that keeps
-    its files: pass 2 found every record of them a winner, and they stay as they are."""
+    """What a rewritten group must hold: how many records, the digest of their offsets and the
+    offsets themselves (ascending; not in a shuffle-mode run, whose results come back as Arrow
+    rows without them, as they would crowd the driver), and the digests of the records' key,
+    value, timestamp and headers and of their delete_horizon_ms. All None for a group that
+    keeps its files: pass 2 found every record of them a winner, and they stay as they are."""
 
+    count: int | None = None
+    offsets_digest: str | None = None
     offsets: NDArray[np.int64] | None = None
     records: str | None = None
     horizons: str | None = None
@@ -103,7 +110,9 @@ class Expected:
 
     def result(self) -> Expectation:
         offsets = np.concatenate(self.offsets) if self.offsets else np.zeros(0, np.int64)
-        return Expectation(offsets, self.records.hexdigest(), self.horizons.hexdigest())
+        return Expectation(
+            offsets.size, _offsets_digest(offsets), offsets, self.records.hexdigest(), self.horizons.hexdigest()
+        )
 
 
 @dataclass(frozen=True)
@@ -126,6 +135,10 @@ class GateTask:
     partition: int
     prefix: str
     groups: tuple[GateGroup, ...]
+
+
+def _offsets_digest(offsets: NDArray[np.int64]) -> str:
+    return RecordDigest(OFFSET_SCHEMA).update(pa.table({"offset": offsets}, schema=OFFSET_SCHEMA)).hexdigest()
 
 
 def _np(values: pa.Array | pa.ChunkedArray) -> NDArray[np.bool_]:
@@ -160,23 +173,47 @@ Violations = list[tuple[str, NDArray[np.int64]]]
 
 
 def _record_violations(table: pa.Table, group: GateGroup, rules: GateRules) -> Violations:
-    """The checks of each output record, and the offsets the output lacks."""
+    """The checks of each output record, and of what the group must hold."""
     offsets = table.column("offset").to_numpy()
-    expected = offsets if group.expected.offsets is None else group.expected.offsets
-    is_winner = in_sorted(offsets, expected)
-    found: Violations = []
-    if group.reused and group.tombstone_count:
-        tombstone = _np(pc.is_null(table.column("value")))
-        horizon = table.column("delete_horizon_ms")
-        is_winner &= ~_expired(tombstone, horizon, rules)
-        found.append(("horizon_as_expected", offsets[tombstone & ~_np(pc.is_valid(horizon))]))
-    lacking = ~in_sorted(expected, np.sort(offsets))
-    return [
-        *found,
-        ("is_winner", offsets[~is_winner]),
+    found: Violations = [
         ("has_key", offsets[~_np(pc.is_valid(table.column("key")))]),
         ("offset_increasing", offsets[~_increasing(offsets, group)]),
-        ("winner_kept", expected[lacking]),
+    ]
+    if group.reused:
+        return found + _kept_file_violations(table, group, rules)
+    expected = group.expected.offsets
+    if expected is None:
+        return found + _offset_count_violations(offsets, group)
+    lacking = ~in_sorted(expected, np.sort(offsets))
+    return [*found, ("is_winner", offsets[~in_sorted(offsets, expected)]), ("winner_kept", expected[lacking])]
+
+
+def _kept_file_violations(table: pa.Table, group: GateGroup, rules: GateRules) -> Violations:
+    """A group that keeps its files holds each of its records; its tombstones must have a
+    horizon that has not passed."""
+    if not group.tombstone_count:
+        return []
+    offsets = table.column("offset").to_numpy()
+    tombstone = _np(pc.is_null(table.column("value")))
+    horizon = table.column("delete_horizon_ms")
+    return [
+        ("horizon_as_expected", offsets[tombstone & ~_np(pc.is_valid(horizon))]),
+        ("is_winner", offsets[_expired(tombstone, horizon, rules)]),
+    ]
+
+
+def _offset_count_violations(offsets: NDArray[np.int64], group: GateGroup) -> Violations:
+    """Without the expected offsets (a shuffle-mode run), the group's offsets against their count
+    and digest, flagged at its base offset: too many or different records break `is_winner`,
+    too few or different ones `winner_kept`."""
+    count = group.expected.count or 0
+    if offsets.size == count and _offsets_digest(offsets) == group.expected.offsets_digest:
+        return []
+    base = np.array([group.base_offset], np.int64)
+    return [
+        (check, base)
+        for check, broken in (("is_winner", offsets.size >= count), ("winner_kept", offsets.size <= count))
+        if broken
     ]
 
 
