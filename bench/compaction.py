@@ -3,7 +3,7 @@
     uv run python bench/compaction.py                     # 10M records, 1M keys, 4 partitions
     uv run python bench/compaction.py --records 1000000 --keys 100000
     uv run python bench/compaction.py --scaling           # 1M, 4M and 16M records (keys = records / 10)
-    uv run python bench/compaction.py --runs 1            # one run of each instead of the median of 3
+    uv run python bench/compaction.py --runs 1            # one run of each instead of the median of 5
 
 Builds a compacted topic in a local lake from the vectorised workload generator (100-byte
 values, 5% tombstones by default), seals every segment, and measures in one process:
@@ -17,7 +17,7 @@ values, 5% tombstones by default), seals every segment, and measures in one proc
   (c) DuckDB deduplicating the same files in one query, the script a user would otherwise write:
       the latest record per (partition, key) by offset (QUALIFY row_number() … = 1), to Parquet.
 
-Each of (a), (b) and (c) runs `--runs` times (default 3), in turns, (a) each time on a fresh
+Each of (a), (b) and (c) runs `--runs` times (default 5), in turns, (a) each time on a fresh
 copy of the topic; the median run is reported, and every run's time is printed. For each:
 seconds, input records/s and MB/s (input bytes = the segment files), peak resident memory
 (sampled; for (a) the whole process tree: driver, Spark JVM and Python workers; the highest of
@@ -324,7 +324,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--scaling", action="store_true", help="also run 1M, 4M and 16M records (keys = records/10)")
     parser.add_argument(
-        "--runs", type=int, default=3, help="runs of each of (a), (b) and (c) per size; the median is reported"
+        "--runs", type=int, default=5, help="runs of each of (a), (b) and (c) per size; the median is reported"
     )
     parser.add_argument("--dir", help="work directory (default: a temporary one, removed afterwards)")
     parser.add_argument("--json", help="also write the results to this file")
