@@ -231,12 +231,12 @@ def _group_violations(table: pa.Table, group: GateGroup) -> Violations:
 
 def _repeated_keys(keys: list[pa.ChunkedArray], offsets: list[NDArray[np.int64]]) -> Violations:
     """The records whose key an earlier record holds (null keys are `has_key`'s)."""
-    table = pa.table({"key": pa.chunked_array([c for k in keys for c in k.chunks], pa.binary())})
+    every = pa.chunked_array([c for k in keys for c in k.chunks], pa.binary())
     at = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
-    keyed = _np(pc.is_valid(table.column("key")))
+    keyed = _np(pc.is_valid(every))
     if not keyed.any():
         return []
-    codes, _ = key_codes(table.column("key").filter(pa.array(keyed)))
+    codes, _ = key_codes(every.filter(pa.array(keyed)))
     at = at[keyed]
     order = np.lexsort((at, codes))
     repeated = np.zeros(codes.size, bool)

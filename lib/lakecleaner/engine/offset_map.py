@@ -143,17 +143,18 @@ def build_offset_map(
     tasks = scan_tasks(topic, plans, task_bytes)
     scan_task = partial(scan, spec, config, errors, counters)
     broadcast = sum(p.record_count for p in plans) <= broadcast_max_offsets
+    final = _one_task_per_partition(tasks)
     partitions = [p.partition for p in plans]
     spark.sparkContext.setJobDescription(f"lakecleaner pass 1 (offset map) of {topic}")
     kept, checkpointed = None, None
-    if broadcast and _one_task_per_partition(tasks):
+    if broadcast and final:
         found = [t for t in collect_tasks(spark, tasks, partial(_scan_offsets, scan_task)) if t is not None]
         kept = _collect(pa.concat_tables([_OFFSETS.empty_table(), *found]), partitions)
     else:
         schema = f"partition int, key binary, {_ORDER_DDL[strategy]}offset long"
         partials = map_tasks(spark, tasks, partial(_scan_rows, scan_task), schema)
         winners = partials.select("partition", "offset")
-        if not _one_task_per_partition(tasks):
+        if not final:
             order = order_columns(strategy)
             best = F.max(F.struct(*order, "offset")).getField("offset") if order else F.max("offset")
             winners = partials.groupBy("partition", "key").agg(best.alias("offset")).select("partition", "offset")

@@ -51,29 +51,8 @@ class Collector:
         return list(self._acc.value)
 
 
-class _TaskRunner(Generic[T]):
-    """The mapInArrow function: each input row names the item its task runs."""
-
-    def __init__(self, items: Sequence[T], fn: Callable[[T], Iterator[pa.RecordBatch]]) -> None:
-        self.items = list(items)
-        self.fn = fn
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for index in batch.column(0).to_pylist():
-                yield from self.fn(self.items[index])
-
-
-def map_tasks(
-    spark: SparkSession, items: Sequence[T], fn: Callable[[T], Iterator[pa.RecordBatch]], schema: str
-) -> DataFrame:
-    """A DataFrame of what `fn` yields for each item, one Spark task per item."""
-    slices = max(1, len(items))
-    return spark.range(0, len(items), 1, slices).mapInArrow(_TaskRunner(items, fn), schema)
-
-
 class _Call(Generic[T, R]):
-    """The RDD function: each element is the index of the item its task runs."""
+    """Runs the item of an index (an RDD element, or a row of a mapInArrow task)."""
 
     def __init__(self, items: Sequence[T], fn: Callable[[T], R]) -> None:
         self.items = list(items)
@@ -81,6 +60,26 @@ class _Call(Generic[T, R]):
 
     def __call__(self, index: int) -> R:
         return self.fn(self.items[index])
+
+
+class _TaskRunner:
+    """The mapInArrow function: each input row names the item its task runs."""
+
+    def __init__(self, call: _Call[Any, Iterator[pa.RecordBatch]]) -> None:
+        self.call = call
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                yield from self.call(index)
+
+
+def map_tasks(
+    spark: SparkSession, items: Sequence[T], fn: Callable[[T], Iterator[pa.RecordBatch]], schema: str
+) -> DataFrame:
+    """A DataFrame of what `fn` yields for each item, one Spark task per item."""
+    slices = max(1, len(items))
+    return spark.range(0, len(items), 1, slices).mapInArrow(_TaskRunner(_Call(items, fn)), schema)
 
 
 def collect_tasks(spark: SparkSession, items: Sequence[T], fn: Callable[[T], R]) -> list[R]:
