@@ -22,6 +22,18 @@ def new_topic(lake: Lake, partitions: int = 1, **config: Any) -> Topic:
     return lake.create_topic(f"t{next(_names)}", partitions=partitions, config=settings)
 
 
+def sealed_two_partitions(lake: Lake, *batches: Mapping[str, str]) -> Topic:
+    """A new topic of two partitions, each with `batches` appended in order at 100 ms and then
+    rolled, so that all of it is sealed and cleanable."""
+    topic = new_topic(lake, partitions=2)
+    for p in range(2):
+        log = topic.partition(p)
+        for batch in batches:
+            log.append(keyed(batch), now_ms=100)
+        log.roll(now_ms=100)
+    return topic
+
+
 def requests(topic: Topic, now: int, partitions: Sequence[int] | None = None) -> list[CompactionRequest]:
     numbers = range(topic.partitions) if partitions is None else partitions
     return [r for p in numbers if (r := requests_for(topic.partition(p).manifest(), topic.config, now))]

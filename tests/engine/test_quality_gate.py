@@ -20,7 +20,7 @@ from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import encode_segment_file, read_file_meta, read_segment_file
 from lakecleaner.reports import load_report
-from tests.engine.helpers import compact, keyed, new_topic, rows, unreferenced_files
+from tests.engine.helpers import compact, rows, sealed_two_partitions, unreferenced_files
 
 
 def _change_a_value(table: pa.Table, superseded: pa.Table) -> pa.Table:
@@ -75,12 +75,7 @@ def _tamper_with_staged_file(lake: Lake, topic: Topic, tamper: Tamper, original:
 def test_the_gate_stops_a_wrong_staged_output(
     spark: SparkSession, lake: Lake, tamper: Tamper, options: EngineOptions
 ) -> None:
-    topic = new_topic(lake, partitions=2)
-    for p in range(2):
-        log = topic.partition(p)
-        log.append(keyed({"a": "1", "b": "1", "c": "1"}), now_ms=100)
-        log.append(keyed({"a": "2", "b": "2"}), now_ms=100)
-        log.roll(now_ms=100)
+    topic = sealed_two_partitions(lake, {"a": "1", "b": "1", "c": "1"}, {"a": "2", "b": "2"})
     before = rows(topic, 0)
     version = topic.partition(0).manifest().version
     original = topic.partition(0).read()
@@ -103,12 +98,7 @@ def test_the_gate_stops_a_wrong_staged_output(
 
 
 def test_a_staged_file_that_cannot_be_read_back_fails_its_partition(spark: SparkSession, lake: Lake) -> None:
-    topic = new_topic(lake, partitions=2)
-    for p in range(2):
-        log = topic.partition(p)
-        log.append(keyed({"a": "1", "b": "1"}), now_ms=100)
-        log.append(keyed({"a": "2"}), now_ms=100)
-        log.roll(now_ms=100)
+    topic = sealed_two_partitions(lake, {"a": "1", "b": "1"}, {"a": "2"})
     before = rows(topic, 0)
 
     def delete_the_staged_file() -> None:

@@ -9,17 +9,12 @@ from pyspark.sql import SparkSession
 from lakecleaner.engine.report import COMMITTED, UNCLEANABLE
 from lakecleaner.lake import Lake
 from lakecleaner.log.partition import partition_prefix
-from tests.engine.helpers import compact, keyed, new_topic, rows, unreferenced_files
+from tests.engine.helpers import compact, rows, sealed_two_partitions, unreferenced_files
 
 
 @pytest.mark.parametrize("damage", ["garbage", "missing"])
 def test_a_corrupt_segment_makes_only_its_partition_uncleanable(spark: SparkSession, lake: Lake, damage: str) -> None:
-    topic = new_topic(lake, partitions=2)
-    for p in range(2):
-        log = topic.partition(p)
-        log.append(keyed({"a": "1", "b": "1"}), now_ms=100)
-        log.append(keyed({"a": "2"}), now_ms=100)
-        log.roll(now_ms=100)
+    topic = sealed_two_partitions(lake, {"a": "1", "b": "1"}, {"a": "2"})
     manifest = topic.partition(0).manifest()
     victim = partition_prefix(topic.name, 0) + manifest.segments[0].files[1].path
     if damage == "garbage":
