@@ -31,7 +31,8 @@ unit: setup
 
 test: lint typecheck unit
 
-# Airflow's UI with the project's DAGs and plugins (http://127.0.0.1:8080; login admin / admin).
+# Airflow's UI with the project's DAGs and plugins (http://127.0.0.1:8080; login admin / admin), after
+# `lakecleaner airflow setup` has created what the DAGs need (the compact tasks' pool).
 airflow-ui: setup
 	mkdir -p airflow_home
 	AIRFLOW_HOME=$(CURDIR)/airflow_home \
@@ -42,7 +43,7 @@ airflow-ui: setup
 	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$(CURDIR)/airflow_home/passwords.json \
 	AIRFLOW_CONN_SPARK_LAKECLEANER='{"conn_type": "spark", "host": "local[*]"}' \
 	LAKECLEANER_CONFIG=$(CURDIR)/config/lakecleaner.yaml \
-	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; airflow standalone'
+	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; airflow db migrate >/dev/null && lakecleaner airflow setup && airflow standalone'
 
 clean:
 	rm -rf lake .venv .pytest_cache .mypy_cache .ruff_cache

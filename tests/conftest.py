@@ -17,6 +17,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from playwright.sync_api import Browser
 
 from lakecleaner.config import LakeConfig, StorageSettings, parse_config
 from lakecleaner.io import LocalStore, ObjectStore, S3Store
@@ -82,6 +83,23 @@ def s3_endpoint() -> Iterator[S3Endpoint]:
     endpoint.client().create_bucket(Bucket=endpoint.bucket)
     yield endpoint
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless, driven by Playwright (installed with apt when missing; the
+    tests that use it are skipped, saying why, when it cannot be)."""
+    from playwright.sync_api import sync_playwright
+
+    from lakecleaner.dashboard.local_airflow import CHROMIUM, CHROMIUM_ARGS, ensure_chromium
+
+    missing = ensure_chromium()
+    if missing:
+        pytest.skip(missing)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -1,32 +1,66 @@
-"""A real HTTP proxy on 127.0.0.1 that answers 503 to the first N requests, then forwards to an
-S3 endpoint: a storage outage the client must ride out with retries."""
+"""A real HTTP proxy on 127.0.0.1 in front of an S3 endpoint, failing requests on purpose:
+
+* `failures=N`: the first N requests are answered 503 without being forwarded (an outage the client
+  must ride out with retries);
+* `lose_replies=N`: the first N requests that `lose_when(method, path)` selects ARE forwarded and
+  applied, but their reply is dropped (the connection closes): a write whose outcome the client
+  cannot know, which its SDK retries.
+"""
 
 from __future__ import annotations
 
 import http.client
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
 
 class FlakyProxy:
-    def __init__(self, target_url: str, failures: int) -> None:
+    def __init__(
+        self,
+        target_url: str,
+        failures: int = 0,
+        *,
+        lose_replies: int = 0,
+        lose_when: Callable[[str, str], bool] = lambda method, path: True,
+    ) -> None:
         self.target = urlparse(target_url)
         self.failures_left = failures
+        self.replies_to_lose = lose_replies
+        self.lose_when = lose_when
+        self.lost: list[tuple[str, str]] = []
         self.requests = 0
         self.lock = threading.Lock()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # answers botocore's Expect: 100-continue at once
+
             def log_message(self, *args: object) -> None:
                 pass
 
+            def _body(self) -> bytes:
+                if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+                    return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                chunks = []
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                    chunk = self.rfile.read(size + 2)[:size]  # the chunk and its CRLF
+                    if size == 0:
+                        while self.rfile.readline().strip():  # trailers
+                            pass
+                        return b"".join(chunks)
+                    chunks.append(chunk)
+
             def _handle(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                body = self._body()
                 with proxy.lock:
                     proxy.requests += 1
                     fail = proxy.failures_left > 0
                     proxy.failures_left -= 1 if fail else 0
+                    lose = not fail and proxy.replies_to_lose > 0 and proxy.lose_when(self.command, self.path)
+                    proxy.replies_to_lose -= 1 if lose else 0
                 if fail:
                     payload = b"<Error><Code>ServiceUnavailable</Code><Message>try later</Message></Error>"
                     self.send_response(503)
@@ -35,16 +69,24 @@ class FlakyProxy:
                     self.wfile.write(payload)
                     return
                 conn = http.client.HTTPConnection(proxy.target.hostname, proxy.target.port, timeout=30)
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "transfer-encoding")}
+                headers["Content-Length"] = str(len(body))
                 headers["Host"] = self.headers.get("Host", "")
                 conn.request(self.command, self.path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
+                if lose:  # applied by the store; the client never hears of it
+                    conn.close()
+                    proxy.lost.append((self.command, self.path))
+                    self.close_connection = True
+                    return
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
+                # A HEAD's reply has no body but the object's length.
+                length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
                 conn.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,8 @@ import yaml
 from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
-from lakecleaner.orchestration.local import DagRunResult, migrate, run_dag
+from lakecleaner.orchestration.airflow_setup import SETUP_VARIABLE
+from lakecleaner.orchestration.local import DagRunResult, airflow_env, prepare_airflow, run_dag
 
 REPO = Path(__file__).resolve().parent.parent
 HOUR = 3_600_000
@@ -23,7 +26,7 @@ T0 = 1_772_323_200_000  # 2026-03-01T00:00:00Z
 @pytest.fixture(scope="module")
 def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("airflow")
-    migrate(home, REPO / "config" / "lakecleaner.yaml")
+    prepare_airflow(home, REPO / "config" / "lakecleaner.yaml")
     return home
 
 
@@ -128,6 +131,26 @@ def test_invalid_parameters_fail_the_first_task_with_the_reason(harness: Harness
     assert result.tries["assess"] == 1  # failed at once: retrying cannot fix a parameter
     assert "partitions: 7 is not a partition of this topic (0..0)" in result.log
     assert bases(harness) == [0, 10, 20, 30, 40, 50]
+
+
+def test_without_airflow_setup_the_first_task_fails_at_once_naming_the_command(harness: Harness) -> None:
+    fill_events(harness)
+    env = airflow_env(harness.home, harness.config_path)
+    unset = subprocess.run(
+        [sys.executable, "-m", "airflow", "variables", "delete", SETUP_VARIABLE], env=env, capture_output=True
+    )
+    assert unset.returncode == 0, unset.stderr[-2000:]
+    try:
+        result = harness.run("page-views", T0_ISO)
+    finally:
+        again = subprocess.run(
+            [sys.executable, "-m", "lakecleaner.cli", "airflow", "setup"], env=env, capture_output=True, text=True
+        )
+        assert again.returncode == 0, again.stderr[-2000:]
+    assert result.state == "failed"
+    assert result.tasks["assess"] == "failed" and result.tries["assess"] == 1
+    assert "run `lakecleaner airflow setup`" in result.log
+    assert bases(harness) == [0, 10, 20, 30, 40, 50]  # nothing was done
 
 
 def version(v: int) -> tuple[tuple[str, bytes], ...]:

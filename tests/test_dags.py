@@ -66,5 +66,5 @@ def test_every_dag_imports_without_errors_and_without_touching_the_lake(tmp_path
         assert dag["max_active_runs"] == 1
         assert dag["params"] == ["dry_run", "force", "partitions"]
         assert "lakecleaner" in dag["tags"] and dag["doc"]
-        assert dag["compact_pool"] == "lakecleaner_spark"
+        assert dag["compact_pool"] == "lakecleaner_spark"  # the config file's airflow.pool (its default)
     assert not missing_lake.exists()

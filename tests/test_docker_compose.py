@@ -197,6 +197,11 @@ def lakecleaner_services(compose: Compose) -> dict[str, dict[str, str]]:
 # The tests
 
 
+def test_the_init_service_sets_airflow_up_for_the_dags_after_migrating() -> None:
+    script = " ".join(map(str, services(load_compose())["airflow-init"]["command"]))
+    assert 0 <= script.index("airflow db migrate") < script.index("lakecleaner airflow setup")
+
+
 def test_compose_file_parses_and_shares_airflow_settings_through_an_anchor() -> None:
     compose = load_compose()
     assert "x-airflow-common" in compose

@@ -634,6 +634,30 @@ def offsets_list(ctx: Context, group: str | None, topic: str | None) -> None:
     ctx.emit({"offsets": rows, "minimum": minimum}, human)
 
 
+# -- Airflow ---------------------------------------------------------------------------------
+@cli.group("airflow")
+def airflow_group() -> None:
+    """Prepare Airflow for the topics' DAGs."""
+
+
+@airflow_group.command("setup")
+@pass_ctx
+def airflow_setup(ctx: Context) -> None:
+    """Create or update what the DAGs need in Airflow (the compact tasks' pool); idempotent.
+
+    Run it after `airflow db migrate`, with Airflow's environment (AIRFLOW_HOME or the database
+    connection) and the config file the DAGs use."""
+    from lakecleaner.orchestration.airflow_setup import setup_airflow
+
+    done = setup_airflow(ctx.config)
+    ctx.emit(
+        done,
+        lambda: console.print(
+            f"Airflow is set up for lakecleaner: pool '{done['pool']}' with {done['pool_slots']} slot(s)", markup=False
+        ),
+    )
+
+
 # -- the main job ------------------------------------------------------------------------------
 @cli.command()
 @click.option("--records", default=200_000, show_default=True, help="Records in the CDC topic.")
@@ -678,13 +702,13 @@ def demo(ctx: Context, records: int, airflow_home: str, no_airflow: bool) -> Non
 def _run_demo_dags(ctx: Context, airflow_home: Path, now: int) -> None:
     """Both DAGs at now and two hours later (tombstones stamped in the first run expire in the second)."""
     from lakecleaner import demo as job
-    from lakecleaner.orchestration.local import migrate, run_dag
+    from lakecleaner.orchestration.local import prepare_airflow, run_dag
 
     config_path = Path("config/lakecleaner.yaml" if ctx.config.source == "<defaults>" else ctx.config.source).resolve()
     env = {"LAKECLEANER_LAKE_URI": ctx.lake.uri}
     airflow_home.mkdir(parents=True, exist_ok=True)
     err_console.print(f"airflow: {airflow_home} (SQLite)")
-    migrate(airflow_home, config_path)
+    prepare_airflow(airflow_home, config_path)
     for when in (now, now + 2 * job.HOUR_MS):
         for topic in (job.CDC_TOPIC, job.EVENTS_TOPIC):
             err_console.print(f"running lakecleaner__{topic} for {job.iso(when)} ...")

@@ -434,6 +434,15 @@ class SparkSettings:
 
 
 @dataclass(frozen=True)
+class AirflowSettings:
+    """What the topics' DAGs need in Airflow, created by `lakecleaner airflow setup`: the pool that
+    bounds how many Spark applications (compact tasks) run at once, and its slot count."""
+
+    pool: str = "lakecleaner_spark"
+    pool_slots: int = 2
+
+
+@dataclass(frozen=True)
 class LakeConfig:
     """The whole config file, validated."""
 
@@ -443,6 +452,7 @@ class LakeConfig:
     topics: Mapping[str, TopicSpec] = field(default_factory=dict)
     spark: SparkSettings = field(default_factory=SparkSettings)
     source: str = "<defaults>"
+    airflow: AirflowSettings = field(default_factory=AirflowSettings)
 
     def topic_config(self, name: str, overrides: Mapping[str, object] | None = None) -> TopicConfig:
         """Effective config of `name`: its overrides here (or `overrides`) over the defaults."""
@@ -457,11 +467,13 @@ class LakeConfig:
         )
 
 
-_TOP_KEYS = {"lake", "defaults", "topics", "spark"}
+_TOP_KEYS = {"lake", "defaults", "topics", "spark", "airflow"}
 _LAKE_KEYS = {"uri", "storage"}
 _STORAGE_KEYS = {f for f in StorageSettings.__dataclass_fields__}
 _TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups"}
 _SPARK_KEYS = {"master", "conf"}
+_AIRFLOW_KEYS = {"pool", "pool_slots"}
+_POOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -540,6 +552,21 @@ def _parse_topic_spec(name: object, raw: object, where: str, problems: list[str]
     return TopicSpec(topic, partitions, schedule, dict(overrides), tuple(groups))
 
 
+def _parse_airflow(raw: dict[str, Any], where: str, problems: list[str]) -> AirflowSettings:
+    values: dict[str, Any] = {}
+    if "pool" in raw:
+        if isinstance(raw["pool"], str) and _POOL_NAME.match(raw["pool"]):
+            values["pool"] = raw["pool"]
+        else:
+            problems.append(f"{where}.pool={raw['pool']!r}: must be a pool name of letters, digits, '_', '.', '-'")
+    if "pool_slots" in raw:
+        try:
+            values["pool_slots"] = _at_least(1)(raw["pool_slots"])
+        except ValueError as exc:
+            problems.append(f"{where}.pool_slots={raw['pool_slots']!r}: {exc}")
+    return AirflowSettings(**values)
+
+
 def parse_config(data: object, source: str = "<config>") -> LakeConfig:
     """Validate a parsed YAML document into a LakeConfig, or raise ConfigError with every problem."""
     problems: list[str] = []
@@ -572,7 +599,12 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
         master=str(spark_raw.get("master", "local[*]")),
         conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()},
     )
-    config = LakeConfig(uri, storage, {k: v for k, v in defaults.items() if k in BROKER_KEYS}, topics, spark, source)
+    airflow = _parse_airflow(
+        _check_keys(top.get("airflow"), _AIRFLOW_KEYS, f"{source}: airflow", problems), f"{source}: airflow", problems
+    )
+    config = LakeConfig(
+        uri, storage, {k: v for k, v in defaults.items() if k in BROKER_KEYS}, topics, spark, source, airflow
+    )
     for name, spec in topics.items():
         try:
             config.topic_config(name)

@@ -42,6 +42,12 @@ class ConditionFailed(StorageError):
     """A conditional write lost: the object exists (create) or changed (replace)."""
 
 
+class CommitStateUnknown(LakeCleanerError):
+    """A manifest write failed in a way that does not say whether it landed, and the manifest could
+    not be read back to find out (pyiceberg's CommitStateUnknownException). Nothing the commit would
+    have referenced may be deleted: the next run, or `lakecleaner repair`, settles it."""
+
+
 class CorruptManifest(LakeCleanerError):
     """A manifest that cannot be parsed or fails its consistency checks."""
 

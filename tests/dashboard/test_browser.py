@@ -11,9 +11,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
-from lakecleaner.dashboard.local_airflow import CHROMIUM, CHROMIUM_ARGS, LocalAirflow, ensure_chromium
+from lakecleaner.dashboard.local_airflow import LocalAirflow
 from lakecleaner.orchestration.naming import report_run_id
 from tests.dashboard.conftest import ARTIFACTS, Scene, StatsdListener
 from tests.dashboard.scene import ANALYTICS, BILLING, CHECKPOINT
@@ -21,21 +21,10 @@ from tests.dashboard.scene import ANALYTICS, BILLING, CHECKPOINT
 DAG = "lakecleaner__page-views"
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    missing = ensure_chromium()
-    if missing:
-        pytest.skip(missing)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
 @pytest.fixture
 def page(browser: Browser, airflow: LocalAirflow) -> Iterator[Page]:
     """A fresh browser session signed in to Airflow as admin."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     signed_in = context.new_page()
     signed_in.set_default_timeout(30_000)

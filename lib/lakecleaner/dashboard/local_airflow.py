@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
-from lakecleaner.orchestration.local import airflow_env
+from lakecleaner.orchestration.local import airflow_env, prepare_airflow
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Simple auth manager users: name → role ("" signs in with no permission at all).
@@ -112,19 +112,13 @@ class LocalAirflow:
         return path.read_text()
 
     def start(self, timeout_s: float = 240) -> None:
-        """Migrate the database, start the components and wait until the API server answers."""
+        """Migrate the database, set Airflow up for the DAGs, start the components and wait until the
+        API server answers."""
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "passwords.json").write_text(json.dumps(self.passwords))
         logs = self.home / "logs"
         logs.mkdir(exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "airflow", "db", "migrate"],
-            env=self.env(),
-            check=True,
-            capture_output=True,
-            timeout=timeout_s,
-            cwd=self.home,
-        )
+        prepare_airflow(self.home, self.config_path, self.env())
         for component in _COMPONENTS:
             with (logs / f"{component}.log").open("ab") as log:
                 self.processes[component] = subprocess.Popen(

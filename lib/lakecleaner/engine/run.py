@@ -45,7 +45,7 @@ from lakecleaner.engine.report import (
 from lakecleaner.engine.requests import CompactionRequest
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget
-from lakecleaner.errors import LakeCleanerError
+from lakecleaner.errors import CommitStateUnknown, LakeCleanerError
 from lakecleaner.faults import crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.manifest import Manifest, Segment
@@ -328,9 +328,12 @@ class _Run:
                 return after
 
             try:
-                committed = self.topic.partition(partition).commit(change)
+                committed = self.topic.partition(partition).commit(change, wrote=tuple(state.written))
             except InputsChanged as exc:
                 self.finish(partition, ABORTED, str(exc))
+                continue
+            except CommitStateUnknown as exc:  # its files may be referenced now: keep them
+                self.finish(partition, FAILED, str(exc), discard=False)
                 continue
             if not wrote:
                 self.finish(partition, NOTHING_TO_DO, "every group was already clean", discard=False)

@@ -9,6 +9,7 @@ entry carries the statistics those decisions need.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -16,6 +17,13 @@ from typing import Any
 from lakecleaner.errors import CorruptManifest
 
 FORMAT_VERSION = 1
+#: The `properties` key of the id of the commit that wrote a manifest (PartitionLog.commit).
+COMMIT_ID = "commit_id"
+
+
+def new_commit_id() -> str:
+    """A fresh, unique commit id."""
+    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True)
@@ -167,6 +175,14 @@ class Manifest:
             if seg.base_offset <= offset < seg.next_offset:
                 return i
         return None
+
+    @property
+    def commit_id(self) -> str | None:
+        """The id of the commit that wrote this manifest (None for one written before commit ids)."""
+        return self.properties.get(COMMIT_ID)
+
+    def with_commit_id(self, commit_id: str) -> Manifest:
+        return replace(self, properties={**self.properties, COMMIT_ID: commit_id})
 
     def referenced_paths(self) -> set[str]:
         """Every file path the log references (segments and pending deletes)."""

@@ -9,9 +9,10 @@ committing leaves the old log: the file is an orphan no manifest references, rem
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeAlias
 
@@ -21,16 +22,18 @@ import pyarrow.compute as pc
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import TopicConfig
 from lakecleaner.errors import (
+    CommitStateUnknown,
     ConcurrentModification,
     ConditionFailed,
     InvalidRecord,
     ObjectNotFound,
     OffsetOutOfRange,
+    StorageError,
     TopicNotFound,
 )
 from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectStore, RetryPolicy
-from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
+from lakecleaner.log.manifest import Manifest, Segment, SegmentFile, new_commit_id
 from lakecleaner.log.records import BATCH_SCHEMA, SEGMENT_SCHEMA, Record, conform_batch, records_to_batch
 from lakecleaner.log.segment_files import (
     KIND_APPEND,
@@ -41,6 +44,8 @@ from lakecleaner.log.segment_files import (
     table_stats,
     write_segment_file,
 )
+
+log = logging.getLogger(__name__)
 
 #: How often a commit retries after losing a race before giving up.
 MAX_COMMIT_ATTEMPTS = 50
@@ -108,32 +113,77 @@ class PartitionLog:
         change: Callable[[Manifest], Manifest | None],
         *,
         on_conflict: Callable[[], None] | None = None,
+        wrote: Collection[str] = (),
     ) -> Manifest:
         """Apply `change` to the current manifest and commit the result conditionally.
 
         `change` returns the next manifest, or None when there is nothing to do. When another
         writer commits first, `on_conflict` runs (to discard files the attempt wrote) and the
         change is applied again to the new manifest. `change` may raise to abort.
+
+        Every write carries a new commit id (`Manifest.commit_id`). A write whose reply was lost is
+        retried by the store and then meets its own landed manifest as a 412: so after a failed
+        condition, and after any other storage error, the manifest is read back first, and a
+        manifest carrying this commit's id is this commit's success (pyiceberg's commit-state
+        check). So is one that references a file the attempt wrote (`wrote`: paths relative to the
+        partition, read at each check, so a list the change fills in works), for when another
+        writer committed on top of the landed write before the read-back. `on_conflict` runs only
+        when the read-back proves another writer won. When the manifest cannot be read back,
+        CommitStateUnknown is raised and nothing is discarded.
         """
+
+        def landed(manifest: Manifest) -> bool:
+            if manifest.commit_id == commit_id:
+                return True
+            referenced = manifest.referenced_paths()
+            return any(path in referenced for path in wrote)
+
+        commit_id = new_commit_id()
+        current, etag = self.load()
         for attempt in range(MAX_COMMIT_ATTEMPTS):
-            current, etag = self.load()
             updated = change(current)
             if updated is None:
                 return current
+            updated = updated.with_commit_id(commit_id)
             crash_point("commit.before_manifest_write")
             try:
                 self.store.replace(self.manifest_key, updated.to_json(), etag)
             except ConditionFailed:
+                current, etag = self._read_back(commit_id)
+                if landed(current):
+                    log.warning("%s: commit %s landed although its reply was lost", self, commit_id)
+                    return current
+                log.info(
+                    "%s: lost a commit race (attempt %d); retrying on version %d", self, attempt + 1, current.version
+                )
                 if on_conflict is not None:
                     on_conflict()
                 time.sleep(COMMIT_BACKOFF.delay(min(attempt, 6)))
                 continue
+            except StorageError as exc:
+                after, _ = self._read_back(commit_id, cause=exc)
+                if landed(after):
+                    log.warning("%s: commit %s landed although the write reported %s", self, commit_id, exc)
+                    return after
+                raise
             crash_point("commit.after_manifest_write")
             return updated
         raise ConcurrentModification(
             f"partition {self.topic}-{self.partition}: lost {MAX_COMMIT_ATTEMPTS} commit races in a row; "
             "another writer is committing continuously — retry later"
         )
+
+    def _read_back(self, commit_id: str, cause: BaseException | None = None) -> tuple[Manifest, str]:
+        """The manifest after a write whose outcome is in doubt; CommitStateUnknown when it cannot
+        be read."""
+        try:
+            return self.load()
+        except StorageError as exc:
+            raise CommitStateUnknown(
+                f"partition {self.topic}-{self.partition}: commit {commit_id} may or may not have landed "
+                f"({cause or 'condition failed'}), and the manifest could not be read back ({exc}); nothing was "
+                "deleted: run the command again once the storage answers"
+            ) from exc
 
     # -- append -------------------------------------------------------------------------------
     def append(self, batch: Batch, *, now_ms: int | None = None) -> AppendResult:
@@ -180,7 +230,7 @@ class PartitionLog:
             discard_written()
             result.clear()
 
-        self.commit(change, on_conflict=on_conflict)
+        self.commit(change, on_conflict=on_conflict, wrote=written)
         return result[-1]
 
     def _conform(self, batch: Batch, now: int) -> pa.Table:

@@ -3,16 +3,20 @@
     assess ─► compaction_gate ─► compact (spark-submit) ─► retention ─► physical_deletion ─► report
                                                                                           └► publish_change (Asset)
 
-* "now" is the run's `data_interval_end` for every task.
+* "now" is the run's `data_interval_end` for every task; a run without a logical date (a REST
+  trigger with `"logical_date": null`) has no data interval, and its now is the run's `run_after`.
+  `assess` decides it once; the later tasks take it from assess's result.
+* `assess` first checks that `lakecleaner airflow setup` has created the compact task's pool
+  (orchestration/airflow_setup.py): without it the scheduler would never run `compact`.
 * Trigger parameters (shown in the UI form): `dry_run`, `force`, `partitions`. Invalid ones fail
   `assess`, the first task, with a message naming the parameter.
 * Tasks are retried (twice, 30 s apart), except on errors a retry cannot fix (`NOT_RETRYABLE`:
-  invalid trigger parameters, configuration errors), which fail the task at once.
+  invalid trigger parameters, configuration errors, Airflow not set up), which fail the task at once.
 * Skipped work is visible: `compaction_gate` is skipped (with the reason in its log) when no
   partition is due or in a dry run, which skips `compact`; `physical_deletion` is skipped in a dry run.
-* `compact` runs spark_jobs/compact_topic.py with SparkSubmitOperator in the `lakecleaner_spark`
-  pool. The Spark master comes from the Airflow connection `spark_lakecleaner`; without one, from
-  the config file's `spark.master` (local[*] by default).
+* `compact` runs spark_jobs/compact_topic.py with SparkSubmitOperator in the pool `airflow.pool`
+  of the config file (`lakecleaner_spark` unless set). The Spark master comes from the Airflow
+  connection `spark_lakecleaner`; without one, from the config file's `spark.master` (local[*]).
 * A partition that fails compaction (quality gate, unreadable segment) fails `compact`, but
   retention and physical deletion still run for every partition (trigger rule all_done), and
   `report` fails the run afterwards, naming the failures.
@@ -31,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, BaseHook, Param, TriggerRule, task
+from airflow.sdk import DAG, Asset, BaseHook, Param, TriggerRule, Variable, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 
 from lakecleaner.clock import epoch_ms
@@ -39,13 +43,13 @@ from lakecleaner.config import LakeConfig, TopicSpec, load_config
 from lakecleaner.errors import ConfigError
 from lakecleaner.metrics import emit_topic_metrics
 from lakecleaner.orchestration import tasks
+from lakecleaner.orchestration.airflow_setup import SETUP_VARIABLE, AirflowNotSetUp, check_setup
 from lakecleaner.orchestration.naming import dag_id_of, report_run_id
 from lakecleaner.orchestration.tasks import InvalidRunParams
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPACT_JOB = REPO_ROOT / "spark_jobs" / "compact_topic.py"
 SPARK_CONN_ID = "spark_lakecleaner"
-SPARK_POOL = "lakecleaner_spark"
 START_DATE = datetime(2026, 1, 1)
 
 PARAMS = {
@@ -67,9 +71,9 @@ PARAMS = {
 }
 
 
-# Errors a retry cannot fix: the same parameters and config fail the same way 30 s later. Storage
-# errors, lost races (ConcurrentModification) and anything else keep the DAG's retries.
-NOT_RETRYABLE: tuple[type[Exception], ...] = (InvalidRunParams, ConfigError)
+# Errors a retry cannot fix: the same parameters, config and Airflow set-up fail the same way 30 s
+# later. Storage errors, lost races (ConcurrentModification) and anything else keep the DAG's retries.
+NOT_RETRYABLE: tuple[type[Exception], ...] = (InvalidRunParams, ConfigError, AirflowNotSetUp)
 
 
 @contextmanager
@@ -87,8 +91,10 @@ def asset_for(topic: str) -> Asset:
 
 
 def now_ms_of(context: Any) -> int:
-    """The run's data_interval_end in epoch ms: the "now" of every decision."""
-    return epoch_ms(context["data_interval_end"])
+    """The "now" of every decision, in epoch ms: the run's data_interval_end, or, for a run without a
+    logical date (and so without a data interval), the run's `run_after`, Airflow 3's time for it."""
+    end = context.get("data_interval_end")
+    return epoch_ms(end if end is not None else context["dag_run"].run_after)
 
 
 class LakeSparkSubmitOperator(SparkSubmitOperator):
@@ -136,6 +142,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         def assess(**context: Any) -> dict[str, Any]:
             """Validate the parameters, roll idle segments, plan, and choose the partitions to compact."""
             with failing_without_retry():
+                check_setup(Variable.get(SETUP_VARIABLE, default=None), config.airflow)
                 result = tasks.assess(load_config(config_path), topic, now_ms_of(context), dict(context["params"]))
             for partition, reason in result["reasons"].items():
                 print(f"{topic}-{partition}: {reason}")
@@ -156,7 +163,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
             application=str(COMPACT_JOB),
             conn_id=SPARK_CONN_ID,
             fallback_master=config.spark.master,
-            pool=SPARK_POOL,
+            pool=config.airflow.pool,
             name=f"lakecleaner-{topic}",
             application_args=[
                 "--config",
@@ -166,7 +173,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
                 "--partitions",
                 "{{ ti.xcom_pull(task_ids='compaction_gate') }}",
                 "--now",
-                "{{ (data_interval_end.timestamp() * 1000) | int }}",
+                "{{ ti.xcom_pull(task_ids='assess')['now_ms'] }}",
                 "--run-id",
                 "{{ run_id | replace(':', '-') | replace('+', '-') }}",
             ],
@@ -184,7 +191,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
                 raise AirflowSkipException("the assessment failed; see the assess task")
             with failing_without_retry():
                 return tasks.retention(
-                    load_config(config_path), topic, now_ms_of(context), assessment["params"], _run_id(context)
+                    load_config(config_path), topic, assessment["now_ms"], assessment["params"], _run_id(context)
                 )
 
         @task(trigger_rule=TriggerRule.ALL_DONE)
@@ -197,7 +204,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
                 raise AirflowSkipException("dry run: no file is deleted")
             with failing_without_retry():
                 return tasks.physical_deletion(
-                    load_config(config_path), topic, now_ms_of(context), assessment["params"], _run_id(context)
+                    load_config(config_path), topic, assessment["now_ms"], assessment["params"], _run_id(context)
                 )
 
         @task(trigger_rule=TriggerRule.ALL_DONE, retries=0)

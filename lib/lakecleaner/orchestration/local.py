@@ -57,15 +57,16 @@ def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] 
     }
 
 
-def migrate(airflow_home: Path, config_path: Path) -> None:
-    """Create (or upgrade) the SQLite metadata database."""
-    subprocess.run(
-        [sys.executable, "-m", "airflow", "db", "migrate"],
-        env=airflow_env(airflow_home, config_path),
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+def prepare_airflow(airflow_home: Path, config_path: Path, env: Mapping[str, str] | None = None) -> None:
+    """Create (or upgrade) the metadata database and set Airflow up for the DAGs (`airflow db
+    migrate`, then `lakecleaner airflow setup`), in the environment `airflow_env` gives plus `env`."""
+    environment = airflow_env(airflow_home, config_path, env)
+    for command in (["airflow", "db", "migrate"], ["lakecleaner.cli", "airflow", "setup"]):
+        done = subprocess.run(
+            [sys.executable, "-m", *command], env=environment, capture_output=True, text=True, timeout=600
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"`{' '.join(command)}` failed:\n{(done.stdout + done.stderr)[-3000:]}")
 
 
 def run_dag(

@@ -1,8 +1,7 @@
 """Issue #6: three backfilled intervals give the same log as three scheduled runs, in real Airflow.
 
-One Airflow (API server, scheduler, DAG processor; LocalExecutor on SQLite: `LocalAirflow`) serves
-two identical delete-policy topics of one lake on the S3 endpoint, each with its own DAG, scheduled
-daily. An Airflow 3 cron schedule triggers a run at each tick T with the data interval [T, T], so
+The package's Airflow (conftest.py) serves two identical delete-policy topics of its lake, each with
+its own DAG, scheduled daily. An Airflow 3 cron schedule triggers a run at each tick T with the data interval [T, T], so
 the run's "now" (its data_interval_end) is T. The three past ticks T1 < T2 < T3 (the latest) run:
 
 * on `views-backfilled`, as an Airflow backfill (`POST /api/v2/backfills`, what `airflow backfill
@@ -23,9 +22,6 @@ makes each tick decide differently (T1 deletes by retention.ms, T2 by retention.
 retention, T3 by retention.ms; physical deletion follows file.delete.delay.ms behind), and at the
 wall-clock time retention would delete one more segment, so a "now" other than the tick fails the
 test.
-
-The schedule is daily at the hour twelve hours away from the test's start, so no tick falls within
-hours of the test: the latest tick, whose run the scheduler creates, stays T3.
 """
 
 from __future__ import annotations
@@ -33,99 +29,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from lakecleaner.clock import epoch_ms, wall_clock_ms
-from lakecleaner.config import load_config
-from lakecleaner.dashboard.local_airflow import LocalAirflow
 from lakecleaner.lake import Lake
-from lakecleaner.log.records import Record
 from lakecleaner.orchestration.naming import dag_id_of, report_run_id
 from lakecleaner.policy.retention import plan_retention
 from lakecleaner.reports import load_report
-from tests.conftest import S3Endpoint
+from tests.scheduler.conftest import World
+from tests.scheduler.topics import BACKFILLED, HOUR, SCHEDULED
 
-REPO = Path(__file__).resolve().parent.parent
-HOUR = 3_600_000
-SCHEDULED, BACKFILLED = "views-scheduled", "views-backfilled"
-TOPIC_CONFIG = {
-    "cleanup.policy": "delete",
-    "retention.ms": 48 * HOUR,
-    "retention.commitoffset.ms": 36 * HOUR,
-    "file.delete.delay.ms": 12 * HOUR,
-}
-#: The newest record of each sealed segment (10 records each), relative to T3 (hours); then
-#: one record in the active segment. Segment i covers offsets [10 i, 10 i + 10).
-SEGMENT_AGES_H = (108, 77, 65, 58, 46)
-ACTIVE_AGE_H = 2
-#: billing has consumed offsets [0, 30), analytics more: consumed retention may delete up to 30.
-COMMITTED = {"analytics": 45, "billing": 30}
-
-
-def daily_schedule(now: datetime) -> tuple[str, datetime]:
-    """A daily cron at the hour twelve hours from `now`, and its latest tick at or before `now`."""
-    hour = (now.hour + 12) % 24
-    tick = now.replace(hour=hour, minute=0, second=0, microsecond=0)
-    return f"0 {hour} * * *", tick - timedelta(days=1) if tick > now else tick
-
-
-def fill(lake: Lake, topic: str, end_ms: int) -> None:
-    log = lake.create_topic(topic).partition(0)
-    for i, age_h in enumerate(SEGMENT_AGES_H):
-        log.append([Record(f"u{i}-{j}".encode(), b"view", end_ms - age_h * HOUR) for j in range(10)])
-        log.roll()
-    log.append([Record(b"late", b"view", end_ms - ACTIVE_AGE_H * HOUR)])
-    for group, offset in COMMITTED.items():
-        lake.offsets.commit(group, topic, {0: offset})
-
-
-class Scenario:
-    def __init__(self, airflow: LocalAirflow, lake: Lake, ticks: list[datetime]) -> None:
-        self.airflow, self.lake, self.ticks = airflow, lake, ticks
-
-    def diagnostics(self) -> str:
-        """Component logs and the logs of tasks that raised, for assertion messages."""
-        task_logs = sorted((self.airflow.home / "logs").glob("dag_id=*/**/*.log"))
-        failing = [p for p in task_logs if "Traceback" in p.read_text(errors="replace")]
-        tails = "\n".join(f"--- {p} ---\n{p.read_text(errors='replace')[-3000:]}" for p in failing[:4])
-        return f"{self.airflow.log_tail()}\n{tails}"
-
-
-@pytest.fixture
-def scenario(tmp_path: Path, s3_endpoint: S3Endpoint) -> Iterator[Scenario]:
-    cron, latest = daily_schedule(datetime.now(UTC))
-    ticks = [latest - timedelta(days=2), latest - timedelta(days=1), latest]
-    spec = {"partitions": 1, "schedule": cron, "consumer_groups": sorted(COMMITTED), "config": TOPIC_CONFIG}
-    config = {
-        "lake": {
-            "uri": f"s3://{s3_endpoint.bucket}/backfill-{tmp_path.name[-12:]}",
-            "storage": {"region": "us-east-1"},
-        },
-        "topics": {SCHEDULED: spec, BACKFILLED: spec},
-    }
-    config_path = tmp_path / "lakecleaner.yaml"
-    config_path.write_text(yaml.safe_dump(config))
-    lake = Lake.open(replace(load_config(config_path), storage=s3_endpoint.settings()))
-    for topic in (SCHEDULED, BACKFILLED):
-        fill(lake, topic, epoch_ms(latest))
-    env = {
-        "LAKECLEANER_S3_ENDPOINT_URL": s3_endpoint.url,
-        "AWS_ACCESS_KEY_ID": s3_endpoint.access_key,
-        "AWS_SECRET_ACCESS_KEY": s3_endpoint.secret_key,
-        "AWS_REGION": "us-east-1",
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # nothing runs before the test says so
-        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",  # parse once: it costs seconds of CPU
-    }
-    with LocalAirflow(tmp_path / "airflow", config_path, extra_env=env) as airflow:
-        airflow.wait_for_dags([dag_id_of(SCHEDULED), dag_id_of(BACKFILLED)])
-        yield Scenario(airflow, lake, ticks)
+REPO = Path(__file__).resolve().parents[2]
 
 
 def decisions(lake: Lake, topic: str, run: dict[str, Any]) -> dict[str, Any]:
@@ -169,12 +87,14 @@ def log_state(lake: Lake, topic: str) -> dict[str, Any]:
     }
 
 
-def test_three_backfilled_intervals_give_the_same_log_as_three_scheduled_runs(scenario: Scenario) -> None:
+@pytest.mark.usefixtures("started")  # the other tests' runs go on meanwhile
+def test_three_backfilled_intervals_give_the_same_log_as_three_scheduled_runs(world: World) -> None:
+    scenario = world
     airflow, lake = scenario.airflow, scenario.lake
     t1, _, t3 = scenario.ticks
     airflow.backfill(dag_id_of(BACKFILLED), t1.isoformat(), t3.isoformat(), max_active_runs=1)
     created = subprocess.run(
-        [sys.executable, "-m", "tests.scheduled_runs", dag_id_of(SCHEDULED), t1.isoformat(), "2"],
+        [sys.executable, "-m", "tests.scheduler.scheduled_runs", dag_id_of(SCHEDULED), t1.isoformat(), "2"],
         env=airflow.env(),
         cwd=REPO,
         capture_output=True,

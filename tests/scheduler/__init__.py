@@ -1,0 +1,1 @@
+"""Tests under a real Airflow scheduler, sharing one LocalAirflow (see conftest.py)."""

@@ -1,0 +1,116 @@
+"""One real Airflow for every test of this package: API server, scheduler, DAG processor, LocalExecutor
+on SQLite (`LocalAirflow`), set up the way `make airflow-ui` and docker-compose set it up (`airflow db
+migrate`, then `lakecleaner airflow setup`), serving one lake on the S3 endpoint.
+
+Every topic of the lake has its own DAG, and every test its own topics, so tests do not see each
+other's runs. All DAGs are paused at creation: nothing runs until a test unpauses a DAG or triggers it.
+The cron topics are scheduled daily at the hour twelve hours from the session's start, so no tick
+falls within hours of the tests, and their latest tick (the one a live scheduler creates a run for
+when the DAG is unpaused, catchup being off) stays `ticks[-1]` throughout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lakecleaner.config import load_config
+from lakecleaner.dashboard.local_airflow import LocalAirflow
+from lakecleaner.lake import Lake
+from lakecleaner.orchestration.naming import dag_id_of
+from tests.conftest import S3Endpoint
+from tests.scheduler.topics import (
+    BACKFILLED,
+    CDC_BACKFILLED,
+    CDC_CONFIG,
+    CDC_REST,
+    CDC_REST_NULL,
+    CDC_SCHEDULED,
+    CRON_TOPICS,
+    MANUAL_TOPICS,
+    SCHEDULED,
+    daily_schedule,
+    fill_cdc,
+    fill_views,
+    views_spec,
+)
+
+
+@dataclass
+class World:
+    """The shared Airflow, the lake it serves, and the cron topics' ticks (oldest first)."""
+
+    airflow: LocalAirflow
+    lake: Lake
+    ticks: list[datetime]
+    config_path: Path
+
+    def diagnostics(self) -> str:
+        """Component logs and the logs of tasks that raised, for assertion messages."""
+        task_logs = sorted((self.airflow.home / "logs").glob("dag_id=*/**/*.log"))
+        failing = [p for p in task_logs if "Traceback" in p.read_text(errors="replace")]
+        tails = "\n".join(f"--- {p} ---\n{p.read_text(errors='replace')[-3000:]}" for p in failing[:4])
+        return f"{self.airflow.log_tail()}\n{tails}"
+
+    def trigger(self, topic: str, body: dict[str, Any]) -> str:
+        """POST a DAG run of `topic` through the REST API, as API clients do; returns its run id."""
+        status, run = self.airflow.api("POST", f"/api/v2/dags/{dag_id_of(topic)}/dagRuns", user="admin", body=body)
+        assert status == 200, (status, run)
+        return str(run["dag_run_id"])
+
+
+def world_config(endpoint: S3Endpoint, prefix: str, topics: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "lake": {"uri": f"s3://{endpoint.bucket}/{prefix}", "storage": {"region": "us-east-1"}},
+        "airflow": {"pool_slots": 2},
+        "topics": topics,
+    }
+
+
+@pytest.fixture(scope="package")
+def world(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: S3Endpoint) -> Iterator[World]:
+    cron, latest = daily_schedule(datetime.now(UTC))
+    ticks = [latest - timedelta(days=2), latest - timedelta(days=1), latest]
+    home = tmp_path_factory.mktemp("scheduler")
+    topics: dict[str, Any] = {name: views_spec(cron) for name in (SCHEDULED, BACKFILLED)}
+    for name in CRON_TOPICS + MANUAL_TOPICS:
+        topics[name] = {"partitions": 1, "schedule": cron if name in CRON_TOPICS else None, "config": CDC_CONFIG}
+    config_path = home / "lakecleaner.yaml"
+    config_path.write_text(yaml.safe_dump(world_config(s3_endpoint, f"scheduler-{home.name[-12:]}", topics)))
+    lake = Lake.open(replace(load_config(config_path), storage=s3_endpoint.settings()))
+    latest_ms = int(latest.timestamp() * 1000)
+    for topic in (SCHEDULED, BACKFILLED):
+        fill_views(lake, topic, latest_ms)
+    for topic in CRON_TOPICS + MANUAL_TOPICS:
+        fill_cdc(lake, topic, latest_ms)
+    env = {
+        "LAKECLEANER_S3_ENDPOINT_URL": s3_endpoint.url,
+        "AWS_ACCESS_KEY_ID": s3_endpoint.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3_endpoint.secret_key,
+        "AWS_REGION": "us-east-1",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # nothing runs before a test says so
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",  # parse once: it costs seconds of CPU
+    }
+    with LocalAirflow(home / "airflow", config_path, extra_env=env) as airflow:
+        airflow.wait_for_dags([dag_id_of(t) for t in topics])
+        yield World(airflow, lake, ticks, config_path)
+
+
+@pytest.fixture(scope="package")
+def started(world: World) -> dict[str, Any]:
+    """Start every scenario's runs; returns the REST-triggered runs' ids by topic."""
+    airflow, latest = world.airflow, world.ticks[-1]
+    ids = {
+        CDC_REST: world.trigger(CDC_REST, {"logical_date": latest.isoformat(), "conf": {}}),
+        CDC_REST_NULL: world.trigger(CDC_REST_NULL, {"logical_date": None}),
+    }
+    airflow.backfill(dag_id_of(CDC_BACKFILLED), world.ticks[1].isoformat(), latest.isoformat())
+    for topic in (CDC_SCHEDULED, CDC_BACKFILLED, CDC_REST, CDC_REST_NULL):
+        airflow.set_paused(dag_id_of(topic), False)
+    return ids
