@@ -9,15 +9,21 @@ the landed manifest references and append again).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
-from lakecleaner.lake import Lake
+from lakecleaner.errors import CorruptManifest
+from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.leases import RunLeases
 from lakecleaner.log.records import Record
-from lakecleaner.retention import retain_topic
+from lakecleaner.retention import gc_topic, retain_topic
 from lakecleaner.retention.executor import trim_partition
+from lakecleaner.retention.gc import GcRunReport
 from tests.conftest import S3Endpoint
 from tests.flaky_proxy import FlakyProxy
 
@@ -78,3 +84,119 @@ def test_a_roll_a_trim_and_a_retention_whose_replies_are_lost_each_land_once(los
     assert len(proxy.lost) == 5
     assert [p.status for p in report.partitions] == ["committed"]
     assert records(lake, "views") == [(3, b"new")]
+
+
+# -- physical deletion never guesses ------------------------------------------------------------
+def three_partitions(lake: Lake) -> Topic:
+    """A topic of three partitions, each with two sealed segments, whose first segment's file
+    left the log long ago (a pending delete past its delay) on partition 2 only."""
+    topic = lake.create_topic("cdc", partitions=3, config={"cleanup.policy": "compact", "file.delete.delay.ms": 0})
+    for p in range(3):
+        log = topic.partition(p)
+        for i in range(2):
+            log.append([Record(f"k{p}-{i}".encode(), b"v", T0)], now_ms=T0)
+            log.roll(now_ms=T0)
+    return topic
+
+
+def edit_manifest(lake: Lake, topic: Topic, partition: int, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Change a partition's manifest.json in place, as damage (or an attacker) would."""
+    key = topic.partition(partition).manifest_key
+    raw = json.loads(lake.store.read(key))
+    edit(raw)
+    lake.store.write(key, json.dumps(raw).encode())
+
+
+def files_of(lake: Lake, topic: Topic, partition: int) -> dict[str, int]:
+    prefix = topic.partition(partition).prefix
+    return {o.key[len(prefix) :]: o.size for o in lake.store.list(prefix)}
+
+
+def gc_far_ahead(lake: Lake, topic: Topic) -> GcRunReport:
+    """gc as if ten days had passed: every delay and the orphan age are over."""
+    return gc_topic(lake, topic.name, wall_clock_ms() + 240 * HOUR)
+
+
+def test_a_pending_delete_naming_the_manifest_stops_that_partition_and_deletes_nothing(lake: Lake) -> None:
+    topic = three_partitions(lake)
+    edit_manifest(lake, topic, 1, lambda m: m["pending_deletes"].append(pending("manifest.json")))
+    before = files_of(lake, topic, 1)
+    report = gc_far_ahead(lake, topic)
+    (failed,) = report.failed
+    assert failed.partition == 1 and "pending delete 'manifest.json' is not a file in segments/" in failed.error
+    assert "lakecleaner repair" in failed.error
+    assert files_of(lake, topic, 1) == before
+    assert [p.error for p in report.partitions if p.partition != 1] == [None, None]
+
+
+def test_a_pending_delete_naming_a_live_file_is_corruption(lake: Lake) -> None:
+    topic = three_partitions(lake)
+    live = topic.partition(1).manifest().segments[0].files[0].path
+    edit_manifest(lake, topic, 1, lambda m: m["pending_deletes"].append(pending(live)))
+    (failed,) = gc_far_ahead(lake, topic).failed
+    assert f"pending delete {live} is a file of a live segment" in str(failed.error)
+    assert live in files_of(lake, topic, 1)
+
+
+def test_a_manifest_entry_renamed_to_a_missing_file_keeps_the_real_file(lake: Lake) -> None:
+    topic = three_partitions(lake)
+    real = topic.partition(1).manifest().segments[0].files[0].path
+    renamed = "segments/00000000000000000000-0000000000000000.parquet"
+
+    def rename(m: dict[str, Any]) -> None:
+        m["segments"][0]["files"][0]["path"] = renamed
+
+    edit_manifest(lake, topic, 1, rename)
+    (failed,) = gc_far_ahead(lake, topic).failed
+    assert f"(first: {renamed}); nothing was deleted" in str(failed.error)
+    assert real in files_of(lake, topic, 1)  # it is unreferenced now, but gc does not guess
+
+
+@pytest.mark.parametrize("path", ["segments/../../partition=0/segments/x.parquet", "/etc/passwd", "manifest.json"])
+def test_a_segment_path_outside_segments_is_a_corrupt_manifest_for_that_partition_only(lake: Lake, path: str) -> None:
+    topic = three_partitions(lake)
+
+    def escape(m: dict[str, Any]) -> None:
+        m["segments"][0]["files"][0]["path"] = path
+
+    edit_manifest(lake, topic, 1, escape)
+    before = {p: files_of(lake, topic, p) for p in range(3)}
+    with pytest.raises(CorruptManifest, match="is not a file in segments/"):
+        topic.partition(1).manifest()
+    assert [p.partition for p in gc_far_ahead(lake, topic).failed] == [1]
+    assert {p: files_of(lake, topic, p) for p in range(3)} == before
+
+
+def test_a_manifest_of_invalid_json_stops_only_its_partition(lake: Lake) -> None:
+    topic = three_partitions(lake)
+    lake.store.write(topic.partition(1).manifest_key, b"{not json")
+    report = gc_far_ahead(lake, topic)
+    assert [(p.partition, "is corrupt" in str(p.error)) for p in report.failed] == [(1, True)]
+
+
+def test_gc_leaves_a_running_compactions_files_alone_whatever_now_it_is_given(lake: Lake) -> None:
+    topic = three_partitions(lake)
+    log = topic.partition(0)
+    staged = "segments/00000000000000000000-feedfacecafebeef.parquet"
+    lake.store.write(log.prefix + staged, b"a staged output file")
+    with RunLeases(lake.store, "run-1", [log.prefix]):
+        held = gc_far_ahead(lake, topic)
+        assert staged in files_of(lake, topic, 0)
+        assert "run(s) run-1 hold a lease" in str(held.partitions[0].orphans_kept)
+    assert not [k for k in files_of(lake, topic, 0) if k.endswith(".lease")]  # released
+    assert staged in gc_far_ahead(lake, topic).partitions[0].deleted_orphans  # an orphan once the run ended
+
+
+def test_gc_dry_run_lists_and_deletes_nothing(lake: Lake) -> None:
+    topic = three_partitions(lake)
+    log = topic.partition(0)
+    orphan = "segments/00000000000000000000-0123456789abcdef.parquet"
+    lake.store.write(log.prefix + orphan, b"left by a crashed append")
+    before = files_of(lake, topic, 0)
+    report = gc_topic(lake, topic.name, wall_clock_ms() + 240 * HOUR, dry_run=True)
+    assert report.partitions[0].deleted_orphans == (orphan,) and report.dry_run
+    assert files_of(lake, topic, 0) == before
+
+
+def pending(path: str) -> dict[str, Any]:
+    return {"path": path, "delete_after_ms": 0, "reason": "damage"}

@@ -560,18 +560,37 @@ def trim(ctx: Context, topic: str, partition: int, offset: int) -> None:
 @click.option("--topic", required=True)
 @click.option("--now", "now_text", help=NOW_HELP)
 @click.option("--partition", "partitions", type=int, multiple=True, help="Only these partitions.")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted, and why; delete nothing.")
 @pass_ctx
-def gc(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ...]) -> None:
-    """Physically delete files whose file.delete.delay.ms has passed, and old orphan files."""
+def gc(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ...], dry_run: bool) -> None:
+    """Physically delete files whose file.delete.delay.ms has passed, and old orphan files.
+
+    Exits with status 1 when any partition failed (one line each on stderr); the others proceed."""
     from lakecleaner.retention import gc_topic
 
-    report = gc_topic(ctx.lake, topic, _now(now_text), partitions=_partitions(partitions))
-    ctx.emit(
-        {**report.to_dict(), "location": report.location},
-        lambda: console.print(
-            f"{topic}: deleted {report.files_deleted} file(s); report: {report.location}", markup=False
-        ),
-    )
+    report = gc_topic(ctx.lake, topic, _now(now_text), partitions=_partitions(partitions), dry_run=dry_run)
+
+    def human() -> None:
+        verb = "would delete" if dry_run else "deleted"
+        for p in report.partitions:
+            for path in p.deleted_pending:
+                console.print(f"{topic}-{p.partition}: {verb} {path} (left the log, delay passed)", markup=False)
+            for path in p.deleted_orphans:
+                console.print(f"{topic}-{p.partition}: {verb} {path} (orphan: no manifest references it)", markup=False)
+            if p.orphans_kept:
+                console.print(f"{topic}-{p.partition}: orphans kept: {p.orphans_kept}", markup=False)
+        console.print(f"{topic}: {verb} {report.files_deleted} file(s); report: {report.location}", markup=False)
+
+    ctx.emit({**report.to_dict(), "location": report.location}, human)
+    _exit_on_partition_failures(topic, [(p.partition, p.error) for p in report.failed])
+
+
+def _exit_on_partition_failures(topic: str, failures: list[tuple[int, str | None]]) -> None:
+    """Exit with status 1, one line per failed partition on stderr, when any partition failed."""
+    for partition, error in failures:
+        err_console.print(f"{topic}-{partition}: FAILED: {error}", markup=False)
+    if failures:
+        sys.exit(1)
 
 
 # -- offsets ----------------------------------------------------------------------------------

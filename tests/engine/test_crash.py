@@ -18,10 +18,12 @@ from typing import Any
 import yaml
 from pyspark.sql import SparkSession
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
-from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT
+from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT, on_crash_point
 from lakecleaner.lake import Lake, Topic
-from tests.engine.helpers import keyed, new_topic, requests, rows
+from lakecleaner.retention import gc_topic
+from tests.engine.helpers import compact, keyed, new_topic, requests, rows, unreferenced_files
 from tests.engine.reference_model import expected_pass
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,3 +94,40 @@ def test_a_crash_at_any_step_leaves_the_old_or_the_new_log(
     recovery = topics[crashed]
     assert main(["--config", str(config_file), "--topic", recovery.name, "--now", str(NOW)], spark=spark) == 0
     assert rows(recovery) == after[crashed]
+
+
+def test_gc_run_during_a_compaction_with_now_days_ahead_deletes_none_of_its_files(
+    spark: SparkSession, lake: Lake
+) -> None:
+    """Issue #14: the run's lease, not the files' age, protects what it has written but not committed."""
+    topic = _dirty_topic(lake)
+    before = rows(topic)
+    request = requests(topic, NOW)[0]
+    expected = expected_pass(before, topic.partition(0).manifest(), request.first_uncleanable_offset, topic.config, NOW)
+    collected = []
+
+    def gc_days_ahead() -> None:
+        collected.append(gc_topic(lake, topic.name, wall_clock_ms() + 240 * 3_600_000))
+
+    with on_crash_point("engine.after_staging", gc_days_ahead):
+        report = compact(spark, lake, topic, NOW)
+    (during,) = collected[0].partitions
+    assert during.deleted_orphans == () and "hold a lease" in str(during.orphans_kept)
+    assert report.partitions[0].status == "committed"
+    assert rows(topic) == expected.rows
+
+
+def test_a_staged_file_deleted_after_the_gate_is_never_committed(spark: SparkSession, lake: Lake) -> None:
+    topic = _dirty_topic(lake)
+    before = rows(topic)
+
+    def delete_staged() -> None:
+        for path in unreferenced_files(lake, topic):
+            if path.endswith(".parquet"):
+                lake.store.delete(topic.partition(0).prefix + path)
+
+    with on_crash_point("engine.after_validation", delete_staged):
+        report = compact(spark, lake, topic, NOW)
+    (partition,) = report.partitions
+    assert partition.status == "failed" and "is missing; nothing was committed" in partition.message
+    assert rows(topic) == before

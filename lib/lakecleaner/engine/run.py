@@ -45,9 +45,10 @@ from lakecleaner.engine.report import (
 from lakecleaner.engine.requests import CompactionRequest
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget
-from lakecleaner.errors import CommitStateUnknown, LakeCleanerError
+from lakecleaner.errors import CommitStateUnknown, LakeCleanerError, ObjectNotFound
 from lakecleaner.faults import crash_point
 from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.leases import RunLeases
 from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import new_segment_path
@@ -312,9 +313,30 @@ class _Run:
             groups.append(GateGroup(g.base_offset, g.next_offset, files, reused, g.tombstone_count, r.expected))
         return GateTask(state.plan.partition, partition_prefix(self.topic.name, state.plan.partition), tuple(groups))
 
+    def staged_problems(self, state: _Partition) -> list[str]:
+        """Each file this run wrote for the partition that is no longer as the gate read it (missing,
+        or of another size): committing would reference a file that is not the validated output."""
+        prefix = partition_prefix(self.topic.name, state.plan.partition)
+        written = set(state.written)
+        problems = []
+        for f in (f for group in state.outputs for s in group for f in s.files if f.path in written):
+            try:
+                size = self.lake.store.stat(prefix + f.path).size
+            except ObjectNotFound:
+                problems.append(f"staged file {self.lake.store.location(prefix + f.path)} is missing")
+                continue
+            if size != f.size_bytes:
+                problems.append(f"staged file {f.path} has {size} bytes, not the {f.size_bytes} the gate validated")
+        return problems
+
     def commit(self) -> None:
-        """One conditional manifest write per partition that passed the gate."""
+        """One conditional manifest write per partition that passed the gate, after checking that
+        every file it will reference is still the one the gate read."""
         for partition, state in list(self.active.items()):
+            problems = self.staged_problems(state)
+            if problems:
+                self.finish(partition, FAILED, "; ".join(problems) + "; nothing was committed")
+                continue
             unchanged = all(r.status == UNCHANGED for r in state.results)
             wrote: list[Manifest] = []
 
@@ -362,14 +384,16 @@ def compact_topic(
     topic = lake.topic(topic_name)
     _check_requests(topic, requests)
     run = _Run(spark, lake, topic, now_ms, run_id or new_run_id(), options or EngineOptions())
+    prefixes = [partition_prefix(topic_name, r.partition) for r in requests]
     try:
-        run.step("plan", lambda: run.plan(requests))
-        run.step("pass1_offset_map", run.offset_map)
-        run.step("pass2_recopy", run.recopy)
-        crash_point("engine.after_staging")
-        run.step("quality_gate", run.gate)
-        crash_point("engine.after_validation")
-        run.step("commit", run.commit)
+        with RunLeases(lake.store, run.report.run_id, prefixes):  # gc leaves the run's files alone
+            run.step("plan", lambda: run.plan(requests))
+            run.step("pass1_offset_map", run.offset_map)
+            run.step("pass2_recopy", run.recopy)
+            crash_point("engine.after_staging")
+            run.step("quality_gate", run.gate)
+            crash_point("engine.after_validation")
+            run.step("commit", run.commit)
     except BaseException:
         for state in run.active.values():
             run.discard(state, every_target=True)

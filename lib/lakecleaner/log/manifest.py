@@ -9,6 +9,7 @@ entry carries the statistics those decisions need.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -17,6 +18,10 @@ from typing import Any
 from lakecleaner.errors import CorruptManifest
 
 FORMAT_VERSION = 1
+#: A data file's path relative to its partition: a Parquet file directly inside `segments/`
+#: (`segment_files.new_segment_path`). Anything else (absolute, `..`, another folder, the manifest)
+#: in a manifest is corruption, and acting on it could read or delete the wrong object.
+SEGMENT_PATH = re.compile(r"^segments/[A-Za-z0-9_.=-]+\.parquet$")
 #: The `properties` key of the id of the commit that wrote a manifest (PartitionLog.commit).
 COMMIT_ID = "commit_id"
 
@@ -279,6 +284,23 @@ class Manifest:
                 out.append(f"segment {seg.id} is unsealed but is not the last segment")
             if sum(f.record_count for f in seg.files) != seg.record_count:
                 out.append(f"segment {seg.id} record_count disagrees with its files")
+        for seg in segs:
+            for f in seg.files:
+                if not SEGMENT_PATH.match(f.path) or ".." in f.path:
+                    out.append(f"segment {seg.id} names the file {f.path!r}, which is not a file in segments/")
+                if not seg.base_offset <= f.base_offset <= f.next_offset <= seg.next_offset:
+                    out.append(
+                        f"segment {seg.id} [{seg.base_offset}, {seg.next_offset}) holds the file {f.path} covering "
+                        f"[{f.base_offset}, {f.next_offset})"
+                    )
+            if seg.record_count < 0 or seg.size_bytes < 0:
+                out.append(f"segment {seg.id} has a negative record count or size")
+        live = {f.path for s in segs for f in s.files}
+        for pending in self.pending_deletes:
+            if not SEGMENT_PATH.match(pending.path) or ".." in pending.path:
+                out.append(f"pending delete {pending.path!r} is not a file in segments/")
+            elif pending.path in live:
+                out.append(f"pending delete {pending.path} is a file of a live segment")
         if segs and segs[-1].next_offset != self.next_offset:
             out.append(f"last segment ends at {segs[-1].next_offset}, not at next_offset {self.next_offset}")
         low = segs[0].base_offset if segs else self.next_offset

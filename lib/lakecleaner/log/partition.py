@@ -25,6 +25,7 @@ from lakecleaner.errors import (
     CommitStateUnknown,
     ConcurrentModification,
     ConditionFailed,
+    CorruptManifest,
     InvalidRecord,
     ObjectNotFound,
     OffsetOutOfRange,
@@ -103,7 +104,13 @@ class PartitionLog:
                 f"partition {self.topic}-{self.partition} has no manifest at {self.store.location(self.manifest_key)}; "
                 "create the topic first (`lakecleaner topics create`), or run `lakecleaner repair` if it was lost"
             ) from exc
-        return Manifest.from_json(data, self.store.location(self.manifest_key)), etag
+        manifest = Manifest.from_json(data, self.store.location(self.manifest_key))
+        if (manifest.topic, manifest.partition) != (self.topic, self.partition):
+            raise CorruptManifest(
+                f"manifest {self.store.location(self.manifest_key)} names partition {manifest.topic}-"
+                f"{manifest.partition}; run `lakecleaner repair --topic {self.topic} --partition {self.partition}`"
+            )
+        return manifest, etag
 
     def manifest(self) -> Manifest:
         return self.load()[0]
@@ -145,6 +152,7 @@ class PartitionLog:
             if updated is None:
                 return current
             updated = updated.with_commit_id(commit_id)
+            self._refuse_invalid(updated)
             crash_point("commit.before_manifest_write")
             try:
                 self.store.replace(self.manifest_key, updated.to_json(), etag)
@@ -172,6 +180,17 @@ class PartitionLog:
             f"partition {self.topic}-{self.partition}: lost {MAX_COMMIT_ATTEMPTS} commit races in a row; "
             "another writer is committing continuously — retry later"
         )
+
+    def _refuse_invalid(self, manifest: Manifest) -> None:
+        """Never write a manifest the next read would reject (a bug here must not become corruption)."""
+        problems = manifest.problems()
+        if manifest.topic != self.topic or manifest.partition != self.partition:
+            problems.append(f"it names partition {manifest.topic}-{manifest.partition}")
+        if problems:
+            raise CorruptManifest(
+                f"refusing to write an invalid manifest to {self.store.location(self.manifest_key)}: "
+                f"{'; '.join(problems)} (a lakecleaner bug: please report it)"
+            )
 
     def _read_back(self, commit_id: str, cause: BaseException | None = None) -> tuple[Manifest, str]:
         """The manifest after a write whose outcome is in doubt; CommitStateUnknown when it cannot

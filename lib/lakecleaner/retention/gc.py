@@ -7,9 +7,15 @@
 2. Orphans — files under `segments/` or `_staging/` that neither the segments nor
    `pending_deletes` reference (left by crashed appends or compactions) — are deleted once
    older than `file.delete.delay.ms`, and never younger than ORPHAN_MIN_AGE_MS (★ a safety
-   margin: a running compaction stages files for longer than the one-minute default delay, and
-   they are unreferenced until it commits).
-A file the manifest's segments reference is never deleted, whatever `pending_deletes` says.
+   margin), and never while a run holds a lease on the partition (`log/leases.py`: a running
+   compaction's files are unreferenced until it commits; leases are judged by the wall clock,
+   never by `--now`).
+Physical deletion never guesses. The manifest is validated when read (every path a file in
+`segments/`, pending deletes never live files), and a manifest that fails stops that partition.
+Before anything is deleted, the partition's files are listed: when the manifest references a file
+that is not there, the manifest does not describe the partition and nothing in it is deleted (the
+file may have been renamed or restored elsewhere; `lakecleaner repair` settles it).
+A file the manifest's segments reference is never deleted. `dry_run` lists what would go.
 
 On S3 a bucket with versioning keeps a deleted object's old versions, so superseded and
 deleted records would survive: gc refuses to run there unless `lake.storage.delete_all_versions`
@@ -18,6 +24,7 @@ is true, in which case it deletes every version of each file.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -26,10 +33,12 @@ from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.faults import crash_point
 from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.leases import live_leases
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.reports import new_run_id, store_report
 
 ORPHAN_MIN_AGE_MS = 3_600_000
+logger = logging.getLogger(__name__)
 
 
 class VersionedBucketError(LakeCleanerError):
@@ -44,6 +53,8 @@ class GcResult:
     deleted_orphans: tuple[str, ...] = ()
     waiting: int = 0
     error: str | None = None
+    # Why orphans were left alone (a live run's lease), when they were.
+    orphans_kept: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +65,7 @@ class GcResult:
             "files_deleted": len(self.deleted_pending) + len(self.deleted_orphans),
             "pending_still_waiting": self.waiting,
             "error": self.error,
+            "orphans_kept": self.orphans_kept,
         }
 
 
@@ -65,13 +77,20 @@ class GcRunReport:
     partitions: tuple[GcResult, ...] = field(default_factory=tuple)
     location: str | None = None
 
+    dry_run: bool = False
+
     @property
     def files_deleted(self) -> int:
         return sum(len(p.deleted_pending) + len(p.deleted_orphans) for p in self.partitions)
 
+    @property
+    def failed(self) -> list[GcResult]:
+        return [p for p in self.partitions if p.error]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": "gc",
+            "dry_run": self.dry_run,
             "topic": self.topic,
             "run_id": self.run_id,
             "now_ms": self.now_ms,
@@ -101,14 +120,35 @@ def _live_paths(manifest: Manifest) -> set[str]:
     return {f.path for s in manifest.segments for f in s.files}
 
 
+class PartitionNotAsDescribed(LakeCleanerError):
+    """The manifest references files the partition does not hold: gc deletes nothing there."""
+
+
 def collect_garbage(
-    lake: Lake, topic: Topic, partition: int, now_ms: int, *, orphan_min_age_ms: int = ORPHAN_MIN_AGE_MS
+    lake: Lake,
+    topic: Topic,
+    partition: int,
+    now_ms: int,
+    *,
+    orphan_min_age_ms: int = ORPHAN_MIN_AGE_MS,
+    dry_run: bool = False,
 ) -> GcResult:
     """Delete one partition's expired pending files and old orphans (see the module docstring)."""
     log = topic.partition(partition)
     manifest = log.manifest()
-    live = _live_paths(manifest)
-    due = [p.path for p in manifest.pending_deletes if p.delete_after_ms <= now_ms and p.path not in live]
+    present = {o.key[len(log.prefix) :]: o for o in lake.store.list(log.prefix + "segments/")}
+    missing = sorted(_live_paths(manifest) - set(present))
+    if missing:
+        raise PartitionNotAsDescribed(
+            f"partition {topic.name}-{partition}: the manifest references {len(missing)} file(s) that are not in "
+            f"{lake.store.location(log.prefix + 'segments/')} (first: {missing[0]}); nothing was deleted. Restore "
+            f"the files, or run `lakecleaner repair --topic {topic.name} --partition {partition}`"
+        )
+    due = [p.path for p in manifest.pending_deletes if p.delete_after_ms <= now_ms]
+    if dry_run:
+        orphans, kept = _orphans(lake, log.prefix, manifest, now_ms, _orphan_age(topic, orphan_min_age_ms))
+        waiting = sum(1 for p in manifest.pending_deletes if p.delete_after_ms > now_ms)
+        return GcResult(topic.name, partition, tuple(due), tuple(orphans), waiting, orphans_kept=kept)
     for i, path in enumerate(due):
         _delete(lake, log.prefix + path)
         if i == 0:
@@ -123,24 +163,31 @@ def collect_garbage(
         return current.next_version(now_ms, pending_deletes=kept)
 
     after = log.commit(drop_deleted) if due else manifest
-    orphans = _delete_orphans(
-        lake, log.prefix, after, now_ms, max(topic.config.file_delete_delay_ms, orphan_min_age_ms)
-    )
+    orphans, kept = _orphans(lake, log.prefix, after, now_ms, _orphan_age(topic, orphan_min_age_ms))
+    for path in orphans:
+        _delete(lake, log.prefix + path)
     waiting = sum(1 for p in after.pending_deletes if p.delete_after_ms > now_ms)
-    return GcResult(topic.name, partition, tuple(due), tuple(orphans), waiting)
+    return GcResult(topic.name, partition, tuple(due), tuple(orphans), waiting, orphans_kept=kept)
 
 
-def _delete_orphans(lake: Lake, prefix: str, manifest: Manifest, now_ms: int, min_age_ms: int) -> list[str]:
+def _orphan_age(topic: Topic, orphan_min_age_ms: int) -> int:
+    return max(topic.config.file_delete_delay_ms, orphan_min_age_ms)
+
+
+def _orphans(lake: Lake, prefix: str, manifest: Manifest, now_ms: int, min_age_ms: int) -> tuple[list[str], str | None]:
+    """The partition's orphans old enough to delete, or none and why, while a run holds a lease."""
+    leases = live_leases(lake.store, prefix)
+    if leases:
+        holders = ", ".join(sorted(lease.run_id for lease in leases))
+        return [], f"run(s) {holders} hold a lease on the partition: their unreferenced files are not orphans yet"
     referenced = manifest.referenced_paths()
-    deleted = []
+    found = []
     for directory in ("segments/", "_staging/"):
         for obj in lake.store.list(prefix + directory):
             path = obj.key[len(prefix) :]
-            if path in referenced or obj.mtime_ms + min_age_ms > now_ms:
-                continue
-            _delete(lake, obj.key)
-            deleted.append(path)
-    return deleted
+            if path not in referenced and obj.mtime_ms + min_age_ms <= now_ms:
+                found.append(path)
+    return found, None
 
 
 def gc_topic(
@@ -151,17 +198,20 @@ def gc_topic(
     partitions: Collection[int] | None = None,
     run_id: str | None = None,
     orphan_min_age_ms: int = ORPHAN_MIN_AGE_MS,
+    dry_run: bool = False,
 ) -> GcRunReport:
-    """`collect_garbage` for every (or the given) partition; the report goes to gc.json."""
+    """`collect_garbage` for every (or the given) partition, each on its own: a partition that
+    fails is reported (`error`) and the others proceed. The report goes to gc.json."""
     now = wall_clock_ms() if now_ms is None else now_ms
     ensure_deletes_are_final(lake)
     topic = lake.topic(topic_name)
     results = []
     for p in sorted(partitions) if partitions is not None else range(topic.partitions):
         try:
-            results.append(collect_garbage(lake, topic, p, now, orphan_min_age_ms=orphan_min_age_ms))
+            results.append(collect_garbage(lake, topic, p, now, orphan_min_age_ms=orphan_min_age_ms, dry_run=dry_run))
         except LakeCleanerError as exc:
+            logger.warning("gc of %s-%d: %s", topic_name, p, exc)
             results.append(GcResult(topic_name, p, error=str(exc)))
     run = run_id or new_run_id(now)
-    report = GcRunReport(topic_name, run, now, tuple(results))
+    report = GcRunReport(topic_name, run, now, tuple(results), dry_run=dry_run)
     return replace(report, location=store_report(lake.store, topic_name, run, "gc", report.to_dict()))

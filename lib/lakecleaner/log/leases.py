@@ -1,0 +1,100 @@
+"""Run leases: a running compaction's claim on the files it has written but not yet committed.
+
+A compaction writes its output files under `segments/` with new names; until its manifest commit
+references them they are unreferenced, exactly like the orphans a crashed run leaves. Age alone
+cannot tell the two apart (a long run, a gc host whose clock runs ahead, or `gc --now` in the
+future would delete a live run's files, and the run would then commit files that no longer exist).
+So a run holds a lease per partition, `_staging/<run id>.lease` (JSON: run id, expiry in wall-clock
+epoch ms, host, pid), renewed by a background thread every third of LEASE_TTL_MS and deleted when
+the run ends. Physical deletion leaves a partition's orphans alone while any lease on it is live by
+the wall clock of the gc host (never by a `--now` given for decisions); a crashed run's lease expires
+LEASE_TTL_MS after its last renewal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import TracebackType
+
+from lakecleaner.clock import wall_clock_ms
+from lakecleaner.errors import ObjectNotFound, StorageError
+from lakecleaner.io import ObjectStore
+
+LEASE_TTL_MS = 10 * 60_000
+LEASE_SUFFIX = ".lease"
+log = logging.getLogger(__name__)
+
+
+def lease_key(partition_prefix: str, run_id: str) -> str:
+    return f"{partition_prefix}_staging/{run_id}{LEASE_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    run_id: str
+    expires_ms: int
+    holder: str
+
+
+def live_leases(store: ObjectStore, partition_prefix: str, wall_now_ms: int | None = None) -> list[Lease]:
+    """The partition's leases that have not expired by the wall clock. A lease object that cannot be
+    parsed counts as live until its object is LEASE_TTL_MS old: a claim is never ignored on a guess."""
+    now = wall_clock_ms() if wall_now_ms is None else wall_now_ms
+    live = []
+    for obj in store.list(f"{partition_prefix}_staging/"):
+        if not obj.key.endswith(LEASE_SUFFIX):
+            continue
+        try:
+            raw = json.loads(store.read(obj.key))
+            lease = Lease(str(raw["run_id"]), int(raw["expires_ms"]), str(raw.get("holder", "")))
+        except ObjectNotFound:
+            continue  # the run ended meanwhile
+        except (ValueError, KeyError, TypeError):
+            lease = Lease(obj.key.rsplit("/", 1)[-1], obj.mtime_ms + LEASE_TTL_MS, "unreadable lease")
+        if lease.expires_ms > now:
+            live.append(lease)
+    return live
+
+
+class RunLeases:
+    """Hold a lease on each of `partition_prefixes` for `run_id` while the `with` block runs."""
+
+    def __init__(self, store: ObjectStore, run_id: str, partition_prefixes: Iterable[str]) -> None:
+        self.store, self.run_id = store, run_id
+        self.keys = [lease_key(prefix, run_id) for prefix in partition_prefixes]
+        self.holder = f"{socket.gethostname()}:{os.getpid()}"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew_until_stopped, name=f"lease-{run_id}", daemon=True)
+
+    def _write_all(self) -> None:
+        body = json.dumps(
+            {"run_id": self.run_id, "expires_ms": wall_clock_ms() + LEASE_TTL_MS, "holder": self.holder}
+        ).encode()
+        for key in self.keys:
+            self.store.write(key, body)
+
+    def _renew_until_stopped(self) -> None:
+        while not self._stop.wait(LEASE_TTL_MS / 3000):
+            try:
+                self._write_all()
+            except StorageError as exc:  # the next renewal may succeed; the lease has 2/3 of its TTL left
+                log.warning("run %s could not renew its leases: %s", self.run_id, exc)
+
+    def __enter__(self) -> RunLeases:
+        self._write_all()
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        for key in self.keys:
+            self.store.delete(key)
