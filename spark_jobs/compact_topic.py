@@ -64,7 +64,10 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     topic = lake.topic(args.topic)
     now = parse_time_ms(args.now) if args.now else wall_clock_ms()
     numbers = [int(p) for p in args.partitions.split(",") if p.strip()] or list(range(topic.partitions))
-    requests = [r for p in numbers if (r := requests_for(topic.partition(p).manifest(), topic.config, now))]
+    read = topic.read_manifests(numbers)
+    for partition, reason in read.failures.items():  # the others are compacted
+        print(f"{topic.name}-{partition}: FAILED: {reason}", file=sys.stderr)
+    requests = [r for m in read.manifests.values() if (r := requests_for(m, topic.config, now))]
     session = spark or _session(config, args.master)
     try:
         report = compact_topic(session, lake, topic.name, requests, now, run_id=args.run_id)
@@ -72,7 +75,7 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
         if spark is None:
             session.stop()
     print_report(report)
-    return 1 if report.failed else 0
+    return 1 if report.failed or read.failures else 0
 
 
 if __name__ == "__main__":

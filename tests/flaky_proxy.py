@@ -1,7 +1,7 @@
 """A real HTTP proxy on 127.0.0.1 in front of an S3 endpoint, failing requests on purpose:
 
-* `failures=N`: the first N requests are answered 503 without being forwarded (an outage the client
-  must ride out with retries);
+* `failures=N`: the first N requests that `fail_when(method, path)` selects (all, unless given) are
+  answered 503 without being forwarded (an outage the client must ride out with retries);
 * `lose_replies=N`: the first N requests that `lose_when(method, path)` selects ARE forwarded and
   applied, but their reply is dropped (the connection closes): a write whose outcome the client
   cannot know, which its SDK retries.
@@ -22,11 +22,13 @@ class FlakyProxy:
         target_url: str,
         failures: int = 0,
         *,
+        fail_when: Callable[[str, str], bool] = lambda method, path: True,
         lose_replies: int = 0,
         lose_when: Callable[[str, str], bool] = lambda method, path: True,
     ) -> None:
         self.target = urlparse(target_url)
         self.failures_left = failures
+        self.fail_when = fail_when
         self.replies_to_lose = lose_replies
         self.lose_when = lose_when
         self.lost: list[tuple[str, str]] = []
@@ -57,7 +59,7 @@ class FlakyProxy:
                 body = self._body()
                 with proxy.lock:
                     proxy.requests += 1
-                    fail = proxy.failures_left > 0
+                    fail = proxy.failures_left > 0 and proxy.fail_when(self.command, self.path)
                     proxy.failures_left -= 1 if fail else 0
                     lose = not fail and proxy.replies_to_lose > 0 and proxy.lose_when(self.command, self.path)
                     proxy.replies_to_lose -= 1 if lose else 0

@@ -10,17 +10,23 @@ the landed manifest references and append again).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
-from lakecleaner.errors import CorruptManifest
+from lakecleaner.dashboard.data import load_topic
+from lakecleaner.errors import CorruptManifest, StorageError
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import RunLeases
 from lakecleaner.log.records import Record
+from lakecleaner.log.repair import repair_partition
+from lakecleaner.orchestration import tasks
 from lakecleaner.retention import gc_topic, retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import GcRunReport
@@ -200,3 +206,72 @@ def test_gc_dry_run_lists_and_deletes_nothing(lake: Lake) -> None:
 
 def pending(path: str) -> dict[str, Any]:
     return {"path": path, "delete_after_ms": 0, "reason": "damage"}
+
+
+# -- transient is not corrupt -------------------------------------------------------------------
+def parquet_read(method: str, path: str) -> bool:
+    return method in ("GET", "HEAD") and path.split("?")[0].endswith(".parquet")
+
+
+def test_repair_during_an_outage_of_parquet_reads_fails_and_keeps_every_file(
+    s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """S3 answers 503 to every Parquet read: repair must fail, not class the good files as unreadable
+    (it used to keep 0 of 2 files, commit an empty manifest and schedule both for deletion)."""
+    with FlakyProxy(s3_endpoint.url, fail_when=parquet_read) as proxy:
+        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=2, backoff_base_ms=1, backoff_max_ms=5)
+        lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path_factory.mktemp('outage').name}", settings))
+        log = lake.create_topic("cdc", config={"cleanup.policy": "compact"}).partition(0)
+        for i in range(2):
+            log.append([Record(f"k{i}".encode(), b"v", T0)], now_ms=T0)
+            log.roll(now_ms=T0)
+        before = records(lake, "cdc")
+        manifest = lake.store.read(log.manifest_key)
+        proxy.failures_left = 10_000
+        with pytest.raises(StorageError, match="check that the storage endpoint is reachable"):
+            repair_partition(lake.store, "cdc", 0, log.config, force=True)
+        assert lake.store.read(log.manifest_key) == manifest  # nothing committed
+        proxy.failures_left = 0
+        report = repair_partition(lake.store, "cdc", 0, log.config, force=True)
+        assert len(report.kept_files) == 2 and report.left_out == {}
+        assert records(lake, "cdc") == before
+
+
+# -- a damaged partition is reported, the others proceed ------------------------------------------
+def test_status_plan_and_gc_report_the_damaged_partition_and_carry_on(tmp_path: Path) -> None:
+    lake = Lake.open(f"file://{tmp_path / 'lake'}")
+    topic = three_partitions(lake)
+    lake.store.write(topic.partition(1).manifest_key, b"{not json")
+    status = run_cli(tmp_path / "lake", "--json", "status", "--topic", "cdc")
+    assert status.returncode == 1
+    rows = {r["partition"]: r for r in json.loads(status.stdout)["cdc"]}
+    assert rows[0]["records"] == rows[2]["records"] == 2 and "is corrupt" in rows[1]["error"]
+    assert "cdc-1: FAILED: manifest" in status.stderr and "lakecleaner repair" in status.stderr
+
+    plan = run_cli(tmp_path / "lake", "--json", "plan", "--topic", "cdc", "--force")
+    assert plan.returncode == 1 and "cdc-1: FAILED" in plan.stderr
+    planned = json.loads(plan.stdout)
+    assert [p["partition"] for p in planned["partitions"]] == [0, 2] and list(planned["unreadable"]) == ["1"]
+
+    gc = run_cli(tmp_path / "lake", "gc", "--topic", "cdc")
+    assert gc.returncode == 1 and "cdc-1: FAILED: manifest" in gc.stderr
+
+
+def test_the_dags_assessment_plans_the_readable_partitions_and_names_the_damaged_one(lake: Lake) -> None:
+    topic = three_partitions(lake)
+    lake.store.write(topic.partition(1).manifest_key, b"[]")
+    assessment = tasks.assess(lake.config, "cdc", T0, {"force": True})
+    assert assessment["selected"] == [0, 2] and list(assessment["unreadable"]) == ["1"]
+    failures = tasks.failures({"assess": assessment})
+    assert failures == [f"partition 1 could not be read: {assessment['unreadable']['1']}"]
+    state = load_topic(lake, "cdc", T0)  # the dashboard
+    assert sorted(state.manifests) == [0, 2] and "is corrupt" in state.unreadable[1]
+
+
+def run_cli(lake_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lakecleaner.cli", "--lake", f"file://{lake_dir}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -8,7 +8,7 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -320,11 +320,15 @@ def status(ctx: Context, names: tuple[str, ...]) -> None:
 
 
 def show_status(ctx: Context, names: list[str]) -> None:
+    """Each topic's partitions; a partition that cannot be read is a FAILED row with the reason,
+    the others are shown, and the command exits 1 at the end."""
     now = wall_clock_ms()
-    result = {}
+    result: dict[str, list[dict[str, Any]]] = {}
+    failed: dict[str, dict[int, str]] = {}
     for name in names:
-        topic = ctx.lake.topic(name)
-        result[name] = [asdict(partition_status(p, m, now)) for p, m in topic.manifests().items()]
+        read = ctx.lake.topic(name).read_manifests()
+        result[name] = [asdict(partition_status(p, m, now)) for p, m in read.manifests.items()]
+        failed[name] = read.failures
 
     def human() -> None:
         for name, rows in result.items():
@@ -342,11 +346,17 @@ def show_status(ctx: Context, names: list[str]) -> None:
                     "-" if r["cleaner_checkpoint"] is None else str(r["cleaner_checkpoint"]),
                     _age(r["active_segment_age_ms"]),
                 )
+            for partition in failed[name]:
+                table.add_row(str(partition), "FAILED", *[""] * 6)
             console.print(table)
         if not result:
             console.print("no topics in the lake")
 
-    ctx.emit(result, human)
+    as_json = {
+        name: rows + [{"partition": p, "error": e} for p, e in failed[name].items()] for name, rows in result.items()
+    }
+    ctx.emit(as_json, human)
+    _exit_on_partition_failures([(f"{name}-{p}", e) for name, errors in failed.items() for p, e in errors.items()])
 
 
 def _bytes(n: int) -> str:
@@ -441,21 +451,17 @@ def plan(
 
     now = _now(now_text)
     t = ctx.lake.topic(topic)
-    manifests = t.manifests()
+    read = t.read_manifests(_partitions(partitions))
+    manifests = read.manifests
     consumed = (
         ctx.lake.offsets.consumed_positions(topic, sorted(manifests)) if t.config.consumed_retention_enabled else {}
     )
-    result = plan_topic(
-        topic,
-        manifests,
-        t.config,
-        consumed,
-        now,
-        force=force,
-        partitions=_partitions(partitions),
-        max_partitions=max_partitions,
+    result = plan_topic(topic, manifests, t.config, consumed, now, force=force, max_partitions=max_partitions)
+    ctx.emit(
+        {**result.to_dict(), "unreadable": {str(p): e for p, e in read.failures.items()}},
+        lambda: console.print(render_topic_plan(result)),
     )
-    ctx.emit(result.to_dict(), lambda: console.print(render_topic_plan(result)))
+    _exit_on_partition_failures([(f"{topic}-{p}", e) for p, e in read.failures.items()])
 
 
 @cli.command()
@@ -477,11 +483,14 @@ def compact(
     now = _now(now_text)
     t = ctx.lake.topic(topic)
     chosen = [int(p) for p in partition_list.split(",") if p.strip()] or None
-    plan_result = plan_topic(topic, t.manifests(), t.config, {}, now, force=force, partitions=chosen)
-    manifests = {p: t.partition(p).manifest() for p in plan_result.selection.selected}
-    requests = [r for m in manifests.values() if (r := requests_for(m, t.config, now))]
+    read = t.read_manifests(chosen)
+    plan_result = plan_topic(topic, read.manifests, t.config, {}, now, force=force)
+    selected = plan_result.selection.selected
+    requests = [r for p in selected if (r := requests_for(read.manifests[p], t.config, now))]
+    unreadable = [(f"{topic}-{p}", e) for p, e in read.failures.items()]
     if not requests:
         ctx.emit({"topic": topic, "partitions": []}, lambda: console.print(f"{topic}: no partition is due"))
+        _exit_on_partition_failures(unreadable)
         return
     builder = SparkSession.builder.appName("lakecleaner-compact").master(master or ctx.config.spark.master)
     for key, value in ctx.config.spark.conf.items():
@@ -492,8 +501,8 @@ def compact(
     finally:
         spark.stop()
     ctx.emit({**report.to_dict(), "location": report.location}, lambda: print_report(report, console))
-    if report.failed:
-        sys.exit(1)
+    failed = [(f"{topic}-{p.partition}", p.message) for p in report.partitions if p.failed]
+    _exit_on_partition_failures([*unreadable, *failed])
 
 
 @cli.command()
@@ -582,13 +591,14 @@ def gc(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ..
         console.print(f"{topic}: {verb} {report.files_deleted} file(s); report: {report.location}", markup=False)
 
     ctx.emit({**report.to_dict(), "location": report.location}, human)
-    _exit_on_partition_failures(topic, [(p.partition, p.error) for p in report.failed])
+    _exit_on_partition_failures([(f"{topic}-{p.partition}", p.error) for p in report.failed])
 
 
-def _exit_on_partition_failures(topic: str, failures: list[tuple[int, str | None]]) -> None:
-    """Exit with status 1, one line per failed partition on stderr, when any partition failed."""
+def _exit_on_partition_failures(failures: Sequence[tuple[str, str | None]]) -> None:
+    """Exit with status 1, one line per failed partition (`topic-partition`) on stderr, when any
+    partition failed; the command has done its work on the others."""
     for partition, error in failures:
-        err_console.print(f"{topic}-{partition}: FAILED: {error}", markup=False)
+        click.echo(f"{partition}: FAILED: {error}", err=True)  # one line each, never wrapped
     if failures:
         sys.exit(1)
 

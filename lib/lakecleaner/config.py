@@ -29,6 +29,7 @@ POLICIES = ("compact", "delete")
 ENV_CONFIG_PATH = "LAKECLEANER_CONFIG"
 ENV_LAKE_URI = "LAKECLEANER_LAKE_URI"
 ENV_S3_ENDPOINT = "LAKECLEANER_S3_ENDPOINT_URL"
+ENV_MAX_CONCURRENCY = "LAKECLEANER_MAX_CONCURRENCY"
 ENV_AWS_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 ENV_AWS_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
 ENV_AWS_SESSION_TOKEN = "AWS_SESSION_TOKEN"
@@ -38,6 +39,7 @@ ENVIRONMENT_VARIABLES = (
     ENV_CONFIG_PATH,
     ENV_LAKE_URI,
     ENV_S3_ENDPOINT,
+    ENV_MAX_CONCURRENCY,
     ENV_AWS_ACCESS_KEY,
     ENV_AWS_SECRET_KEY,
     ENV_AWS_SESSION_TOKEN,
@@ -414,6 +416,8 @@ class StorageSettings:
     backoff_base_ms: int = 100
     backoff_max_ms: int = 5000
     delete_all_versions: bool = False
+    # Requests in flight at once for metadata I/O (io/concurrent.py) and HTTP connections per client.
+    max_concurrency: int = 64
 
 
 @dataclass(frozen=True)
@@ -513,7 +517,14 @@ def _parse_storage(raw: dict[str, Any], where: str, problems: list[str]) -> Stor
                 problems.append(f"{where}.{text_key}: must be a string")
             else:
                 values[text_key] = value or None
-    for int_key, minimum in (("max_attempts", 1), ("backoff_base_ms", 0), ("backoff_max_ms", 0)):
+    if os.environ.get(ENV_MAX_CONCURRENCY):
+        raw = {**raw, "max_concurrency": os.environ[ENV_MAX_CONCURRENCY]}
+    for int_key, minimum in (
+        ("max_attempts", 1),
+        ("backoff_base_ms", 0),
+        ("backoff_max_ms", 0),
+        ("max_concurrency", 1),
+    ):
         if int_key in raw:
             try:
                 values[int_key] = _at_least(minimum)(raw[int_key])

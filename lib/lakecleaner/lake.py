@@ -13,14 +13,15 @@ or `topics alter`) over the topic's `config:` in the YAML file, over the YAML's 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig, TopicConfig, load_config, parse_config
-from lakecleaner.errors import ConditionFailed, ObjectNotFound, TopicExists, TopicNotFound
+from lakecleaner.errors import ConditionFailed, LakeCleanerError, ObjectNotFound, TopicExists, TopicNotFound
 from lakecleaner.io import ObjectStore, open_store
+from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.names import validate_partition, validate_topic_name
@@ -60,6 +61,18 @@ class TopicMetadata:
         )
 
 
+@dataclass(frozen=True)
+class PartitionManifests:
+    """A topic's readable manifests by partition, and why each other partition could not be read."""
+
+    manifests: dict[int, Manifest]
+    failures: dict[int, str]
+
+
+class PartitionUnreadable(LakeCleanerError):
+    """A partition's manifest could not be read (the message says why and how to fix it)."""
+
+
 class Topic:
     """A topic in the lake: metadata plus its effective config."""
 
@@ -84,8 +97,32 @@ class Topic:
     def partition_logs(self) -> list[PartitionLog]:
         return [self.partition(p) for p in range(self.partitions)]
 
+    def read_manifests(self, partitions: Iterable[int] | None = None) -> PartitionManifests:
+        """The manifests of every (or the given) partition, read concurrently. A partition whose
+        manifest cannot be read (missing, corrupt, or the storage failing after its retries) is
+        reported in `failures` with the reason, and the others are still returned: one damaged
+        partition never hides the rest of the topic."""
+        numbers = list(range(self.partitions) if partitions is None else partitions)
+
+        def read(partition: int) -> Manifest | LakeCleanerError:
+            try:
+                return self.partition(partition).manifest()
+            except LakeCleanerError as exc:
+                return exc
+
+        results = map_ordered(read, numbers, self.lake.config.storage.max_concurrency)
+        read_ok = {p: r for p, r in zip(numbers, results, strict=True) if isinstance(r, Manifest)}
+        failures = {p: str(r) for p, r in zip(numbers, results, strict=True) if not isinstance(r, Manifest)}
+        return PartitionManifests(read_ok, failures)
+
     def manifests(self) -> dict[int, Manifest]:
-        return {log.partition: log.manifest() for log in self.partition_logs()}
+        """Every partition's manifest; raises the first partition's error when any cannot be read
+        (for callers that need the whole topic; the rest use `read_manifests`)."""
+        read = self.read_manifests()
+        if read.failures:
+            partition, reason = next(iter(read.failures.items()))
+            raise PartitionUnreadable(f"partition {self.name}-{partition}: {reason}")
+        return read.manifests
 
 
 class Lake:

@@ -37,14 +37,18 @@ class TopicState:
     manifests: dict[int, Manifest]
     consumed: dict[int, ConsumedPosition]
     plan: TopicPlan
+    # Partitions whose manifest could not be read, and why (the plan covers the others).
+    unreadable: dict[int, str]
 
 
 def load_topic(lake: Lake, name: str, now_ms: int) -> TopicState:
-    """Read the topic's manifests and consumer positions and plan it (raises TopicNotFound)."""
+    """Read the topic's manifests and consumer positions and plan it (raises TopicNotFound). A
+    partition whose manifest cannot be read is listed in `unreadable`; the others are planned."""
     topic = lake.topic(name)
-    manifests = topic.manifests()
-    consumed = lake.offsets.consumed_positions(name, sorted(manifests))
-    return TopicState(manifests, consumed, plan_topic(name, manifests, topic.config, consumed, now_ms))
+    read = topic.read_manifests()
+    consumed = lake.offsets.consumed_positions(name, sorted(read.manifests))
+    plan = plan_topic(name, read.manifests, topic.config, consumed, now_ms)
+    return TopicState(read.manifests, consumed, plan, read.failures)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -92,7 +96,8 @@ def topic_overview(state: TopicState, runs: Sequence[RunRecord]) -> dict[str, An
         "topic": plan.topic,
         "dag_id": dag_id_of(plan.topic),
         "policy": ",".join(sorted(plan.config.cleanup_policy)),
-        "partitions": len(manifests),
+        "partitions": len(manifests) + len(state.unreadable),
+        "unreadable_partitions": {str(p): reason for p, reason in sorted(state.unreadable.items())},
         "records": sum(m.record_count for m in manifests.values()),
         "bytes": sum(m.size_bytes for m in manifests.values()),
         "metrics": plan.metrics.to_dict(),

@@ -146,6 +146,8 @@ class Pages:
     def partition(self, topic: str, partition: int) -> PartitionView:
         """One partition's view (404 when the topic has no such partition)."""
         state = self._state(topic)
+        if partition in state.unreadable:
+            raise HTTPException(503, f"partition {topic}-{partition} cannot be read: {state.unreadable[partition]}")
         if partition not in state.manifests:
             raise HTTPException(404, f"topic {topic} has no partition {partition}")
         return partition_view(state, partition)

@@ -84,6 +84,7 @@ class S3Store(ObjectStore):
                 s3={"addressing_style": "path"} if settings.endpoint_url else None,
                 connect_timeout=10,
                 read_timeout=60,
+                max_pool_connections=settings.max_concurrency,
             ),
         )
         fs_args: dict[str, Any] = {"region": region}
@@ -94,6 +95,12 @@ class S3Store(ObjectStore):
             fs_args.update(access_key=settings.access_key_id, secret_key=settings.secret_access_key)
             if settings.session_token:
                 fs_args["session_token"] = settings.session_token
+        # Parquet reads go through pyarrow's S3 client: the same attempts and timeouts as boto3's.
+        fs_args.update(
+            retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=settings.max_attempts),
+            connect_timeout=10,
+            request_timeout=60,
+        )
         self._fs = pafs.S3FileSystem(**fs_args)
 
     def _key(self, key: str) -> str:

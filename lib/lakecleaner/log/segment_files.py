@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakecleaner.errors import CorruptSegment, ObjectNotFound
+from lakecleaner.errors import CorruptSegment, LakeCleanerError, ObjectNotFound, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.manifest import FORMAT_VERSION, SegmentFile
 from lakecleaner.log.records import SEGMENT_SCHEMA
@@ -155,14 +155,25 @@ def read_segment_file(
             "(restore the file, or run `lakecleaner repair` to rebuild the manifest from the files present)"
         ) from exc
     except (pa.ArrowInvalid, OSError) as exc:
-        if isinstance(exc, OSError) and "not found" in str(exc).lower():
-            raise CorruptSegment(f"segment file {location} is missing: {exc}") from exc
-        raise CorruptSegment(f"segment file {location} is unreadable: {exc}") from exc
+        raise _read_failure(exc, location) from exc
     if expected is not None and table.num_rows != expected.record_count:
         raise CorruptSegment(
             f"segment file {location} holds {table.num_rows} records but the manifest expects {expected.record_count}"
         )
     return table
+
+
+def _read_failure(exc: Exception, location: str) -> LakeCleanerError:
+    """Transient is not corrupt: an error of the storage layer (an S3 error after the filesystem's
+    retries, an OS-level I/O error) is a StorageError, so nothing treats a good file it could not
+    reach as damaged (repair would leave it out, and gc delete it). Only a file that was read and
+    failed to parse as Parquet is CorruptSegment."""
+    text = str(exc)
+    if isinstance(exc, OSError) and ("AWS Error" in text or exc.errno is not None):
+        return StorageError("read", location, f"{text[:300]}; check that the storage endpoint is reachable")
+    if isinstance(exc, OSError) and "not found" in text.lower():
+        return CorruptSegment(f"segment file {location} is missing: {text}")
+    return CorruptSegment(f"segment file {location} is unreadable: {text}")
 
 
 def read_file_meta(store: ObjectStore, key: str) -> FileMeta:
@@ -174,7 +185,7 @@ def read_file_meta(store: ObjectStore, key: str) -> FileMeta:
     except FileNotFoundError as exc:
         raise ObjectNotFound("read", location, "no such object") from exc
     except (pa.ArrowInvalid, OSError) as exc:
-        raise CorruptSegment(f"segment file {location} is unreadable: {exc}") from exc
+        raise _read_failure(exc, location) from exc
     return FileMeta.from_metadata(schema.metadata or {}, location)
 
 

@@ -92,11 +92,14 @@ def open_lake(config_path: str | None) -> Lake:
 
 def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping[str, Any]) -> dict[str, Any]:
     """Validate the trigger parameters, roll idle active segments (★ KIP-354 for silent
-    partitions; not in a dry run), plan the topic, and return which partitions to compact and why."""
+    partitions; not in a dry run), plan the topic, and return which partitions to compact and why.
+    A partition whose manifest cannot be read is left out of the plan and listed in `unreadable`
+    with the reason (the report fails the run for it); the others are planned as usual."""
     lake = Lake.open(config)
     topic = lake.topic(topic_name)
     params = parse_run_params(raw_params, topic.partitions)
     chosen = params.partitions or tuple(range(topic.partitions))
+    unreadable: dict[int, str] = {}
     rolled = []
     if not params.dry_run:
 
@@ -105,18 +108,21 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
 
         for p in chosen:
             log = topic.partition(p)
-            before = log.manifest().version
-            if log.commit(roll_if_idle).version != before:
-                rolled.append(p)
-    manifests = topic.manifests()
+            try:
+                before = log.manifest().version
+                if log.commit(roll_if_idle).version != before:
+                    rolled.append(p)
+            except LakeCleanerError as exc:
+                unreadable[p] = str(exc)
+    read = topic.read_manifests(p for p in chosen if p not in unreadable)
+    unreadable.update(read.failures)
+    manifests = read.manifests
     consumed = (
         lake.offsets.consumed_positions(topic_name, sorted(manifests))
         if topic.config.consumed_retention_enabled
         else {}
     )
-    plan = plan_topic(
-        topic_name, manifests, topic.config, consumed, now_ms, force=params.force, partitions=params.partitions
-    )
+    plan = plan_topic(topic_name, manifests, topic.config, consumed, now_ms, force=params.force)
     selected = list(plan.selection.selected)
     reasons = {str(p.partition): p.compaction.reason for p in plan.partitions}
     return {
@@ -126,6 +132,7 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
         "rolled": rolled,
         "selected": selected,
         "reasons": reasons,
+        "unreadable": {str(p): reason for p, reason in sorted(unreadable.items())},
         "metrics": plan.metrics.to_dict(),
     }
 
@@ -197,6 +204,8 @@ def failures(summary: Mapping[str, Any]) -> list[str]:
         out.append("the compaction job failed before writing its report; see the compact task's log")
     if summary.get("assess") is None:
         out.append("the assessment failed; see the assess task's log")
+    for partition, reason in ((summary.get("assess") or {}).get("unreadable") or {}).items():
+        out.append(f"partition {partition} could not be read: {reason}")
     return out
 
 
