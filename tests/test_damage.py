@@ -21,7 +21,7 @@ import pytest
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.dashboard.data import load_topic
-from lakecleaner.errors import CorruptManifest, StorageError
+from lakecleaner.errors import CorruptManifest, CorruptSegment, StorageError
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import RunLeases
 from lakecleaner.log.records import Record
@@ -275,3 +275,13 @@ def run_cli(lake_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
+
+
+def test_a_segment_file_swapped_for_another_of_the_partition_is_never_served(lake: Lake) -> None:
+    topic = three_partitions(lake)
+    log = topic.partition(1)
+    first, second = (s.files[0].path for s in log.manifest().segments)
+    lake.store.write(log.prefix + first, lake.store.read(log.prefix + second))
+    with pytest.raises(CorruptSegment, match=r"is not the file its manifest entry describes.*offsets \[1, 2\)"):
+        log.read()
+    assert records(lake, "cdc") == [(0, b"k0-0"), (1, b"k0-1")]  # partition 0 is served as before

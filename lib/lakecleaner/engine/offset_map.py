@@ -35,7 +35,7 @@ from lakecleaner.engine.plan import PartitionPlan
 from lakecleaner.engine.sparkio import Collector, batches, collect_tasks, map_tasks
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import latest_per_key, order_columns, order_table, source_columns
-from lakecleaner.errors import CorruptSegment
+from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import read_segment_file
@@ -98,7 +98,7 @@ def scan(
             table = read_segment_file(
                 store, prefix + file.path, columns=source_columns(config.compaction_strategy), expected=file
             )
-        except CorruptSegment as exc:
+        except (CorruptSegment, StorageError) as exc:  # the partition fails; the others go on
             errors.add(task.partition, str(exc))
             return None
         if file.base_offset < task.log_start_offset:

@@ -7,6 +7,7 @@ from the files alone (DESIGN section 2).
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -141,14 +142,19 @@ def read_segment_file(
     store: ObjectStore, key: str, *, columns: list[str] | None = None, expected: SegmentFile | None = None
 ) -> pa.Table:
     """Read a segment file (optionally only some columns); raise CorruptSegment naming the file
-    and the reason when it is missing, unreadable, or disagrees with the manifest's entry.
+    and the reason when it is missing, unreadable, or is not the file the manifest's entry
+    (`expected`) describes: its footer must name the partition of its key and the entry's offsets
+    and record count (`check_identity`), so a file swapped for another is never served.
 
     Read with `ParquetFile` rather than `pq.read_table`, whose dataset machinery imports pandas
     (about a second in every fresh Spark Python worker)."""
     location = store.location(key)
     try:
         with store.arrow_fs.open_input_file(store.arrow_path(key)) as source:
-            table = pq.ParquetFile(source).read(columns=columns)
+            parquet = pq.ParquetFile(source)
+            if expected is not None:
+                check_identity(FileMeta.from_metadata(parquet.schema_arrow.metadata or {}, location), key, expected)
+            table = parquet.read(columns=columns)
     except FileNotFoundError as exc:
         raise CorruptSegment(
             f"segment file {location} is missing; the manifest references it "
@@ -161,6 +167,30 @@ def read_segment_file(
             f"segment file {location} holds {table.num_rows} records but the manifest expects {expected.record_count}"
         )
     return table
+
+
+_PARTITION_OF_KEY = re.compile(r"(?:^|/)topics/([^/]+)/partition=(\d+)/segments/[^/]+$")
+
+
+def check_identity(meta: FileMeta, key: str, expected: SegmentFile) -> None:
+    """Raise CorruptSegment unless the file's own metadata matches the manifest entry and the
+    partition its key lies in (topic, partition, base and next offset, record count)."""
+    found = _PARTITION_OF_KEY.search(key)
+    claimed = (meta.topic, meta.partition, meta.stats.base_offset, meta.stats.next_offset, meta.stats.record_count)
+    wanted = (
+        found.group(1) if found else meta.topic,
+        int(found.group(2)) if found else meta.partition,
+        expected.base_offset,
+        expected.next_offset,
+        expected.record_count,
+    )
+    if claimed != wanted:
+        raise CorruptSegment(
+            f"segment file {key} is not the file its manifest entry describes: the file holds {meta.topic}-"
+            f"{meta.partition} offsets [{claimed[2]}, {claimed[3]}) ({claimed[4]} records), the manifest expects "
+            f"{wanted[0]}-{wanted[1]} [{wanted[2]}, {wanted[3]}) ({wanted[4]} records); restore the right file "
+            "or run `lakecleaner repair`"
+        )
 
 
 def _read_failure(exc: Exception, location: str) -> LakeCleanerError:
