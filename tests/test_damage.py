@@ -10,6 +10,7 @@ the landed manifest references and append again).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -285,3 +286,62 @@ def test_a_segment_file_swapped_for_another_of_the_partition_is_never_served(lak
     with pytest.raises(CorruptSegment, match=r"is not the file its manifest entry describes.*offsets \[1, 2\)"):
         log.read()
     assert records(lake, "cdc") == [(0, b"k0-0"), (1, b"k0-1")]  # partition 0 is served as before
+
+
+# -- consumer offsets --------------------------------------------------------------------------
+def views_with_groups(lake: Lake) -> Topic:
+    """A delete topic with consumed retention: segment 0 is past retention.ms, segment 1 only
+    consumed by both groups; a third segment nobody has consumed."""
+    config = {"retention.ms": 48 * HOUR, "retention.commitoffset.ms": HOUR, "file.delete.delay.ms": 0}
+    topic = lake.create_topic("views", config=config)
+    log = topic.partition(0)
+    for age_h in (72, 24, 1):
+        log.append([Record(b"k", b"v", T0 - age_h * HOUR)], now_ms=T0)
+        log.roll(now_ms=T0)
+    for group in ("analytics", "billing"):
+        lake.offsets.commit(group, "views", {0: 2}, now_ms=T0)
+    return topic
+
+
+@pytest.mark.parametrize(
+    ("key", "body", "reason"),
+    [
+        ("_consumer_offsets/sub/evil.json", b"{}", "is not a consumer group's offsets file"),
+        ("_consumer_offsets/rogue.json", b'{"group": "billing", "topics": {}}', "name the group 'billing'"),
+        ("_consumer_offsets/minus.json", b'{"group": "minus", "topics": {"views": {"0": {"offset": -4}}}}', "negative"),
+    ],
+)
+def test_a_bad_object_under_consumer_offsets_holds_back_consumed_retention_only(
+    lake: Lake, key: str, body: bytes, reason: str
+) -> None:
+    views_with_groups(lake)
+    lake.store.write(key, body)
+    (position,) = lake.offsets.consumed_positions("views", [0]).values()
+    assert position.offset is None and reason in str(position.reason)
+    report = retain_topic(lake, "views", T0)
+    (partition,) = report.partitions
+    assert [d.base_offset for d in partition.plan.deletions] == [0]  # retention.ms still applies
+    assert records(lake, "views") == [(1, b"k"), (2, b"k")]  # consumed retention held segment 1 back
+    listed = run_cli_lake(lake, "offsets", "list")
+    assert listed.returncode == 1 and reason in listed.stderr and "analytics" in listed.stdout
+
+
+def test_a_negative_offset_is_rejected_at_commit(lake: Lake) -> None:
+    views_with_groups(lake)
+    with pytest.raises(ValueError, match="must be a non-negative integer"):
+        lake.offsets.commit("billing", "views", {0: -1})
+
+
+def run_cli_lake(lake: Lake, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI on `lake` (its storage settings through the environment, as a user would set them)."""
+    s = lake.config.storage
+    env = {**os.environ, "LAKECLEANER_S3_ENDPOINT_URL": s.endpoint_url or ""}
+    if s.access_key_id:
+        env.update(AWS_ACCESS_KEY_ID=s.access_key_id, AWS_SECRET_ACCESS_KEY=s.secret_access_key or "")
+    return subprocess.run(
+        [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in env.items() if v},
+    )

@@ -356,7 +356,7 @@ def show_status(ctx: Context, names: list[str]) -> None:
         name: rows + [{"partition": p, "error": e} for p, e in failed[name].items()] for name, rows in result.items()
     }
     ctx.emit(as_json, human)
-    _exit_on_partition_failures([(f"{name}-{p}", e) for name, errors in failed.items() for p, e in errors.items()])
+    _exit_on_failures([(f"{name}-{p}", e) for name, errors in failed.items() for p, e in errors.items()])
 
 
 def _bytes(n: int) -> str:
@@ -461,7 +461,7 @@ def plan(
         {**result.to_dict(), "unreadable": {str(p): e for p, e in read.failures.items()}},
         lambda: console.print(render_topic_plan(result)),
     )
-    _exit_on_partition_failures([(f"{topic}-{p}", e) for p, e in read.failures.items()])
+    _exit_on_failures([(f"{topic}-{p}", e) for p, e in read.failures.items()])
 
 
 @cli.command()
@@ -490,7 +490,7 @@ def compact(
     unreadable = [(f"{topic}-{p}", e) for p, e in read.failures.items()]
     if not requests:
         ctx.emit({"topic": topic, "partitions": []}, lambda: console.print(f"{topic}: no partition is due"))
-        _exit_on_partition_failures(unreadable)
+        _exit_on_failures(unreadable)
         return
     builder = SparkSession.builder.appName("lakecleaner-compact").master(master or ctx.config.spark.master)
     for key, value in ctx.config.spark.conf.items():
@@ -502,7 +502,7 @@ def compact(
         spark.stop()
     ctx.emit({**report.to_dict(), "location": report.location}, lambda: print_report(report, console))
     failed = [(f"{topic}-{p.partition}", p.message) for p in report.partitions if p.failed]
-    _exit_on_partition_failures([*unreadable, *failed])
+    _exit_on_failures([*unreadable, *failed])
 
 
 @cli.command()
@@ -591,14 +591,14 @@ def gc(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ..
         console.print(f"{topic}: {verb} {report.files_deleted} file(s); report: {report.location}", markup=False)
 
     ctx.emit({**report.to_dict(), "location": report.location}, human)
-    _exit_on_partition_failures([(f"{topic}-{p.partition}", p.error) for p in report.failed])
+    _exit_on_failures([(f"{topic}-{p.partition}", p.error) for p in report.failed])
 
 
-def _exit_on_partition_failures(failures: Sequence[tuple[str, str | None]]) -> None:
-    """Exit with status 1, one line per failed partition (`topic-partition`) on stderr, when any
-    partition failed; the command has done its work on the others."""
-    for partition, error in failures:
-        click.echo(f"{partition}: FAILED: {error}", err=True)  # one line each, never wrapped
+def _exit_on_failures(failures: Sequence[tuple[str, str | None]]) -> None:
+    """Exit with status 1, one line per failure (of a partition `topic-partition`, or a group) on
+    stderr, when anything failed; the command has done its work on the rest."""
+    for what, error in failures:
+        click.echo(f"{what}: FAILED: {error}", err=True)  # one line each, never wrapped
     if failures:
         sys.exit(1)
 
@@ -639,8 +639,12 @@ def offsets_commit(ctx: Context, group: str, topic: str, assignments: tuple[str,
 def offsets_list(ctx: Context, group: str | None, topic: str | None) -> None:
     """List committed offsets per group, topic and partition."""
     rows = []
-    for g in [group] if group else ctx.lake.offsets.list_groups():
-        for t, parts in ctx.lake.offsets.read_group(g).topics.items():
+    reads = {group: ctx.lake.offsets.read_group(group)} if group else ctx.lake.offsets.read_all_groups()
+    unreadable = {g: r for g, r in reads.items() if isinstance(r, str)}
+    for g, read in reads.items():
+        if isinstance(read, str):
+            continue
+        for t, parts in read.topics.items():
             if topic and t != topic:
                 continue
             for p, c in sorted(parts.items()):
@@ -661,6 +665,7 @@ def offsets_list(ctx: Context, group: str | None, topic: str | None) -> None:
             console.print(f"{topic}-{p}: minimum committed offset {shown}")
 
     ctx.emit({"offsets": rows, "minimum": minimum}, human)
+    _exit_on_failures([(f"group {g}", reason) for g, reason in unreadable.items()])
 
 
 # -- Airflow ---------------------------------------------------------------------------------

@@ -18,10 +18,12 @@ from lakecleaner.errors import (
     ConcurrentModification,
     ConditionFailed,
     CorruptOffsets,
+    InvalidTopicName,
     ObjectNotFound,
     StorageError,
 )
 from lakecleaner.io import ObjectStore
+from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.names import validate_group_id, validate_partition, validate_topic_name
 
 
@@ -106,11 +108,18 @@ class GroupOffsets:
                 }
                 for t, parts in raw["topics"].items()
             }
-            return GroupOffsets(str(raw["group"]), topics)
+            offsets = GroupOffsets(str(raw["group"]), topics)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptOffsets(
                 f"consumer offsets {location} are corrupt ({exc}); recommit the group's offsets"
             ) from exc
+        negative = [f"{t}-{p}" for t, parts in topics.items() for p, c in parts.items() if c.offset < 0 or p < 0]
+        if negative:
+            raise CorruptOffsets(
+                f"consumer offsets {location} hold a negative partition or offset ({', '.join(negative[:3])}); "
+                "recommit the group's offsets"
+            )
+        return offsets
 
 
 class OffsetStore:
@@ -127,7 +136,14 @@ class OffsetStore:
             data = self.store.read(group_key(group))
         except ObjectNotFound:
             return GroupOffsets(group)
-        return GroupOffsets.from_json(data, self.store.location(group_key(group)))
+        location = self.store.location(group_key(group))
+        offsets = GroupOffsets.from_json(data, location)
+        if offsets.group != group:
+            raise CorruptOffsets(
+                f"consumer offsets {location} name the group {offsets.group!r}, not {group!r}: the file was "
+                "copied or renamed; recommit the group's offsets"
+            )
+        return offsets
 
     def commit(
         self, group: str, topic: str, offsets: Mapping[int, int], *, metadata: str = "", now_ms: int | None = None
@@ -180,16 +196,35 @@ class OffsetStore:
         subscribed = set(self.config.topics[topic].consumer_groups) if topic in self.config.topics else set()
         offsets: dict[str, Mapping[int, CommittedOffset]] = {}
         failures: dict[str, str] = {}
-        for group in self.list_groups():
-            try:
-                topics = self.read_group(group).topics
-            except (CorruptOffsets, StorageError) as exc:
-                failures[group] = str(exc)
-                continue
-            if topic in topics:
+        for group, read in self.read_all_groups().items():
+            if isinstance(read, str):
+                failures[group] = read
+            elif topic in read.topics:
                 subscribed.add(group)
-                offsets[group] = topics[topic]
+                offsets[group] = read.topics[topic]
         return sorted(subscribed), offsets, failures
+
+    def read_all_groups(self) -> dict[str, GroupOffsets | str]:
+        """Every group's offsets (read concurrently), or, for a group that cannot be used, why."""
+        groups = self.list_groups()
+        reads = map_ordered(self._read_listed, groups, self.config.storage.max_concurrency)
+        return dict(zip(groups, reads, strict=True))
+
+    def _read_listed(self, group: str) -> GroupOffsets | str:
+        """A listed group's offsets, or why they cannot be used: an object under _consumer_offsets/
+        whose name is no group id (a stray or misplaced object), unreadable, or corrupt. Such an
+        object holds back consumed retention as one unreadable group would, and nothing else."""
+        try:
+            validate_group_id(group)
+        except InvalidTopicName as exc:
+            return (
+                f"the object {self.store.location(group_key(group))} is not a consumer group's offsets file ({exc}); "
+                f"move or delete it (group files are {OFFSETS_PREFIX}<group id>.json)"
+            )
+        try:
+            return self.read_group(group)
+        except (CorruptOffsets, StorageError) as exc:
+            return str(exc)
 
     def consumed_position(self, topic: str, partition: int) -> ConsumedPosition:
         """The minimum committed offset of `topic`-`partition` over every subscribed group (KIP-68).
