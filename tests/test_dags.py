@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -48,8 +49,6 @@ def test_every_dag_imports_without_errors_and_without_touching_the_lake(tmp_path
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    import json
-
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["errors"] == {}
     assert set(result["dags"]) == {"lakecleaner__customers-cdc", "lakecleaner__page-views"}
@@ -68,3 +67,47 @@ def test_every_dag_imports_without_errors_and_without_touching_the_lake(tmp_path
         assert "lakecleaner" in dag["tags"] and dag["doc"]
         assert dag["compact_pool"] == "lakecleaner_spark"  # the config file's airflow.pool (its default)
     assert not missing_lake.exists()
+
+
+BROKEN_PROBE = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+dags = {d: {"tasks": sorted(t.task_id for t in dag.tasks), "tags": sorted(dag.tags)} for d, dag in bag.dags.items()}
+print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags": dags}))
+"""
+
+
+def test_a_topic_airflow_rejects_gets_a_failing_stand_in_and_the_others_their_dags(tmp_path: Path) -> None:
+    """Issue #14: a legal 249-character topic name (longer than Airflow's DAG ids allow after the
+    prefix) gets a stable shortened id; a topic with a schedule Airflow rejects gets a stand-in DAG
+    whose task fails naming the error; neither removes the other topics' DAGs."""
+    from lakecleaner.orchestration.naming import dag_id_of
+
+    long_name = "t" * 249
+    config = tmp_path / "lakecleaner.yaml"
+    config.write_text(
+        "lake: {uri: 'file://" + str(tmp_path / "lake") + "'}\n"
+        "topics:\n"
+        f"  {long_name}: {{config: {{cleanup.policy: compact}}}}\n"
+        "  bad-schedule: {schedule: 'every blue moon'}\n"
+        "  fine: {}\n"
+    )
+    script = tmp_path / "probe.py"
+    script.write_text(BROKEN_PROBE)
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    env.update(AIRFLOW__CORE__UNIT_TEST_MODE="True", LAKECLEANER_CONFIG=str(config))
+    proc = subprocess.run(
+        [sys.executable, str(script), str(REPO / "dags")], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["errors"] == {}
+    long_id = dag_id_of(long_name)
+    assert len(long_id) == 250 and long_id == dag_id_of(long_name)  # stable
+    assert set(result["dags"]) == {long_id, "lakecleaner__bad-schedule", "lakecleaner__fine"}
+    assert "compact" in result["dags"][long_id]["tasks"] and "compact" in result["dags"]["lakecleaner__fine"]["tasks"]
+    assert result["dags"]["lakecleaner__bad-schedule"] == {
+        "tasks": ["configuration_error"],
+        "tags": ["broken", "lakecleaner", "topic:bad-schedule"],
+    }

@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -51,6 +52,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 COMPACT_JOB = REPO_ROOT / "spark_jobs" / "compact_topic.py"
 SPARK_CONN_ID = "spark_lakecleaner"
 START_DATE = datetime(2026, 1, 1)
+log = logging.getLogger(__name__)
 
 PARAMS = {
     "dry_run": Param(
@@ -133,9 +135,10 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         catchup=False,
         max_active_runs=1,
         params=PARAMS,
-        tags=["lakecleaner", f"topic:{topic}"],
+        tags=["lakecleaner", f"topic:{topic}"[:100]],
         doc_md=doc,
         default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+        auto_register=False,  # the DAG file exports what build_dags returns, and nothing it rejected
     ) as dag:
 
         @task
@@ -242,4 +245,35 @@ def build_dags(config_path: str | None = None) -> dict[str, DAG]:
     """Every topic's DAG, keyed by dag_id."""
     path = config_path or os.environ.get("LAKECLEANER_CONFIG") or str(REPO_ROOT / "config" / "lakecleaner.yaml")
     config = load_config(path)
-    return {dag_id_of(name): build_topic_dag(spec, config, path) for name, spec in config.topics.items()}
+    dags = {}
+    for name, spec in config.topics.items():
+        try:
+            dag = build_topic_dag(spec, config, path)
+            dag.validate()  # what Airflow checks when it loads the DAG (e.g. the schedule)
+        except Exception as exc:  # one topic Airflow rejects (e.g. its schedule) must not remove the others
+            log.warning("the DAG of topic %s cannot be built: %s", name, exc)
+            dag = build_broken_dag(name, f"{type(exc).__name__}: {exc}")
+        dags[dag.dag_id] = dag
+    return dags
+
+
+def build_broken_dag(topic: str, error: str) -> DAG:
+    """A stand-in for a topic whose DAG Airflow rejected: it shows in the UI with the error in its
+    docs and tags, and its only task fails with the error, naming what to fix in the config."""
+    with DAG(
+        dag_id=dag_id_of(topic),
+        schedule=None,
+        start_date=START_DATE,
+        catchup=False,
+        tags=["lakecleaner", f"topic:{topic}"[:100], "broken"],
+        doc_md=f"### lakecleaner: `{topic}` — this topic's DAG could not be built\n\n`{error}`\n\n"
+        "Fix the topic's entry in the config file; the DAG returns at the next parse.",
+        auto_register=False,
+    ) as dag:
+
+        @task(retries=0)
+        def configuration_error() -> None:
+            raise AirflowFailException(f"the DAG of topic {topic} could not be built: {error}; fix the config file")
+
+        configuration_error()
+    return dag
