@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.engine import CompactionRequest, RunReport, compact_topic, requests_for
 from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.leases import LEASE_SUFFIX
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.records import Record
 
@@ -49,13 +50,14 @@ def rows(topic: Topic, partition: int = 0) -> list[dict[str, Any]]:
 
 
 def unreferenced_files(lake: Lake, topic: Topic, partition: int = 0) -> list[str]:
-    """Files under the partition that the manifest references neither as segment nor pending delete."""
+    """Files under the partition that the manifest references neither as segment nor pending delete
+    (a running compaction's lease, `_staging/<run>.lease`, is not a file of the log)."""
     prefix = partition_prefix(topic.name, partition)
     referenced = topic.partition(partition).manifest().referenced_paths()
     return sorted(
         o.key[len(prefix) :]
         for o in lake.store.list(prefix)
-        if not o.key.endswith("manifest.json") and o.key[len(prefix) :] not in referenced
+        if not o.key.endswith(("manifest.json", LEASE_SUFFIX)) and o.key[len(prefix) :] not in referenced
     )
 
 
