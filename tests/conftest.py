@@ -19,10 +19,23 @@ import boto3
 import pytest
 from playwright.sync_api import Browser
 
-from lakecleaner.config import LakeConfig, StorageSettings, parse_config
+from lakecleaner.config import (
+    ENV_CONFIG_PATH,
+    ENV_LAKE_URI,
+    ENV_MAX_CONCURRENCY,
+    ENV_S3_ENDPOINT,
+    LakeConfig,
+    StorageSettings,
+    parse_config,
+)
 from lakecleaner.io import LocalStore, ObjectStore, S3Store
 from lakecleaner.lake import Lake
 
+# No test may reach a lake it did not create: the variables that point lakecleaner at a config
+# file, a lake or an endpoint are cleared for the whole session, before any fixture reads them
+# (a test that wants one sets it for the process it starts).
+for _name in (ENV_CONFIG_PATH, ENV_LAKE_URI, ENV_S3_ENDPOINT, ENV_MAX_CONCURRENCY):
+    os.environ.pop(_name, None)
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
 logging.getLogger("py4j").setLevel(logging.WARNING)  # its __del__ logs after pytest closed the streams

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,3 +155,19 @@ def test_load_config_file_and_yaml_errors(tmp_path: Path) -> None:
 def test_repository_config_is_valid() -> None:
     config = load_config(Path(__file__).parent.parent / "config" / "lakecleaner.yaml")
     assert config.topics
+
+
+def test_the_suite_never_writes_into_a_lake_exported_in_the_shell(tmp_path: Path) -> None:
+    """STYLE E8: with LAKECLEANER_LAKE_URI exported, a "local" test still writes only its own lake."""
+    exported = tmp_path / "exported-lake"
+    env = {**os.environ, "LAKECLEANER_LAKE_URI": f"file://{exported}", "LAKECLEANER_CONFIG": str(tmp_path / "no.yaml")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_storage_contract.py", "-klocal"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert not exported.exists() or not any(exported.rglob("*"))
