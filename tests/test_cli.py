@@ -202,3 +202,26 @@ def test_retain_trim_and_gc_commands(tmp_path: Path) -> None:
     assert gc["files_deleted"] > 0
     status = json.loads(run(tmp_path, "--json", "status").stdout)
     assert status["t"][0]["records"] == 0 and status["t"][0]["log_start_offset"] == 200
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"key": "a", "timestamp": 1e30}', "line 2: field timestamp=1e+30 must be a whole number from 0 to"),
+        ('{"key": "a", "timestamp": 12.5}', "line 2: field timestamp=12.5 must be a whole number"),
+        ('{"key": "a", "timestamp": -3}', "line 2: field timestamp=-3 must be a whole number from 0"),
+        ('{"key": "a", "timestamp": "soon"}', 'line 2: field timestamp="soon" must be a whole number'),
+        ('{"key": "a", "partition": 1.0}', "line 2: field partition=1.0 must be a whole number from 0 to 1"),
+        ('{"key": "a", "partition": 2}', "line 2: field partition=2 must be a whole number from 0 to 1"),
+        ('{"key": "a", "headers": "v=1"}', "line 2: field headers must be an object or a list of [key, value]"),
+    ],
+)
+def test_produce_rejects_bad_fields_with_line_and_field_and_writes_nothing(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    run(tmp_path, "topics", "create", "t", "--partitions", "2")
+    proc = run(tmp_path, "produce", "--topic", "t", stdin='{"key": "ok", "value": "1"}\n' + line + "\n", ok=False)
+    assert proc.returncode != 0 and message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    status = json.loads(run(tmp_path, "--json", "status", "--topic", "t").stdout)
+    assert sum(r["records"] for r in status["t"]) == 0

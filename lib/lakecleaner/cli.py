@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lakecleaner.clock import parse_time_ms, wall_clock_ms
-from lakecleaner.config import LakeConfig, load_config
+from lakecleaner.config import LONG_MAX, LakeConfig, load_config
 from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.records import BATCH_SCHEMA, HEADER_TYPE
@@ -185,16 +185,31 @@ def _json_lines(
         headers = raw.get("headers") or []
         if isinstance(headers, dict):
             headers = list(headers.items())
+        if not isinstance(headers, list) or not all(isinstance(h, list | tuple) and len(h) == 2 for h in headers):
+            raise click.ClickException(
+                f"line {line_no}: field headers must be an object or a list of [key, value] pairs"
+            )
         row = {
             "key": key,
             "value": _decode(raw.get("value"), binary, "value", line_no),
-            "timestamp": raw.get("timestamp"),
+            "timestamp": _whole_number(raw.get("timestamp"), "timestamp", line_no, 0, LONG_MAX),
             "headers": [{"key": str(k), "value": _decode(v, binary, "header", line_no)} for k, v in headers],
         }
-        partition = raw.get("partition", fixed)
+        partition = _whole_number(raw.get("partition", fixed), "partition", line_no, 0, partitions - 1)
         if partition is None:
             partition = kafka_partition(key, partitions) if key is not None else line_no % partitions
-        yield int(partition), row
+        yield partition, row
+
+
+def _whole_number(value: object, field: str, line_no: int, low: int, high: int) -> int | None:
+    """A JSON field that must be a whole number in [low, high] when present (null: absent)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise click.ClickException(
+            f"line {line_no}: field {field}={json.dumps(value)} must be a whole number from {low} to {high}"
+        )
+    return value
 
 
 @cli.command()
