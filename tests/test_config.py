@@ -171,3 +171,26 @@ def test_the_suite_never_writes_into_a_lake_exported_in_the_shell(tmp_path: Path
     )
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert not exported.exists() or not any(exported.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        ({"spark": {"conf": ["a", "b"]}}, "lakecleaner.yaml: spark.conf: must be a mapping of Spark setting names"),
+        ({"spark": {"master": ["local"]}}, "lakecleaner.yaml: spark.master=['local']: must be a master URL"),
+        ({"topics": {"t": {"config": {1: "x"}}}}, "lakecleaner.yaml: topics.t.config: must be a mapping of topic"),
+        ({"topics": {"t": ["compact"]}}, "lakecleaner.yaml: topics.t: must be a mapping, got list"),
+        ({"lake": "s3://b"}, "lakecleaner.yaml: lake: must be a mapping, got str"),
+        # A unit alias is reported under the name written in the file, and defaults are checked
+        # even when no topic is declared.
+        ({"defaults": {"log.retention.hours": -5}}, "lakecleaner.yaml: defaults: log.retention.hours=-5: must be -1"),
+    ],
+)
+def test_every_yaml_shape_mistake_is_one_line_naming_the_key(data: object, problem: str) -> None:
+    problems = problems_of(data)
+    assert len(problems) == 1 and problems[0].startswith(problem), problems
+
+
+def test_a_bad_default_is_reported_once_however_many_topics_use_it() -> None:
+    problems = problems_of({"defaults": {"log.cleaner.min.cleanable.ratio": 3}, "topics": {"a": {}, "b": {}}})
+    assert len(problems) == 1 and "log.cleaner.min.cleanable.ratio=3" in problems[0]

@@ -315,9 +315,12 @@ def _attr(kafka_key: str) -> str:
 
 def _fold_unit_aliases(
     values: Mapping[str, object], aliases: dict[str, list[tuple[str, int]]], where: str, problems: list[str]
-) -> dict[str, object]:
-    """Replace `*.minutes`/`*.hours` keys by their `*.ms` key, ms winning over minutes over hours."""
+) -> tuple[dict[str, object], dict[str, tuple[str, object]]]:
+    """Replace `*.minutes`/`*.hours` keys by their `*.ms` key, ms winning over minutes over hours.
+    Also returns, per `*.ms` key taken from an alias, the alias and the value as written, so a
+    problem is reported under the name written in the file."""
     out = dict(values)
+    written: dict[str, tuple[str, object]] = {}
     for ms_key, units in aliases.items():
         for alias, factor in units:
             if alias not in out:
@@ -328,8 +331,10 @@ def _fold_unit_aliases(
             except ValueError as exc:
                 problems.append(f"{where}: {alias}={raw!r}: {exc}")
                 continue
-            out.setdefault(ms_key, parsed)
-    return out
+            if ms_key not in out:
+                out[ms_key] = parsed
+                written[ms_key] = (alias, raw)
+    return out, written
 
 
 def resolve_topic_config(
@@ -348,8 +353,8 @@ def resolve_topic_config(
     """
     problems: list[str] = []
     broker_where = broker_where or where
-    broker = _fold_unit_aliases(broker_defaults, _BROKER_UNIT_ALIASES, broker_where, problems)
-    topic = _fold_unit_aliases(overrides, _TOPIC_UNIT_ALIASES, where, problems)
+    broker, broker_written = _fold_unit_aliases(broker_defaults, _BROKER_UNIT_ALIASES, broker_where, problems)
+    topic, topic_written = _fold_unit_aliases(overrides, _TOPIC_UNIT_ALIASES, where, problems)
     for name in broker:
         if name not in BROKER_KEYS:
             problems.append(f"{broker_where}: unknown broker-level key '{name}'{did_you_mean(name, BROKER_KEYS)}")
@@ -365,11 +370,12 @@ def resolve_topic_config(
         else:
             values[_attr(key.name)] = key.parse(key.default)
             continue
-        shown = key.name if source == where else key.broker_key
+        name = key.name if source == where else str(key.broker_key)
+        shown, written_raw = (topic_written if source == where else broker_written).get(name, (name, raw))
         try:
             values[_attr(key.name)] = key.parse(raw)
         except ValueError as exc:
-            problems.append(f"{source}: {shown}={raw!r}: {exc}")
+            problems.append(f"{source}: {shown}={written_raw!r}: {exc}")
     if not problems:
         problems.extend(_cross_key_problems(values, where))
     if problems:
@@ -553,14 +559,32 @@ def _parse_topic_spec(name: object, raw: object, where: str, problems: list[str]
     if schedule is not None and not isinstance(schedule, str):
         problems.append(f"{where}.{topic}.schedule={schedule!r}: must be a cron expression, a preset or null")
     overrides = section.get("config") or {}
-    if not isinstance(overrides, dict):
-        problems.append(f"{where}.{topic}.config: must be a mapping of topic-level keys")
+    if not isinstance(overrides, dict) or not all(isinstance(k, str) for k in overrides):
+        problems.append(f"{where}.{topic}.config: must be a mapping of topic-level keys (names like cleanup.policy)")
         overrides = {}
     groups = section.get("consumer_groups") or []
     if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
         problems.append(f"{where}.{topic}.consumer_groups: must be a list of group names")
         groups = []
     return TopicSpec(topic, partitions, schedule, dict(overrides), tuple(groups))
+
+
+def _parse_spark(raw: dict[str, Any], source: str, problems: list[str]) -> SparkSettings:
+    master = raw.get("master", "local[*]")
+    if not isinstance(master, str) or not master:
+        problems.append(
+            f"{source}: spark.master={master!r}: must be a master URL such as local[*] or spark://host:7077"
+        )
+        master = "local[*]"
+    conf = raw.get("conf") or {}
+    scalar = (str, int, float, bool)
+    if not isinstance(conf, dict) or not all(isinstance(k, str) and isinstance(v, scalar) for k, v in conf.items()):
+        problems.append(
+            f"{source}: spark.conf: must be a mapping of Spark setting names to values, "
+            "e.g. spark.sql.shuffle.partitions: 8"
+        )
+        conf = {}
+    return SparkSettings(master=master, conf={k: str(v) for k, v in conf.items()})
 
 
 def _parse_airflow(raw: dict[str, Any], where: str, problems: list[str]) -> AirflowSettings:
@@ -605,23 +629,22 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
         spec = _parse_topic_spec(name, raw, f"{source}: topics", problems)
         if spec is not None:
             topics[spec.name] = spec
-    spark_raw = _check_keys(top.get("spark"), _SPARK_KEYS, f"{source}: spark", problems)
-    spark = SparkSettings(
-        master=str(spark_raw.get("master", "local[*]")),
-        conf={str(k): str(v) for k, v in (spark_raw.get("conf") or {}).items()},
-    )
+    spark = _parse_spark(_check_keys(top.get("spark"), _SPARK_KEYS, f"{source}: spark", problems), source, problems)
     airflow = _parse_airflow(
         _check_keys(top.get("airflow"), _AIRFLOW_KEYS, f"{source}: airflow", problems), f"{source}: airflow", problems
     )
     config = LakeConfig(
         uri, storage, {k: v for k, v in defaults.items() if k in BROKER_KEYS}, topics, spark, source, airflow
     )
-    for name, spec in topics.items():
+    try:  # the defaults are checked even when no topic uses them yet
+        resolve_topic_config(config.defaults, {}, broker_where=f"{source}: defaults")
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+    for name in topics:
         try:
             config.topic_config(name)
         except ConfigError as exc:
-            problems.extend(exc.problems)
-        del spec
+            problems.extend(p for p in exc.problems if p not in problems)
     if problems:
         raise ConfigError(problems)
     return config
