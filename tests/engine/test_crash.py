@@ -23,8 +23,10 @@ from lakecleaner.config import LakeConfig
 from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT, on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.retention import gc_topic
+from tests.conftest import S3Endpoint
 from tests.engine.helpers import compact, keyed, new_topic, requests, rows, unreferenced_files
 from tests.engine.reference_model import expected_pass
+from tests.flaky_proxy import FlakyProxy
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "spark_jobs" / "compact_topic.py"
@@ -130,4 +132,26 @@ def test_a_staged_file_deleted_after_the_gate_is_never_committed(spark: SparkSes
         report = compact(spark, lake, topic, NOW)
     (partition,) = report.partitions
     assert partition.status == "failed" and "is missing; nothing was committed" in partition.message
+    assert rows(topic) == before
+
+
+def test_an_upload_the_store_refuses_inside_a_spark_task_fails_its_partition_with_a_clear_message(
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+) -> None:
+    """Issue #14: the object store refuses the output's upload in pass 2: the partition fails with a
+    one-line StorageError naming the file (no traceback from the Spark task), and its log is as it was."""
+
+    def parquet_upload(method: str, path: str) -> bool:
+        return method in ("PUT", "POST") and ".parquet" in path
+
+    with FlakyProxy(s3_endpoint.url, fail_when=parquet_upload) as proxy:
+        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=2, backoff_base_ms=1, backoff_max_ms=5)
+        lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
+        topic = _dirty_topic(lake)
+        before = rows(topic)
+        proxy.failures_left = 10_000
+        report = compact(spark, lake, topic, NOW)
+    (partition,) = report.partitions
+    assert partition.status == "failed" and "StorageError: write s3://" in partition.message
+    assert "Traceback" not in partition.message and s3_endpoint.secret_key not in partition.message
     assert rows(topic) == before

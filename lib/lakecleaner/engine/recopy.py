@@ -22,6 +22,7 @@ one marker row per group, so a group that keeps nothing still gets its task.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import partial
@@ -218,7 +219,8 @@ def recopy_group(
             expected.add(table, kept, task.log_start_offset)
         written = writer.close()
     except BaseException:
-        writer.abort()
+        with contextlib.suppress(OSError, LakeCleanerError):  # the storage may be what failed: keep the cause
+            writer.abort()
         raise
     stats = writer.meta().stats
     return GroupResult(
@@ -240,6 +242,9 @@ def _run(spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask, kept
         return GroupResult(task.index, CORRUPT, str(exc))
     except LakeCleanerError as exc:
         return GroupResult(task.index, ERROR, f"{type(exc).__name__}: {exc}")
+    except OSError as exc:  # pyarrow's filesystem failed writing the output (after its retries)
+        location = spec.open().location(task.target.prefix + task.target.path)
+        return GroupResult(task.index, ERROR, f"StorageError: write {location}: {str(exc)[:300]}")
 
 
 def _broadcast_task(

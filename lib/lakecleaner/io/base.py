@@ -7,6 +7,7 @@ and only by a conditional write: create-if-absent or replace-if-etag-matches.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from abc import ABC, abstractmethod
@@ -20,6 +21,7 @@ from lakecleaner.config import StorageSettings
 from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,14 @@ class ObjectStore(ABC):
             except Transient as exc:
                 last = exc
                 if attempt + 1 < self.retry_policy.max_attempts:
+                    log.warning(
+                        "%s %s failed (%s), attempt %d of %d; retrying",
+                        operation,
+                        self.location(key),
+                        exc,
+                        attempt + 1,
+                        self.retry_policy.max_attempts,
+                    )
                     time.sleep(self.retry_policy.delay(attempt))
         raise StorageError(
             operation,
