@@ -345,3 +345,11 @@ def run_cli_lake(lake: Lake, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         env={k: v for k, v in env.items() if v},
     )
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"name": "other", "partitions": 3}', b'{"partitions": 3}'])
+def test_a_damaged_topic_json_is_a_clear_error_naming_the_file(lake: Lake, body: bytes) -> None:
+    three_partitions(lake)
+    lake.store.write("topics/cdc/topic.json", body)
+    with pytest.raises(CorruptManifest, match=r"topic metadata .*topics/cdc/topic.json"):
+        lake.topic("cdc")

@@ -165,6 +165,7 @@ def test_quality_gate_blocks_a_result_whose_remaining_segment_is_unreadable(lake
     (result,) = retain_topic(lake, "t", T0 + 2 * HOUR).partitions
     assert result.status == "failed-quality"
     assert result.quality is not None and "still readable" in result.quality.summary()
+    assert f"unreadable: {lake.store.location(log.prefix + survivor)} is missing" in str(result.error)
     assert log.manifest() == before
 
 

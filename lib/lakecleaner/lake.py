@@ -15,11 +15,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig, TopicConfig, load_config, parse_config
-from lakecleaner.errors import ConditionFailed, LakeCleanerError, ObjectNotFound, TopicExists, TopicNotFound
+from lakecleaner.errors import (
+    ConditionFailed,
+    CorruptManifest,
+    LakeCleanerError,
+    ObjectNotFound,
+    TopicExists,
+    TopicNotFound,
+)
 from lakecleaner.io import ObjectStore, open_store
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.log.manifest import Manifest
@@ -54,11 +60,24 @@ class TopicMetadata:
         return json.dumps(data, indent=1).encode()
 
     @staticmethod
-    def from_json(data: bytes) -> TopicMetadata:
-        raw: dict[str, Any] = json.loads(data)
-        return TopicMetadata(
-            str(raw["name"]), int(raw["partitions"]), dict(raw.get("config") or {}), int(raw.get("created_ms", 0))
-        )
+    def from_json(data: bytes, location: str, name: str) -> TopicMetadata:
+        """Parse and validate a topic's topic.json (CorruptManifest naming `location` and the fix)."""
+        try:
+            raw = json.loads(data)
+            metadata = TopicMetadata(
+                str(raw["name"]), int(raw["partitions"]), dict(raw.get("config") or {}), int(raw.get("created_ms", 0))
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptManifest(
+                f"topic metadata {location} is corrupt ({type(exc).__name__}: {exc}); restore it, or delete it and "
+                f"run `lakecleaner topics create {name} --partitions N` (the partitions' logs are kept)"
+            ) from exc
+        if metadata.name != name or metadata.partitions < 1:
+            raise CorruptManifest(
+                f"topic metadata {location} names topic {metadata.name!r} with {metadata.partitions} partition(s); "
+                f"it must name {name!r} with at least one: restore it"
+            )
+        return metadata
 
 
 @dataclass(frozen=True)
@@ -184,8 +203,7 @@ class Lake:
 
     def alter_topic(self, name: str, config: Mapping[str, object]) -> Topic:
         """Set topic-level overrides (merged over the stored ones; a None value removes a key)."""
-        data, etag = self._read_metadata(name)
-        current = TopicMetadata.from_json(data)
+        current, etag = self._read_metadata(name)
         merged = {**current.overrides, **config}
         merged = {k: v for k, v in merged.items() if v is not None}
         self.config.topic_config(name, merged)
@@ -193,17 +211,20 @@ class Lake:
         self.store.replace(topic_metadata_key(name), updated.to_json(), etag)
         return Topic(self, updated)
 
-    def _read_metadata(self, name: str) -> tuple[bytes, str]:
+    def _read_metadata(self, name: str) -> tuple[TopicMetadata, str]:
+        """The topic's validated topic.json and its etag."""
         validate_topic_name(name)
+        key = topic_metadata_key(name)
         try:
-            return self.store.read_with_etag(topic_metadata_key(name))
+            data, etag = self.store.read_with_etag(key)
         except ObjectNotFound:
             raise TopicNotFound(
                 f"topic {name} does not exist in {self.uri}; create it with `lakecleaner topics create {name}`"
             ) from None
+        return TopicMetadata.from_json(data, self.store.location(key), name), etag
 
     def _load_metadata(self, name: str) -> TopicMetadata:
-        return TopicMetadata.from_json(self._read_metadata(name)[0])
+        return self._read_metadata(name)[0]
 
     def topic(self, name: str) -> Topic:
         return Topic(self, self._load_metadata(name))

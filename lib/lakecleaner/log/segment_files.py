@@ -161,7 +161,7 @@ def read_segment_file(
             "(restore the file, or run `lakecleaner repair` to rebuild the manifest from the files present)"
         ) from exc
     except (pa.ArrowInvalid, OSError) as exc:
-        raise _read_failure(exc, location) from exc
+        raise read_failure(exc, location) from exc
     if expected is not None and table.num_rows != expected.record_count:
         raise CorruptSegment(
             f"segment file {location} holds {table.num_rows} records but the manifest expects {expected.record_count}"
@@ -193,7 +193,7 @@ def check_identity(meta: FileMeta, key: str, expected: SegmentFile) -> None:
         )
 
 
-def _read_failure(exc: Exception, location: str) -> LakeCleanerError:
+def read_failure(exc: Exception, location: str) -> LakeCleanerError:
     """Transient is not corrupt: an error of the storage layer (an S3 error after the filesystem's
     retries, an OS-level I/O error) is a StorageError, so nothing treats a good file it could not
     reach as damaged (repair would leave it out, and gc delete it). Only a file that was read and
@@ -215,7 +215,7 @@ def read_file_meta(store: ObjectStore, key: str) -> FileMeta:
     except FileNotFoundError as exc:
         raise ObjectNotFound("read", location, "no such object") from exc
     except (pa.ArrowInvalid, OSError) as exc:
-        raise _read_failure(exc, location) from exc
+        raise read_failure(exc, location) from exc
     return FileMeta.from_metadata(schema.metadata or {}, location)
 
 

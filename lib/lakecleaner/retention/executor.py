@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.errors import LakeCleanerError
+from lakecleaner.errors import LakeCleanerError, StorageError
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.manifest import Manifest
+from lakecleaner.log.segment_files import read_failure
 from lakecleaner.offsets import ConsumedPosition
 from lakecleaner.policy.retention import CONSUMED, RetentionPlan, apply_retention, plan_retention
 from lakecleaner.policy.trim import apply_trim
@@ -38,9 +39,10 @@ COMMITTED, NOTHING_TO_DO, DRY_RUN, FAILED_QUALITY, FAILED = (
 
 
 class RetentionQualityError(LakeCleanerError):
-    def __init__(self, report: QualityReport) -> None:
+    def __init__(self, report: QualityReport, unreadable: list[str] | None = None) -> None:
         self.report = report
-        super().__init__(report.summary())
+        files = f"; unreadable: {'; '.join(unreadable)}" if unreadable else ""
+        super().__init__(report.summary() + files)
 
 
 @dataclass(frozen=True)
@@ -106,19 +108,27 @@ class RetentionRunReport:
 
 def _readable_records(lake: Lake, prefix: str, manifest: Manifest) -> list[dict[str, Any]]:
     """One row per remaining segment: the records the manifest expects and those its files hold
-    (from each file's Parquet footer; a missing or unreadable file counts as -1)."""
+    (from each file's Parquet footer). A file that is missing or does not parse counts as -1 and is
+    named in the row (`unreadable`); a storage error is raised (transient is not corrupt)."""
     rows = []
     for seg in manifest.segments:
-        readable = 0
+        readable, unreadable = 0, None
         for f in seg.files:
+            location = lake.store.location(prefix + f.path)
             try:
                 readable += pq.read_metadata(
                     lake.store.arrow_path(prefix + f.path), filesystem=lake.store.arrow_fs
                 ).num_rows
-            except (OSError, ValueError):
-                readable = -1
+            except FileNotFoundError:
+                readable, unreadable = -1, f"{location} is missing"
                 break
-        rows.append({"segment": seg.id, "expected": seg.record_count, "readable": readable})
+            except (OSError, ValueError) as exc:
+                failure = read_failure(exc, location)
+                if isinstance(failure, StorageError):
+                    raise failure from exc
+                readable, unreadable = -1, str(failure)
+                break
+        rows.append({"segment": seg.id, "expected": seg.record_count, "readable": readable, "unreadable": unreadable})
     return rows
 
 
@@ -134,7 +144,7 @@ def check_retention(
     no segment removed above the minimum committed offset unless a forced rule (retention.ms,
     retention.bytes, log start breach / trim) removed it; the new log start offset is the first
     remaining base (next_offset when nothing remains); every remaining segment's records are
-    readable."""
+    readable. Raises RetentionQualityError, naming any unreadable file, when a check fails."""
     # Imported here, not with the module: Great Expectations takes seconds to import, and every
     # Airflow task of a topic's DAG imports this module (through the DAG file), not only retention.
     import pandas as pd
@@ -153,9 +163,10 @@ def check_retention(
         for d in plan.deletions
     ]
     expected_start = after.segments[0].base_offset if after.segments else after.next_offset
+    remaining = _readable_records(lake, prefix, after)
     facts = pd.DataFrame(
         [{"kind": "deleted", **d, "expected": 0, "readable": 0} for d in deleted]
-        + [{"kind": "remaining", "allowed": True, **r} for r in _readable_records(lake, prefix, after)]
+        + [{"kind": "remaining", "allowed": True, **r} for r in remaining]
         + [
             {
                 "kind": "log_start",
@@ -176,7 +187,10 @@ def check_retention(
             gxe.ExpectColumnPairValuesToBeEqual(column_A="expected", column_B="readable"),
         ),
     ]
-    return validate(f"retention of {after.topic}-{after.partition}", facts, checks)
+    report = validate(f"retention of {after.topic}-{after.partition}", facts, checks)
+    if not report.success:
+        raise RetentionQualityError(report, [r["unreadable"] for r in remaining if r["unreadable"]])
+    return report
 
 
 def _consumers_below(consumed: ConsumedPosition | None, log_start: int) -> dict[str, int]:
@@ -206,10 +220,11 @@ def retain_partition(
         if not plan.deletions or dry_run:
             return None
         updated = apply_retention(manifest, plan, now_ms)
-        report = check_retention(lake, log.prefix, manifest, updated, plan, consumed)
-        seen["quality"] = report
-        if not report.success:
-            raise RetentionQualityError(report)
+        try:
+            seen["quality"] = check_retention(lake, log.prefix, manifest, updated, plan, consumed)
+        except RetentionQualityError as exc:
+            seen["quality"] = exc.report
+            raise
         return updated
 
     try:
