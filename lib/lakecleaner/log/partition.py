@@ -152,7 +152,7 @@ class PartitionLog:
             if updated is None:
                 return current
             updated = updated.with_commit_id(commit_id)
-            self._refuse_invalid(updated)
+            self.refuse_invalid(updated)
             crash_point("commit.before_manifest_write")
             try:
                 self.store.replace(self.manifest_key, updated.to_json(), etag)
@@ -181,7 +181,7 @@ class PartitionLog:
             "another writer is committing continuously — retry later"
         )
 
-    def _refuse_invalid(self, manifest: Manifest) -> None:
+    def refuse_invalid(self, manifest: Manifest) -> None:
         """Never write a manifest the next read would reject (a bug here must not become corruption)."""
         problems = manifest.problems()
         if manifest.topic != self.topic or manifest.partition != self.partition:

@@ -23,7 +23,7 @@ from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import TopicConfig
 from lakecleaner.errors import CorruptManifest, CorruptSegment, LakeCleanerError, ObjectNotFound, TopicNotFound
 from lakecleaner.io import ObjectStore
-from lakecleaner.log.manifest import Manifest, PendingDelete, Segment, SegmentFile
+from lakecleaner.log.manifest import SEGMENT_PATH, Manifest, PendingDelete, Segment, SegmentFile
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.segment_files import KIND_COMPACTED, FileMeta, read_file_meta
 
@@ -67,7 +67,7 @@ def _read_metas(store: ObjectStore, log: PartitionLog, left_out: dict[str, str])
     metas: dict[str, tuple[FileMeta, int]] = {}
     for obj in store.list(log.prefix + "segments/"):
         path = obj.key[len(log.prefix) :]
-        if not path.endswith(".parquet"):
+        if not SEGMENT_PATH.match(path):  # not a segment file name (e.g. in a sub-folder): not ours to judge
             continue
         try:
             meta = read_file_meta(store, obj.key)
@@ -194,6 +194,7 @@ def repair_partition(
         if not why.startswith("belongs to")
     )
     manifest = Manifest(topic, partition, version, start, next_offset, None, tuple(segments), pending, now)
+    log.refuse_invalid(manifest)
     if etag is None:
         store.create(log.manifest_key, manifest.to_json())
     else:
