@@ -2,6 +2,8 @@
 
 * `failures=N`: the first N requests that `fail_when(method, path)` selects (all, unless given) are
   answered 503 without being forwarded (an outage the client must ride out with retries);
+* `strip_conditions=True`: If-Match and If-None-Match are removed before forwarding, as a store
+  that ignores conditional writes (s3rver) behaves;
 * `lose_replies=N`: the first N requests that `lose_when(method, path)` selects ARE forwarded and
   applied, but their reply is dropped (the connection closes): a write whose outcome the client
   cannot know, which its SDK retries.
@@ -25,6 +27,7 @@ class FlakyProxy:
         fail_when: Callable[[str, str], bool] = lambda method, path: True,
         lose_replies: int = 0,
         lose_when: Callable[[str, str], bool] = lambda method, path: True,
+        strip_conditions: bool = False,
     ) -> None:
         self.target = urlparse(target_url)
         self.failures_left = failures
@@ -32,6 +35,7 @@ class FlakyProxy:
         self.replies_to_lose = lose_replies
         self.lose_when = lose_when
         self.lost: list[tuple[str, str]] = []
+        self.strip_conditions = strip_conditions
         self.requests = 0
         self.lock = threading.Lock()
         proxy = self
@@ -71,7 +75,10 @@ class FlakyProxy:
                     self.wfile.write(payload)
                     return
                 conn = http.client.HTTPConnection(proxy.target.hostname, proxy.target.port, timeout=30)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "transfer-encoding")}
+                dropped = ("host", "transfer-encoding") + (
+                    ("if-match", "if-none-match") if proxy.strip_conditions else ()
+                )
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
                 headers["Content-Length"] = str(len(body))
                 headers["Host"] = self.headers.get("Host", "")
                 conn.request(self.command, self.path, body=body, headers=headers)

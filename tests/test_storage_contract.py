@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pyarrow.parquet as pq
 import pytest
 
-from lakecleaner.config import StorageSettings
+from lakecleaner.config import LakeConfig, StorageSettings
 from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
 from lakecleaner.io import ObjectStore, S3Store, open_store
 from tests.conftest import TEST_SECRET_KEY
@@ -170,7 +171,9 @@ def test_transient_s3_errors_are_retried_with_backoff(s3_endpoint) -> None:  # t
     from tests.flaky_proxy import FlakyProxy
 
     with FlakyProxy(s3_endpoint.url, failures=2) as proxy:
-        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=4, backoff_base_ms=1, backoff_max_ms=5)
+        settings = s3_endpoint.settings(
+            endpoint_url=proxy.url, max_attempts=4, backoff_base_ms=1, backoff_max_ms=5, conditional_writes="trust"
+        )  # counts requests: no probe of conditional writes
         store = open_store(f"s3://{s3_endpoint.bucket}/flaky", settings)
         store.write("k", b"survived")
         assert proxy.requests == 3  # two 503s, then the write went through
@@ -181,9 +184,32 @@ def test_persistent_s3_outage_fails_after_the_configured_attempts(s3_endpoint) -
     from tests.flaky_proxy import FlakyProxy
 
     with FlakyProxy(s3_endpoint.url, failures=100) as proxy:
-        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=3, backoff_base_ms=1, backoff_max_ms=5)
+        settings = s3_endpoint.settings(
+            endpoint_url=proxy.url, max_attempts=3, backoff_base_ms=1, backoff_max_ms=5, conditional_writes="trust"
+        )  # counts requests: no probe of conditional writes
         store = open_store(f"s3://{s3_endpoint.bucket}/flaky", settings)
         with pytest.raises(StorageError, match="still failing after 3 attempts") as exc:
             store.write("k", b"lost?")
         assert proxy.requests == 3
         assert s3_endpoint.secret_key not in str(exc.value)
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused_before_anything_is_written(s3_endpoint) -> None:  # type: ignore[no-untyped-def]
+    """Issue #15: against a store that ignores If-None-Match and If-Match, concurrent appends lost
+    acknowledged records and `topics create` replaced an existing topic. The probe refuses it."""
+    from lakecleaner.errors import UnsafeStore
+    from lakecleaner.lake import Lake
+    from tests.flaky_proxy import FlakyProxy
+
+    prefix = f"unsafe-{uuid.uuid4().hex[:8]}"
+    with FlakyProxy(s3_endpoint.url, strip_conditions=True) as proxy:
+        uri = f"s3://{s3_endpoint.bucket}/{prefix}"
+        lake = Lake.open(LakeConfig(uri, s3_endpoint.settings(endpoint_url=proxy.url)))
+        with pytest.raises(UnsafeStore, match=f"the object store at {proxy.url} ignores If-None-Match") as exc:
+            lake.create_topic("cdc")
+        assert "lake.storage.conditional_writes: trust" in str(exc.value)
+        assert s3_endpoint.secret_key not in str(exc.value)
+        listed = s3_endpoint.client().list_objects_v2(Bucket=s3_endpoint.bucket, Prefix=prefix)
+        assert listed.get("KeyCount", 0) == 0  # nothing written, the probe's scratch key removed
+        trusting = s3_endpoint.settings(endpoint_url=proxy.url, conditional_writes="trust")
+        Lake.open(LakeConfig(uri, trusting)).create_topic("cdc")  # at the user's risk

@@ -424,6 +424,12 @@ class StorageSettings:
     delete_all_versions: bool = False
     # Requests in flight at once for metadata I/O (io/concurrent.py) and HTTP connections per client.
     max_concurrency: int = 64
+    # s3://: "verify" probes, before the first write, that the store honours If-None-Match and
+    # If-Match, and refuses to write to one that does not; "trust" skips the probe.
+    conditional_writes: str = "verify"
+    # s3://: when the SDKs add request checksums ("when_supported": always, with aws-chunked
+    # uploads; "when_required"). None: when_required for a custom endpoint, the SDK default on AWS.
+    request_checksum_calculation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -536,6 +542,15 @@ def _parse_storage(raw: dict[str, Any], where: str, problems: list[str]) -> Stor
                 values[int_key] = _at_least(minimum)(raw[int_key])
             except ValueError as exc:
                 problems.append(f"{where}.{int_key}={raw[int_key]!r}: {exc}")
+    for choice_key, choices in (
+        ("conditional_writes", ("verify", "trust")),
+        ("request_checksum_calculation", ("when_supported", "when_required")),
+    ):
+        if choice_key in raw:
+            if raw[choice_key] in choices:
+                values[choice_key] = raw[choice_key]
+            else:
+                problems.append(f"{where}.{choice_key}={raw[choice_key]!r}: must be one of {', '.join(choices)}")
     if "delete_all_versions" in raw:
         if isinstance(raw["delete_all_versions"], bool):
             values["delete_all_versions"] = raw["delete_all_versions"]

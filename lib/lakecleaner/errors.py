@@ -42,6 +42,10 @@ class ConditionFailed(StorageError):
     """A conditional write lost: the object exists (create) or changed (replace)."""
 
 
+class UnsafeStore(StorageError):
+    """The object store ignores conditional writes: lakecleaner refuses to write to it."""
+
+
 class CommitStateUnknown(LakeCleanerError):
     """A manifest write failed in a way that does not say whether it landed, and the manifest could
     not be read back to find out (pyiceberg's CommitStateUnknownException). Nothing the commit would

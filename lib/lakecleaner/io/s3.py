@@ -2,6 +2,17 @@
 column-projected Parquet reads. Works with AWS S3, MinIO and any S3-compatible endpoint
 that supports conditional writes (If-None-Match / If-Match on PutObject).
 
+Before the first write, a process probes that the store honours conditional writes (a store that
+ignores If-None-Match / If-Match would let concurrent writers overwrite each other's commits and
+lose acknowledged data) and refuses to write to one that does not (`lake.storage.conditional_writes`).
+
+For custom endpoints (MinIO, SeaweedFS, Ceph...) the SDKs' request checksums default to "when
+required": the newer AWS SDKs otherwise upload with aws-chunked encoding and trailing checksums,
+which some S3-compatible stores do not understand (they keep the chunk framing in the object, or
+refuse the upload). boto3 takes the setting directly; pyarrow's AWS SDK reads it from the
+environment variable AWS_REQUEST_CHECKSUM_CALCULATION, set (unless already set) before its
+filesystem is made.
+
 Credentials come from the config's storage section, else the standard AWS environment
 variables and credential chain. They are never formatted into a message: every error is
 built from the bucket, key, operation and the service's error code only.
@@ -10,8 +21,10 @@ built from the bucket, key, operation and the service's error code only.
 from __future__ import annotations
 
 import os
+import threading
+import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import boto3
 import botocore.exceptions as bexc
@@ -20,7 +33,7 @@ from botocore.config import Config as BotoConfig
 
 from lakecleaner.clock import epoch_ms
 from lakecleaner.config import ENV_AWS_DEFAULT_REGION, ENV_AWS_REGION, StorageSettings
-from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
+from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError, UnsafeStore
 from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy, Transient
 
 if TYPE_CHECKING:
@@ -55,6 +68,12 @@ _HINTS = {
 }
 
 
+ENV_CHECKSUM_CALCULATION = "AWS_REQUEST_CHECKSUM_CALCULATION"
+#: (endpoint, bucket) → None when the store honours conditional writes, else what it lacks.
+_PROBED: dict[tuple[str, str], str | None] = {}
+_PROBE_LOCK = threading.Lock()
+
+
 def split_s3_uri(uri: str) -> tuple[str, str]:
     """('bucket', 'prefix') from s3://bucket/prefix (prefix without slashes at the ends)."""
     rest = uri[len("s3://") :]
@@ -72,6 +91,15 @@ class S3Store(ObjectStore):
         self.bucket, self.prefix = split_s3_uri(uri)
         region = settings.region or os.environ.get(ENV_AWS_REGION) or os.environ.get(ENV_AWS_DEFAULT_REGION)
         region = region or "us-east-1"
+        checksums: Literal["when_supported", "when_required"] = (
+            "when_required"
+            if settings.request_checksum_calculation == "when_required"
+            or (settings.request_checksum_calculation is None and settings.endpoint_url)
+            else "when_supported"
+        )
+        os.environ.setdefault(ENV_CHECKSUM_CALCULATION, checksums)
+        self.endpoint = settings.endpoint_url or "AWS S3"
+        self.verify_conditional_writes = settings.conditional_writes == "verify"
         self._client: S3Client = boto3.client(
             "s3",
             endpoint_url=settings.endpoint_url,
@@ -85,6 +113,8 @@ class S3Store(ObjectStore):
                 connect_timeout=10,
                 read_timeout=60,
                 max_pool_connections=settings.max_concurrency,
+                request_checksum_calculation=checksums,
+                response_checksum_validation="when_required",
             ),
         )
         fs_args: dict[str, Any] = {"region": region}
@@ -146,10 +176,66 @@ class S3Store(ObjectStore):
 
         return self._retrying("read", key, attempt)
 
+    # -- refusing unsafe stores ---------------------------------------------------------------
+    def ensure_conditional_writes(self) -> None:
+        """Probe once per process and (endpoint, bucket) that the store honours If-None-Match and
+        If-Match, on a scratch key under the lake's prefix; raise UnsafeStore when it does not."""
+        if not self.verify_conditional_writes:
+            return
+        with _PROBE_LOCK:
+            where = (self.endpoint, self.bucket)
+            if where not in _PROBED:
+                _PROBED[where] = self._probe()
+            lacks = _PROBED[where]
+        if lacks is not None:
+            raise UnsafeStore(
+                "write",
+                self.location(""),
+                f"the object store at {self.endpoint} {lacks}: concurrent writers would overwrite each other's "
+                "commits and lose acknowledged data, so lakecleaner writes nothing there. Use a store with "
+                "conditional writes (AWS S3, MinIO, SeaweedFS, Ceph RGW), or set lake.storage.conditional_writes: "
+                "trust only if a single process ever writes to this lake",
+            )
+
+    def _probe(self) -> str | None:
+        key = f"_lakecleaner/probe/{uuid.uuid4().hex}"
+        try:
+            etag = self._put(key, b"1", IfNoneMatch="*")
+            try:
+                self._put(key, b"2", IfNoneMatch="*")
+                return "ignores If-None-Match (a create over an existing object succeeded)"
+            except ConditionFailed:
+                pass
+            try:
+                self._put(key, b"3", IfMatch=f'"{uuid.uuid4().hex}"')
+                return "ignores If-Match (a replace with a stale etag succeeded)"
+            except ConditionFailed:
+                pass
+            self._put(key, b"4", IfMatch=etag)
+            return None
+        except StorageError as exc:
+            if isinstance(exc, ConditionFailed):
+                return "refused a conditional write it should have accepted"
+            if "NotImplemented" in exc.reason or "501" in exc.reason:
+                return "does not implement conditional writes"
+            raise
+        finally:
+            self.delete(key)
+
+    def _put(self, key: str, data: bytes, **condition: str) -> str:
+        def attempt() -> str:
+            resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **condition)  # type: ignore[arg-type]
+            return resp["ETag"]
+
+        return self._retrying("write" if not condition else "conditional write", key, attempt)
+
     def write(self, key: str, data: bytes) -> None:
+        self.ensure_conditional_writes()
         self._retrying("write", key, lambda: self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data))
 
     def create(self, key: str, data: bytes) -> str:
+        self.ensure_conditional_writes()
+
         def attempt() -> str:
             resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
             return resp["ETag"]
@@ -157,6 +243,8 @@ class S3Store(ObjectStore):
         return self._retrying("create", key, attempt)
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
+        self.ensure_conditional_writes()
+
         def attempt() -> str:
             resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfMatch=etag)
             return resp["ETag"]
