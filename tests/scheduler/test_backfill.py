@@ -107,7 +107,7 @@ def test_three_backfilled_intervals_give_the_same_log_as_three_scheduled_runs(wo
         airflow.set_paused(dag_id_of(topic), False)
     try:
         runs = {
-            topic: airflow.wait_for_dag_runs(dag_id_of(topic), 3, timeout_s=420) for topic in (BACKFILLED, SCHEDULED)
+            topic: airflow.wait_for_dag_runs(dag_id_of(topic), 3, timeout_s=900) for topic in (BACKFILLED, SCHEDULED)
         }
     except (TimeoutError, RuntimeError) as exc:
         pytest.fail(f"{exc}\n{scenario.diagnostics()}")

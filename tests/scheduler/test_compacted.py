@@ -34,7 +34,7 @@ from tests.scheduler.topics import (
 
 def finished_runs(world: World, topic: str, count: int) -> list[dict[str, Any]]:
     try:
-        runs = world.airflow.wait_for_dag_runs(dag_id_of(topic), count, timeout_s=600)
+        runs = world.airflow.wait_for_dag_runs(dag_id_of(topic), count, timeout_s=900)
     except (TimeoutError, RuntimeError) as exc:
         pytest.fail(f"{exc}\n{world.diagnostics()}")
     assert [r["state"] for r in runs] == ["success"] * count, world.diagnostics()
