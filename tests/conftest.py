@@ -21,11 +21,12 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import boto3
 import pytest
-from playwright.sync_api import Browser
+from playwright.sync_api import Browser, Page
 
 from lakecleaner.config import (
     ENV_CONFIG_PATH,
@@ -36,6 +37,7 @@ from lakecleaner.config import (
     StorageSettings,
     parse_config,
 )
+from lakecleaner.dashboard.local_airflow import LocalAirflow
 from lakecleaner.io import LocalStore, ObjectStore, S3Store
 from lakecleaner.lake import Lake
 
@@ -121,6 +123,21 @@ def browser() -> Iterator[Browser]:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+@contextmanager
+def signed_in_page(browser: Browser, airflow: LocalAirflow, artifacts: Path) -> Iterator[Page]:
+    """A fresh browser session signed in to `airflow` as admin through its login form (screenshots
+    go to `artifacts`)."""
+    artifacts.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    airflow.sign_in(page, "admin")
+    try:
+        yield page
+    finally:
+        context.close()
 
 
 class SeaweedFS:

@@ -15,6 +15,7 @@ from playwright.sync_api import Browser, Page
 
 from lakecleaner.dashboard.local_airflow import LocalAirflow
 from lakecleaner.orchestration.naming import report_run_id
+from tests.conftest import signed_in_page
 from tests.dashboard.conftest import ARTIFACTS, Scene, StatsdListener
 from tests.dashboard.scene import ANALYTICS, BILLING, CHECKPOINT
 
@@ -24,13 +25,8 @@ DAG = "lakecleaner__page-views"
 @pytest.fixture
 def page(browser: Browser, airflow: LocalAirflow) -> Iterator[Page]:
     """A fresh browser session signed in to Airflow as admin."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    signed_in = context.new_page()
-    signed_in.set_default_timeout(30_000)
-    airflow.sign_in(signed_in, "admin")
-    yield signed_in
-    context.close()
+    with signed_in_page(browser, airflow, ARTIFACTS) as signed_in:
+        yield signed_in
 
 
 def _offsets(element: Any, *names: str) -> tuple[int, ...]:

@@ -14,6 +14,7 @@ from playwright.sync_api import Browser, Page
 
 from lakecleaner.clock import epoch_ms
 from lakecleaner.orchestration.naming import dag_id_of
+from tests.conftest import signed_in_page
 from tests.scheduler.conftest import World
 from tests.scheduler.test_compacted import assert_compacted_to_the_winners, finished_runs
 from tests.scheduler.topics import CDC_DASHBOARD, CDC_UI
@@ -24,13 +25,8 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "scheduler"
 @pytest.fixture
 def page(browser: Browser, world: World) -> Iterator[Page]:
     """A fresh browser session signed in to Airflow as admin, through its login form."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    signed_in = context.new_page()
-    signed_in.set_default_timeout(30_000)
-    world.airflow.sign_in(signed_in, "admin")
-    yield signed_in
-    context.close()
+    with signed_in_page(browser, world.airflow, ARTIFACTS) as signed_in:
+        yield signed_in
 
 
 def test_the_airflow_ui_trigger_button_runs_a_compacted_topic_to_success(page: Page, world: World) -> None:
