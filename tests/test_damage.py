@@ -355,3 +355,16 @@ def test_a_damaged_topic_json_is_a_clear_error_naming_the_file(lake: Lake, body:
     lake.store.write("topics/cdc/topic.json", body)
     with pytest.raises(CorruptManifest, match=r"topic metadata .*topics/cdc/topic.json"):
         lake.topic("cdc")
+
+
+def test_a_repair_whose_reply_is_lost_reports_what_it_wrote(lossy: tuple[Lake, FlakyProxy]) -> None:
+    lake, proxy = lossy
+    log = lake.create_topic("cdc", config={"cleanup.policy": "compact"}).partition(0)
+    for i in range(2):
+        log.append([Record(f"k{i}".encode(), b"v", T0)], now_ms=T0)
+        log.roll(now_ms=T0)
+    lake.store.write(log.manifest_key, b"{not json")
+    proxy.replies_to_lose = 1
+    report = repair_partition(lake.store, "cdc", 0, log.config)
+    assert len(proxy.lost) == 1 and len(report.kept_files) == 2
+    assert records(lake, "cdc") == [(0, b"k0"), (1, b"k1")]

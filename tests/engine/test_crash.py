@@ -155,3 +155,28 @@ def test_an_upload_the_store_refuses_inside_a_spark_task_fails_its_partition_wit
     assert partition.status == "failed" and "StorageError: write s3://" in partition.message
     assert "Traceback" not in partition.message and s3_endpoint.secret_key not in partition.message
     assert rows(topic) == before
+
+
+def test_a_compaction_whose_commit_reply_is_lost_commits_once_and_keeps_its_files(
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+) -> None:
+    """Issue #14: the manifest write of the commit is applied but its reply dropped; the retried
+    write meets it as a 412. The run must see its own commit, not a lost race that discards the
+    files the committed manifest now references."""
+
+    def manifest_put(method: str, path: str) -> bool:
+        return method == "PUT" and path.split("?")[0].endswith("/manifest.json")
+
+    with FlakyProxy(s3_endpoint.url, lose_when=manifest_put) as proxy:
+        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=3, backoff_base_ms=1, backoff_max_ms=5)
+        lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
+        topic = _dirty_topic(lake)
+        request = requests(topic, NOW)[0]
+        expected = expected_pass(
+            rows(topic), topic.partition(0).manifest(), request.first_uncleanable_offset, topic.config, NOW
+        )
+        proxy.replies_to_lose = 1
+        report = compact(spark, lake, topic, NOW)
+        assert len(proxy.lost) == 1
+    assert report.partitions[0].status == "committed"
+    assert rows(topic) == expected.rows  # every file the manifest references is there

@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import TopicConfig
-from lakecleaner.errors import CorruptManifest, CorruptSegment, LakeCleanerError, ObjectNotFound, TopicNotFound
+from lakecleaner.errors import (
+    ConditionFailed,
+    CorruptManifest,
+    CorruptSegment,
+    LakeCleanerError,
+    ObjectNotFound,
+    TopicNotFound,
+)
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.manifest import SEGMENT_PATH, Manifest, PendingDelete, Segment, SegmentFile
 from lakecleaner.log.partition import PartitionLog
@@ -195,8 +202,15 @@ def repair_partition(
     )
     manifest = Manifest(topic, partition, version, start, next_offset, None, tuple(segments), pending, now)
     log.refuse_invalid(manifest)
-    if etag is None:
-        store.create(log.manifest_key, manifest.to_json())
-    else:
-        store.replace(log.manifest_key, manifest.to_json(), etag)
+    data = manifest.to_json()
+    try:
+        if etag is None:
+            store.create(log.manifest_key, data)
+        else:
+            store.replace(log.manifest_key, data, etag)
+    except ConditionFailed:
+        # A write whose reply was lost is retried and meets itself as a 412: it landed if the
+        # manifest now holds exactly what this repair wrote; otherwise another writer got there first.
+        if store.read(log.manifest_key) != data:
+            raise
     return RepairReport(topic, partition, state, manifest, kept, left_out)
