@@ -46,9 +46,14 @@ def _config(args: argparse.Namespace) -> LakeConfig:
     return dataclasses.replace(config, lake_uri=args.lake) if args.lake else config
 
 
-def _session(config: LakeConfig, master: str | None) -> SparkSession:
-    builder = SparkSession.builder.appName("lakecleaner-compact")
-    if master or not SparkConf().contains("spark.master"):
+def _session(config: LakeConfig, topic: str, master: str | None) -> SparkSession:
+    """The run's Spark session. spark-submit's settings win (the DAG names the application after the
+    topic with --name); run directly, the application is named after the topic here."""
+    submitted = SparkConf()
+    builder = SparkSession.builder
+    if not submitted.contains("spark.app.name"):
+        builder = builder.appName(f"lakecleaner-{topic}")
+    if master or not submitted.contains("spark.master"):
         builder = builder.master(master or config.spark.master)
     for key, value in config.spark.conf.items():
         builder = builder.config(key, value)
@@ -68,7 +73,7 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     for partition, reason in read.failures.items():  # the others are compacted
         print(f"{topic.name}-{partition}: FAILED: {reason}", file=sys.stderr)
     requests = [r for m in read.manifests.values() if (r := requests_for(m, topic.config, now))]
-    session = spark or _session(config, args.master)
+    session = spark or _session(config, topic.name, args.master)
     try:
         report = compact_topic(session, lake, topic.name, requests, now, run_id=args.run_id)
     finally:

@@ -507,7 +507,7 @@ def compact(
         ctx.emit({"topic": topic, "partitions": []}, lambda: console.print(f"{topic}: no partition is due"))
         _exit_on_failures(unreadable)
         return
-    builder = SparkSession.builder.appName("lakecleaner-compact").master(master or ctx.config.spark.master)
+    builder = SparkSession.builder.appName(f"lakecleaner-{topic}").master(master or ctx.config.spark.master)
     for key, value in ctx.config.spark.conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
