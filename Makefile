@@ -43,6 +43,7 @@ airflow-ui: setup
 	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$(CURDIR)/airflow_home/passwords.json \
 	AIRFLOW_CONN_SPARK_LAKECLEANER='{"conn_type": "spark", "host": "local[*]"}' \
 	LAKECLEANER_CONFIG=$(CURDIR)/config/lakecleaner.yaml \
+	AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS=lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS \
 	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; airflow db migrate >/dev/null && lakecleaner airflow setup && airflow standalone'
 
 clean:

@@ -215,8 +215,13 @@ class LocalAirflow:
         return found
 
     def set_paused(self, dag_id: str, paused: bool) -> None:
-        """Pause or unpause a DAG (the scheduler starts queued runs of unpaused DAGs only)."""
-        status, body = self.api("PATCH", f"/api/v2/dags/{dag_id}", user="admin", body={"is_paused": paused})
+        """Pause or unpause a DAG (the scheduler starts queued runs of unpaused DAGs only); an
+        answer of 5xx (a busy SQLite database) is asked again, a few times."""
+        for _ in range(5):
+            status, body = self.api("PATCH", f"/api/v2/dags/{dag_id}", user="admin", body={"is_paused": paused})
+            if status < 500:
+                break
+            time.sleep(2)
         if status != 200:
             raise RuntimeError(f"could not set is_paused={paused} on {dag_id}: HTTP {status} {body}")
 

@@ -40,7 +40,8 @@ class DagRunResult:
 
 def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a local Airflow: its home, the project's DAGs, the lakecleaner config,
-    and a local Spark master for the `spark_lakecleaner` connection unless one is set."""
+    a SQLite lock timeout a busy Airflow does not run into (`orchestration/sqlite.py`), and a local
+    Spark master for the `spark_lakecleaner` connection unless one is set."""
     return {
         **os.environ,
         "AIRFLOW_HOME": str(airflow_home),
@@ -48,6 +49,8 @@ def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] 
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
         "LAKECLEANER_CONFIG": str(config_path),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS",
         "AIRFLOW_CONN_SPARK_LAKECLEANER": os.environ.get(
             "AIRFLOW_CONN_SPARK_LAKECLEANER", json.dumps({"conn_type": "spark", "host": "local[2]"})
         ),
