@@ -34,6 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Simple auth manager users: name → role ("" signs in with no permission at all).
 USERS = {"admin": "ADMIN", "viewer": "VIEWER", "outsider": ""}
 _COMPONENTS = ("api-server", "scheduler", "dag-processor")
+BUSY_ATTEMPTS = 5
 
 #: Debian's Chromium, driven by Playwright (never `playwright install`: no browser download).
 CHROMIUM = Path("/usr/bin/chromium")
@@ -173,19 +174,25 @@ class LocalAirflow:
         self, method: str, path: str, *, user: str | None = None, body: object = None, raw: bool = False
     ) -> tuple[int, Any]:
         """Call the API server as `user` (anonymously when None); returns the status and the JSON body
-        (the text with `raw`, or when the body is not JSON)."""
+        (the text with `raw`, or when the body is not JSON). A 500 or 503 is asked again, a few
+        times: on SQLite a writer that meets another one's lock fails at once (SQLITE_BUSY, no
+        waiting when its transaction would have to upgrade), and the API server answers 5xx."""
         headers = {"Accept": "application/json"}
         if user is not None:
             headers["Authorization"] = f"Bearer {self.token(user)}"
         data = None
         if body is not None:
             data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
-        request = urllib.request.Request(self.base_url + path, data, headers, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                status, text = int(response.status), response.read().decode()
-        except urllib.error.HTTPError as exc:
-            status, text = exc.code, exc.read().decode()
+        for attempt in range(BUSY_ATTEMPTS):
+            request = urllib.request.Request(self.base_url + path, data, headers, method=method)
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    status, text = int(response.status), response.read().decode()
+            except urllib.error.HTTPError as exc:
+                status, text = exc.code, exc.read().decode()
+            if status not in (500, 503) or attempt + 1 == BUSY_ATTEMPTS:
+                break
+            time.sleep(1 + attempt)  # SQLite was busy: the request was rolled back, ask again
         if raw:
             return status, text
         try:
@@ -215,13 +222,8 @@ class LocalAirflow:
         return found
 
     def set_paused(self, dag_id: str, paused: bool) -> None:
-        """Pause or unpause a DAG (the scheduler starts queued runs of unpaused DAGs only); an
-        answer of 5xx (a busy SQLite database) is asked again, a few times."""
-        for _ in range(5):
-            status, body = self.api("PATCH", f"/api/v2/dags/{dag_id}", user="admin", body={"is_paused": paused})
-            if status < 500:
-                break
-            time.sleep(2)
+        """Pause or unpause a DAG (the scheduler starts queued runs of unpaused DAGs only)."""
+        status, body = self.api("PATCH", f"/api/v2/dags/{dag_id}", user="admin", body={"is_paused": paused})
         if status != 200:
             raise RuntimeError(f"could not set is_paused={paused} on {dag_id}: HTTP {status} {body}")
 
