@@ -24,7 +24,7 @@ from types import TracebackType
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import ObjectNotFound, StorageError
-from lakecleaner.io import ObjectStore
+from lakecleaner.io import ObjectInfo, ObjectStore
 
 LEASE_TTL_MS = 10 * 60_000
 LEASE_SUFFIX = ".lease"
@@ -42,14 +42,13 @@ class Lease:
     holder: str
 
 
-def live_leases(store: ObjectStore, partition_prefix: str, wall_now_ms: int | None = None) -> list[Lease]:
-    """The partition's leases that have not expired by the wall clock. A lease object that cannot be
-    parsed counts as live until its object is LEASE_TTL_MS old: a claim is never ignored on a guess."""
+def live_leases(store: ObjectStore, lease_objects: Iterable[ObjectInfo], wall_now_ms: int | None = None) -> list[Lease]:
+    """Those of a partition's lease objects (as listed) that have not expired by the wall clock. A
+    lease object that cannot be parsed counts as live until it is LEASE_TTL_MS old: a claim is never
+    ignored on a guess."""
     now = wall_clock_ms() if wall_now_ms is None else wall_now_ms
     live = []
-    for obj in store.list(f"{partition_prefix}_staging/"):
-        if not obj.key.endswith(LEASE_SUFFIX):
-            continue
+    for obj in lease_objects:
         try:
             raw = json.loads(store.read(obj.key))
             lease = Lease(str(raw["run_id"]), int(raw["expires_ms"]), str(raw.get("holder", "")))

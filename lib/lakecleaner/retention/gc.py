@@ -25,15 +25,16 @@ is true, in which case it deletes every version of each file.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.faults import crash_point
+from lakecleaner.io import ObjectInfo
 from lakecleaner.lake import Lake, Topic
-from lakecleaner.log.leases import live_leases
+from lakecleaner.log.leases import LEASE_SUFFIX, live_leases
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.reports import new_run_id, store_report
 
@@ -135,9 +136,16 @@ def collect_garbage(
 ) -> GcResult:
     """Delete one partition's expired pending files and old orphans (see the module docstring)."""
     log = topic.partition(partition)
+    # Listed before the manifest is read: whatever a run committed before the listing is in the
+    # manifest, and a run still staging has its lease in the listing.
+    files = {
+        path: obj
+        for obj in lake.store.list(log.prefix)
+        if (path := obj.key[len(log.prefix) :]).startswith(("segments/", "_staging/"))
+    }
     manifest = log.manifest()
-    present = {o.key[len(log.prefix) :]: o for o in lake.store.list(log.prefix + "segments/")}
-    missing = sorted(_live_paths(manifest) - set(present))
+    unlisted = sorted(_live_paths(manifest) - files.keys())  # e.g. appended since the listing
+    missing = [path for path in unlisted if not lake.store.exists(log.prefix + path)]
     if missing:
         raise PartitionNotAsDescribed(
             f"partition {topic.name}-{partition}: the manifest references {len(missing)} file(s) that are not in "
@@ -145,8 +153,9 @@ def collect_garbage(
             f"the files, or run `lakecleaner repair --topic {topic.name} --partition {partition}`"
         )
     due = [p.path for p in manifest.pending_deletes if p.delete_after_ms <= now_ms]
+    min_age_ms = max(topic.config.file_delete_delay_ms, orphan_min_age_ms)
     if dry_run:
-        orphans, kept = _orphans(lake, log.prefix, manifest, now_ms, _orphan_age(topic, orphan_min_age_ms))
+        orphans, kept = _orphans(lake, files, manifest.referenced_paths(), now_ms, min_age_ms)
         waiting = sum(1 for p in manifest.pending_deletes if p.delete_after_ms > now_ms)
         return GcResult(topic.name, partition, tuple(due), tuple(orphans), waiting, orphans_kept=kept)
     for i, path in enumerate(due):
@@ -163,31 +172,23 @@ def collect_garbage(
         return current.next_version(now_ms, pending_deletes=kept)
 
     after = log.commit(drop_deleted) if due else manifest
-    orphans, kept = _orphans(lake, log.prefix, after, now_ms, _orphan_age(topic, orphan_min_age_ms))
+    orphans, kept = _orphans(lake, files, after.referenced_paths() | gone, now_ms, min_age_ms)
     for path in orphans:
         _delete(lake, log.prefix + path)
     waiting = sum(1 for p in after.pending_deletes if p.delete_after_ms > now_ms)
     return GcResult(topic.name, partition, tuple(due), tuple(orphans), waiting, orphans_kept=kept)
 
 
-def _orphan_age(topic: Topic, orphan_min_age_ms: int) -> int:
-    return max(topic.config.file_delete_delay_ms, orphan_min_age_ms)
-
-
-def _orphans(lake: Lake, prefix: str, manifest: Manifest, now_ms: int, min_age_ms: int) -> tuple[list[str], str | None]:
-    """The partition's orphans old enough to delete, or none and why, while a run holds a lease."""
-    leases = live_leases(lake.store, prefix)
+def _orphans(
+    lake: Lake, files: Mapping[str, ObjectInfo], keep: set[str], now_ms: int, min_age_ms: int
+) -> tuple[list[str], str | None]:
+    """The listed files, other than `keep`, old enough to delete as orphans; or none and why, while
+    a run holds a lease on the partition."""
+    leases = live_leases(lake.store, [obj for path, obj in files.items() if path.endswith(LEASE_SUFFIX)])
     if leases:
         holders = ", ".join(sorted(lease.run_id for lease in leases))
         return [], f"run(s) {holders} hold a lease on the partition: their unreferenced files are not orphans yet"
-    referenced = manifest.referenced_paths()
-    found = []
-    for directory in ("segments/", "_staging/"):
-        for obj in lake.store.list(prefix + directory):
-            path = obj.key[len(prefix) :]
-            if path not in referenced and obj.mtime_ms + min_age_ms <= now_ms:
-                found.append(path)
-    return found, None
+    return [p for p, obj in files.items() if p not in keep and obj.mtime_ms + min_age_ms <= now_ms], None
 
 
 def gc_topic(
