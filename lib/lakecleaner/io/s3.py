@@ -200,18 +200,18 @@ class S3Store(ObjectStore):
     def _probe(self) -> str | None:
         key = f"_lakecleaner/probe/{uuid.uuid4().hex}"
         try:
-            etag = self._put(key, b"1", IfNoneMatch="*")
+            etag = self._put("create", key, b"1", IfNoneMatch="*")
             try:
-                self._put(key, b"2", IfNoneMatch="*")
+                self._put("create", key, b"2", IfNoneMatch="*")
                 return "ignores If-None-Match (a create over an existing object succeeded)"
             except ConditionFailed:
                 pass
             try:
-                self._put(key, b"3", IfMatch=f'"{uuid.uuid4().hex}"')
+                self._put("replace", key, b"3", IfMatch=f'"{uuid.uuid4().hex}"')
                 return "ignores If-Match (a replace with a stale etag succeeded)"
             except ConditionFailed:
                 pass
-            self._put(key, b"4", IfMatch=etag)
+            self._put("replace", key, b"4", IfMatch=etag)
             return None
         except StorageError as exc:
             if isinstance(exc, ConditionFailed):
@@ -222,34 +222,27 @@ class S3Store(ObjectStore):
         finally:
             self.delete(key)
 
-    def _put(self, key: str, data: bytes, **condition: str) -> str:
+    def _put(self, operation: str, key: str, data: bytes, **condition: str) -> str:
+        """PutObject, with the store's retries, and If-None-Match / If-Match when given; the etag.
+        Every write goes through here; only the probe calls it without `ensure_conditional_writes`."""
+
         def attempt() -> str:
             resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **condition)  # type: ignore[arg-type]
             return resp["ETag"]
 
-        return self._retrying("write" if not condition else "conditional write", key, attempt)
+        return self._retrying(operation, key, attempt)
 
     def write(self, key: str, data: bytes) -> None:
         self.ensure_conditional_writes()
-        self._retrying("write", key, lambda: self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data))
+        self._put("write", key, data)
 
     def create(self, key: str, data: bytes) -> str:
         self.ensure_conditional_writes()
-
-        def attempt() -> str:
-            resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
-            return resp["ETag"]
-
-        return self._retrying("create", key, attempt)
+        return self._put("create", key, data, IfNoneMatch="*")
 
     def replace(self, key: str, data: bytes, etag: str) -> str:
         self.ensure_conditional_writes()
-
-        def attempt() -> str:
-            resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfMatch=etag)
-            return resp["ETag"]
-
-        return self._retrying("replace", key, attempt)
+        return self._put("replace", key, data, IfMatch=etag)
 
     def list(self, prefix: str) -> list[ObjectInfo]:
         def attempt() -> list[ObjectInfo]:

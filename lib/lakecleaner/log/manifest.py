@@ -284,7 +284,6 @@ class Manifest:
                 out.append(f"segment {seg.id} is unsealed but is not the last segment")
             if sum(f.record_count for f in seg.files) != seg.record_count:
                 out.append(f"segment {seg.id} record_count disagrees with its files")
-        for seg in segs:
             for f in seg.files:
                 if not SEGMENT_PATH.match(f.path) or ".." in f.path:
                     out.append(f"segment {seg.id} names the file {f.path!r}, which is not a file in segments/")

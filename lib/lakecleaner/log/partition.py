@@ -138,6 +138,7 @@ class PartitionLog:
         when the read-back proves another writer won. When the manifest cannot be read back,
         CommitStateUnknown is raised and nothing is discarded.
         """
+        commit_id = new_commit_id()
 
         def landed(manifest: Manifest) -> bool:
             if manifest.commit_id == commit_id:
@@ -145,7 +146,6 @@ class PartitionLog:
             referenced = manifest.referenced_paths()
             return any(path in referenced for path in wrote)
 
-        commit_id = new_commit_id()
         current, etag = self.load()
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             updated = change(current)

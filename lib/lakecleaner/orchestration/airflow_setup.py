@@ -73,11 +73,11 @@ def check_setup(marker_json: str | None, settings: AirflowSettings) -> None:
             f"not exist, and the scheduler would never run it; run `{SETUP_COMMAND}` (with the same config file)"
         )
     try:
-        marker: Mapping[str, Any] = json.loads(marker_json)
+        marker = json.loads(marker_json)
     except ValueError:
-        marker = {}
-    if not isinstance(marker, Mapping) or marker.get("pool") != settings.pool:
-        found = marker.get("pool") if isinstance(marker, Mapping) else None
+        marker = None
+    found = marker.get("pool") if isinstance(marker, Mapping) else None
+    if found != settings.pool:
         raise AirflowNotSetUp(
             f"Airflow was set up for the pool {found!r}, but the DAG's compact task uses '{settings.pool}' "
             f"(airflow.pool in the config file); run `{SETUP_COMMAND}` with this config file"

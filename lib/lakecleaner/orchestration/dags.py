@@ -92,6 +92,11 @@ def asset_for(topic: str) -> Asset:
     return Asset(name=f"lakecleaner-{topic}", uri=f"lakecleaner://topics/{topic}")
 
 
+def topic_tags(topic: str) -> list[str]:
+    """A topic's DAG tags; Airflow keeps at most 100 characters of a tag (TAG_MAX_LEN)."""
+    return ["lakecleaner", f"topic:{topic}"[:100]]
+
+
 def now_ms_of(context: Any) -> int:
     """The "now" of every decision, in epoch ms: the run's data_interval_end, or, for a run without a
     logical date (and so without a data interval), the run's `run_after`, Airflow 3's time for it."""
@@ -135,7 +140,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         catchup=False,
         max_active_runs=1,
         params=PARAMS,
-        tags=["lakecleaner", f"topic:{topic}"[:100]],
+        tags=topic_tags(topic),
         doc_md=doc,
         default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
         auto_register=False,  # the DAG file exports what build_dags returns, and nothing it rejected
@@ -265,7 +270,7 @@ def build_broken_dag(topic: str, error: str) -> DAG:
         schedule=None,
         start_date=START_DATE,
         catchup=False,
-        tags=["lakecleaner", f"topic:{topic}"[:100], "broken"],
+        tags=[*topic_tags(topic), "broken"],
         doc_md=f"### lakecleaner: `{topic}` — this topic's DAG could not be built\n\n`{error}`\n\n"
         "Fix the topic's entry in the config file; the DAG returns at the next parse.",
         auto_register=False,
