@@ -113,3 +113,18 @@ class FlakyProxy:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def manifest_put(method: str, path: str) -> bool:
+    """Selects the writes of partition manifests."""
+    return method == "PUT" and path.split("?")[0].endswith("/manifest.json")
+
+
+def parquet_read(method: str, path: str) -> bool:
+    """Selects the reads of segment files."""
+    return method in ("GET", "HEAD") and path.split("?")[0].endswith(".parquet")
+
+
+def parquet_upload(method: str, path: str) -> bool:
+    """Selects the uploads of segment files (single PUTs and multipart requests)."""
+    return method in ("PUT", "POST") and ".parquet" in path

@@ -32,16 +32,12 @@ from lakecleaner.retention import gc_topic, retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import GcRunReport
 from tests.conftest import ALL_BACKENDS, S3Endpoint
-from tests.flaky_proxy import FlakyProxy
+from tests.flaky_proxy import FlakyProxy, manifest_put, parquet_read
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
 
 HOUR = 3_600_000
 T0 = 1_772_323_200_000
-
-
-def manifest_put(method: str, path: str) -> bool:
-    return method == "PUT" and path.split("?")[0].endswith("/manifest.json")
 
 
 @pytest.fixture
@@ -212,10 +208,6 @@ def pending(path: str) -> dict[str, Any]:
 
 
 # -- transient is not corrupt -------------------------------------------------------------------
-def parquet_read(method: str, path: str) -> bool:
-    return method in ("GET", "HEAD") and path.split("?")[0].endswith(".parquet")
-
-
 def test_repair_during_an_outage_of_parquet_reads_fails_and_keeps_every_file(
     s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -245,18 +237,18 @@ def test_status_plan_and_gc_report_the_damaged_partition_and_carry_on(tmp_path: 
     lake = Lake.open(f"file://{tmp_path / 'lake'}")
     topic = three_partitions(lake)
     lake.store.write(topic.partition(1).manifest_key, b"{not json")
-    status = run_cli(tmp_path / "lake", "--json", "status", "--topic", "cdc")
+    status = run_cli_lake(lake, "--json", "status", "--topic", "cdc")
     assert status.returncode == 1
     rows = {r["partition"]: r for r in json.loads(status.stdout)["cdc"]}
     assert rows[0]["records"] == rows[2]["records"] == 2 and "is corrupt" in rows[1]["error"]
     assert "cdc-1: FAILED: manifest" in status.stderr and "lakecleaner repair" in status.stderr
 
-    plan = run_cli(tmp_path / "lake", "--json", "plan", "--topic", "cdc", "--force")
+    plan = run_cli_lake(lake, "--json", "plan", "--topic", "cdc", "--force")
     assert plan.returncode == 1 and "cdc-1: FAILED" in plan.stderr
     planned = json.loads(plan.stdout)
     assert [p["partition"] for p in planned["partitions"]] == [0, 2] and list(planned["unreadable"]) == ["1"]
 
-    gc = run_cli(tmp_path / "lake", "gc", "--topic", "cdc")
+    gc = run_cli_lake(lake, "gc", "--topic", "cdc")
     assert gc.returncode == 1 and "cdc-1: FAILED: manifest" in gc.stderr
 
 
@@ -269,15 +261,6 @@ def test_the_dags_assessment_plans_the_readable_partitions_and_names_the_damaged
     assert failures == [f"partition 1 could not be read: {assessment['unreadable']['1']}"]
     state = load_topic(lake, "cdc", T0)  # the dashboard
     assert sorted(state.manifests) == [0, 2] and "is corrupt" in state.unreadable[1]
-
-
-def run_cli(lake_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lakecleaner.cli", "--lake", f"file://{lake_dir}", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_a_segment_file_swapped_for_another_of_the_partition_is_never_served(lake: Lake) -> None:

@@ -26,7 +26,7 @@ from lakecleaner.retention import gc_topic
 from tests.conftest import S3Endpoint
 from tests.engine.helpers import compact, keyed, new_topic, requests, rows, unreferenced_files
 from tests.engine.reference_model import expected_pass
-from tests.flaky_proxy import FlakyProxy
+from tests.flaky_proxy import FlakyProxy, manifest_put, parquet_upload
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "spark_jobs" / "compact_topic.py"
@@ -141,9 +141,6 @@ def test_an_upload_the_store_refuses_inside_a_spark_task_fails_its_partition_wit
     """Issue #14: the object store refuses the output's upload in pass 2: the partition fails with a
     one-line StorageError naming the file (no traceback from the Spark task), and its log is as it was."""
 
-    def parquet_upload(method: str, path: str) -> bool:
-        return method in ("PUT", "POST") and ".parquet" in path
-
     with FlakyProxy(s3_endpoint.url, fail_when=parquet_upload) as proxy:
         settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=2, backoff_base_ms=1, backoff_max_ms=5)
         lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
@@ -163,9 +160,6 @@ def test_a_compaction_whose_commit_reply_is_lost_commits_once_and_keeps_its_file
     """Issue #14: the manifest write of the commit is applied but its reply dropped; the retried
     write meets it as a 412. The run must see its own commit, not a lost race that discards the
     files the committed manifest now references."""
-
-    def manifest_put(method: str, path: str) -> bool:
-        return method == "PUT" and path.split("?")[0].endswith("/manifest.json")
 
     with FlakyProxy(s3_endpoint.url, lose_when=manifest_put) as proxy:
         settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=3, backoff_base_ms=1, backoff_max_ms=5)
