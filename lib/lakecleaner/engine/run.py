@@ -47,9 +47,10 @@ from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget
 from lakecleaner.errors import CommitStateUnknown, LakeCleanerError, ObjectNotFound
 from lakecleaner.faults import crash_point
+from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import RunLeases
-from lakecleaner.log.manifest import Manifest, Segment
+from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import new_segment_path
 from lakecleaner.reports import new_run_id
@@ -316,18 +317,24 @@ class _Run:
     def staged_problems(self, state: _Partition) -> list[str]:
         """Each file this run wrote for the partition that is no longer as the gate read it (missing,
         or of another size): committing would reference a file that is not the validated output."""
+        store = self.lake.store
         prefix = partition_prefix(self.topic.name, state.plan.partition)
         written = set(state.written)
-        problems = []
-        for f in (f for group in state.outputs for s in group for f in s.files if f.path in written):
+        files = [f for group in state.outputs for s in group for f in s.files if f.path in written]
+
+        def problem(f: SegmentFile) -> str | None:
             try:
-                size = self.lake.store.stat(prefix + f.path).size
+                size = store.stat(prefix + f.path).size
             except ObjectNotFound:
-                problems.append(f"staged file {self.lake.store.location(prefix + f.path)} is missing")
-                continue
-            if size != f.size_bytes:
-                problems.append(f"staged file {f.path} has {size} bytes, not the {f.size_bytes} the gate validated")
-        return problems
+                return f"staged file {store.location(prefix + f.path)} is missing"
+            return (
+                None
+                if size == f.size_bytes
+                else f"staged file {f.path} has {size} bytes, not the {f.size_bytes} the gate validated"
+            )
+
+        checked = map_ordered(problem, files, self.lake.config.storage.max_concurrency)  # one HEAD each, at once
+        return [p for p in checked if p is not None]
 
     def commit(self) -> None:
         """One conditional manifest write per partition that passed the gate, after checking that
