@@ -115,6 +115,11 @@ class FlakyProxy:
         self.server.server_close()
 
 
+def manifest_get(method: str, path: str) -> bool:
+    """A manifest read."""
+    return method == "GET" and path.split("?")[0].endswith("/manifest.json")
+
+
 def manifest_put(method: str, path: str) -> bool:
     """Selects the writes of partition manifests."""
     return method == "PUT" and path.split("?")[0].endswith("/manifest.json")

@@ -78,10 +78,11 @@ print(json.dumps({"errors": {k: str(v) for k, v in bag.import_errors.items()}, "
 """
 
 
-def test_a_topic_airflow_rejects_gets_a_failing_stand_in_and_the_others_their_dags(tmp_path: Path) -> None:
+def test_a_topic_airflow_rejects_is_an_import_error_naming_it_and_the_others_keep_their_dags(tmp_path: Path) -> None:
     """Issue #14: a legal 249-character topic name (longer than Airflow's DAG ids allow after the
-    prefix) gets a stable shortened id; a topic with a schedule Airflow rejects gets a stand-in DAG
-    whose task fails naming the error; neither removes the other topics' DAGs."""
+    prefix) gets a stable shortened id; topics with a schedule Airflow rejects are the DAG file's
+    import error in Airflow's DagBag, naming each of them and the config file; no other topic's
+    DAG is lost."""
     from lakecleaner.orchestration.naming import dag_id_of
 
     long_name = "t" * 249
@@ -91,6 +92,7 @@ def test_a_topic_airflow_rejects_gets_a_failing_stand_in_and_the_others_their_da
         "topics:\n"
         f"  {long_name}: {{config: {{cleanup.policy: compact}}}}\n"
         "  bad-schedule: {schedule: 'every blue moon'}\n"
+        "  worse-schedule: {schedule: '61 * * * *'}\n"
         "  fine: {}\n"
     )
     script = tmp_path / "probe.py"
@@ -102,12 +104,10 @@ def test_a_topic_airflow_rejects_gets_a_failing_stand_in_and_the_others_their_da
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["errors"] == {}
+    (error,) = result["errors"].values()
+    assert "the DAGs of 2 topic(s) could not be built" in error and f"fix them in {config}" in error
+    assert "topic bad-schedule: AirflowTimetableInvalid" in error and "topic worse-schedule: " in error
     long_id = dag_id_of(long_name)
     assert len(long_id) == 250 and long_id == dag_id_of(long_name)  # stable
-    assert set(result["dags"]) == {long_id, "lakecleaner__bad-schedule", "lakecleaner__fine"}
+    assert set(result["dags"]) == {long_id, "lakecleaner__fine"}
     assert "compact" in result["dags"][long_id]["tasks"] and "compact" in result["dags"]["lakecleaner__fine"]["tasks"]
-    assert result["dags"]["lakecleaner__bad-schedule"] == {
-        "tasks": ["configuration_error"],
-        "tags": ["broken", "lakecleaner", "topic:bad-schedule"],
-    }

@@ -32,7 +32,7 @@ from lakecleaner.retention import gc_topic, retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import GcRunReport
 from tests.conftest import ALL_BACKENDS, S3Endpoint
-from tests.flaky_proxy import FlakyProxy, manifest_put, parquet_read
+from tests.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_read
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
 
@@ -66,6 +66,29 @@ def test_an_append_whose_reply_is_lost_lands_once(lossy: tuple[Lake, FlakyProxy]
     assert records(lake, "events") == [(0, b"a"), (1, b"b")]  # once, and every file it names exists
     log.append([Record(b"c", b"3", T0)], now_ms=T0)
     assert records(lake, "events") == [(0, b"a"), (1, b"b"), (2, b"c")]
+
+
+def test_retention_and_gc_through_a_flaky_store_succeed_and_count_their_retries(
+    s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue #14: transient errors are retried, never taken for damage, and counted in the reports."""
+    with FlakyProxy(s3_endpoint.url, fail_when=manifest_get) as proxy:
+        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=4, backoff_base_ms=1, backoff_max_ms=5)
+        lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path_factory.mktemp('flaky').name}", settings))
+        log = lake.create_topic("events", config={"retention.ms": HOUR}).partition(0)
+        log.append([Record(b"a", b"1", T0)], now_ms=T0)
+        log.roll(now_ms=T0)
+        log.append([Record(b"b", b"2", T0 + 2 * HOUR)], now_ms=T0 + 2 * HOUR)
+        proxy.failures_left = 2
+        retention = retain_topic(lake, "events", T0 + 2 * HOUR)
+        proxy.failures_left = 3
+        gc = gc_topic(lake, "events", T0 + 2 * HOUR)
+        keys = [str(r.location).removeprefix(lake.store.root_uri + "/") for r in (retention, gc)]
+        stored = [json.loads(lake.store.read(key)) for key in keys]
+    assert retention.success and retention.partitions[0].status == "committed"
+    assert [r.storage_retries for r in (retention, gc)] == [2, 3] and gc.failed == []
+    assert [(d["storage_retries"], d["partitions_failed"]) for d in stored] == [(2, 0), (3, 0)]
+    assert records(lake, "events") == [(1, b"b")]
 
 
 def test_a_roll_a_trim_and_a_retention_whose_replies_are_lost_each_land_once(lossy: tuple[Lake, FlakyProxy]) -> None:

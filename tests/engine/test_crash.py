@@ -9,6 +9,7 @@ log and one at or after the commit.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,13 +21,14 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
+from lakecleaner.engine import compact_topic
 from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT, on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.retention import gc_topic
 from tests.conftest import S3Endpoint
 from tests.engine.helpers import compact, keyed, new_topic, requests, rows, unreferenced_files
 from tests.engine.reference_model import expected_pass
-from tests.flaky_proxy import FlakyProxy, manifest_put, parquet_upload
+from tests.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_read, parquet_upload
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "spark_jobs" / "compact_topic.py"
@@ -135,6 +137,47 @@ def test_a_staged_file_deleted_after_the_gate_is_never_committed(spark: SparkSes
     assert rows(topic) == before
 
 
+def test_a_staged_file_replaced_after_the_gate_is_never_committed(spark: SparkSession, lake: Lake) -> None:
+    """Issue #14: the commit checks the version of each staged file, not only its size: a file
+    rewritten with the very same bytes after the gate read it is another object, and not committed."""
+    topic = _dirty_topic(lake)
+    before = rows(topic)
+
+    def rewrite_staged() -> None:
+        for path in unreferenced_files(lake, topic):
+            if path.endswith(".parquet"):
+                key = topic.partition(0).prefix + path
+                data = lake.store.read(key)
+                lake.store.delete(key)
+                lake.store.write(key, data)
+
+    with on_crash_point("engine.after_validation", rewrite_staged):
+        report = compact(spark, lake, topic, NOW)
+    (partition,) = report.partitions
+    assert partition.status == "failed" and "was replaced after the gate validated it" in partition.message
+    assert rows(topic) == before
+
+
+def test_a_compaction_through_a_flaky_store_counts_its_retries_in_the_run_report(
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+) -> None:
+    """Issue #14: every retry of the driver's storage operations is counted in the run report."""
+    with FlakyProxy(s3_endpoint.url, fail_when=manifest_get) as proxy:
+        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=4, backoff_base_ms=1, backoff_max_ms=5)
+        lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
+        topic = _dirty_topic(lake)
+        request = requests(topic, NOW)[0]
+        expected = expected_pass(
+            rows(topic), topic.partition(0).manifest(), request.first_uncleanable_offset, topic.config, NOW
+        )
+        proxy.failures_left = 2  # the run's own manifest reads (planning, gate, commit)
+        report = compact_topic(spark, lake, topic.name, [request], NOW)
+        stored = json.loads(lake.store.read(report.location.removeprefix(lake.store.root_uri + "/")))
+    assert report.partitions[0].status == "committed" and rows(topic) == expected.rows
+    assert report.storage_retries == 2 and stored["storage_retries"] == 2
+    assert stored["statuses"] == {"committed": 1}
+
+
 def test_an_upload_the_store_refuses_inside_a_spark_task_fails_its_partition_with_a_clear_message(
     spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
 ) -> None:
@@ -152,6 +195,27 @@ def test_an_upload_the_store_refuses_inside_a_spark_task_fails_its_partition_wit
     assert partition.status == "failed" and "StorageError: write s3://" in partition.message
     assert "Traceback" not in partition.message and s3_endpoint.secret_key not in partition.message
     assert rows(topic) == before
+
+
+def test_a_storage_outage_during_the_gates_read_back_fails_its_partition_with_a_clear_message(
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+) -> None:
+    """Issue #14: the store fails every Parquet read once the output is staged: the gate's read-back
+    inside the Spark task fails the partition with a one-line StorageError, nothing is committed."""
+    parquet_get = lambda method, path: method == "GET" and parquet_read(method, path)  # noqa: E731
+    with FlakyProxy(s3_endpoint.url, fail_when=parquet_get) as proxy:
+        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=2, backoff_base_ms=1, backoff_max_ms=5)
+        lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
+        topic = _dirty_topic(lake)
+        before = rows(topic)
+        with on_crash_point("engine.after_staging", lambda: setattr(proxy, "failures_left", 10_000)):
+            report = compact(spark, lake, topic, NOW)
+        proxy.failures_left = 0
+        (partition,) = report.partitions
+        assert partition.status == "failed-quality" and "SERVICE_UNAVAILABLE during GetObject" in partition.message
+        assert "check that the storage endpoint is reachable" in partition.message
+        assert "Traceback" not in partition.message and s3_endpoint.secret_key not in partition.message
+        assert rows(topic) == before and unreferenced_files(lake, topic) == []
 
 
 def test_a_compaction_whose_commit_reply_is_lost_commits_once_and_keeps_its_files(

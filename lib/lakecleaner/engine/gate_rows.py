@@ -43,7 +43,7 @@ from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.keys import in_sorted, key_codes
 from lakecleaner.engine.storage import StoreSpec
-from lakecleaner.errors import CorruptSegment
+from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.records import SEGMENT_SCHEMA
@@ -282,7 +282,7 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome
                 found += _group_violations(table, group)
             keys.append(table.column("key"))
             offsets.append(table.column("offset").to_numpy())
-    except CorruptSegment as exc:
+    except (CorruptSegment, StorageError) as exc:  # the partition fails the gate; the others go on
         return GateOutcome(task.partition, VIOLATION_SCHEMA.empty_table(), str(exc))
     found += _repeated_keys(keys, offsets)
     return GateOutcome(task.partition, _violation_rows(task.partition, [(c, at) for c, at in found if at.size]))

@@ -12,6 +12,7 @@ cleaner-recopy-percent.
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +116,14 @@ class RunReport:
     phases_ms: dict[str, int] = field(default_factory=dict)
     partitions: list[PartitionReport] = field(default_factory=list)
     location: str | None = None
+    #: Storage operations of the driver retried after a transient error (the Parquet reads and
+    #: writes of Spark tasks are retried by pyarrow's S3 client, which does not count them).
+    storage_retries: int = 0
+
+    @property
+    def statuses(self) -> dict[str, int]:
+        """How many partitions ended in each status."""
+        return dict(Counter(p.status for p in self.partitions))
 
     @property
     def totals(self) -> CleanerStats:
@@ -139,6 +148,8 @@ class RunReport:
             "duration_ms": self.duration_ms,
             "phases_ms": self.phases_ms,
             "failed": self.failed,
+            "statuses": self.statuses,
+            "storage_retries": self.storage_retries,
             "totals": self.totals.to_dict(),
             "partitions": [p.to_dict() for p in self.partitions],
         }
@@ -206,5 +217,7 @@ def print_report(report: RunReport, console: Console | None = None) -> None:
     for p in report.partitions:
         if p.status not in (COMMITTED, NOTHING_TO_DO) or p.message:
             console.print(f"partition {p.partition}: {p.status}: {p.message}", markup=False, highlight=False)
+    if report.storage_retries:
+        console.print(f"storage operations retried: {report.storage_retries}", markup=False, highlight=False)
     if report.location:
         console.print(f"report: {report.location}", markup=False, highlight=False)

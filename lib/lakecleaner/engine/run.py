@@ -45,12 +45,13 @@ from lakecleaner.engine.report import (
 from lakecleaner.engine.requests import CompactionRequest
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget
-from lakecleaner.errors import CommitStateUnknown, LakeCleanerError, ObjectNotFound
+from lakecleaner.errors import CommitStateUnknown, LakeCleanerError, ObjectNotFound, StorageError
 from lakecleaner.faults import crash_point
+from lakecleaner.io.base import ObjectInfo
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import RunLeases
-from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
+from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import new_segment_path
 from lakecleaner.reports import new_run_id
@@ -77,6 +78,8 @@ class _Partition:
     tasks: list[RecopyTask] = field(default_factory=list)
     results: list[GroupResult] = field(default_factory=list)
     outputs: list[tuple[Segment, ...]] = field(default_factory=list)
+    #: The staged files as the store had them just before the gate read them.
+    gated: dict[str, ObjectInfo | None] = field(default_factory=dict)
 
     @property
     def written(self) -> list[str]:
@@ -275,8 +278,12 @@ class _Run:
         for partition, state in list(self.active.items()):
             try:
                 segments.extend(self._uncleanable_segments(state))
+                state.gated = self.staged_files(state)
             except InputsChanged as exc:
                 self.finish(partition, ABORTED, str(exc))
+                continue
+            except StorageError as exc:
+                self.finish(partition, FAILED, f"{exc}; nothing was committed")
                 continue
             tasks.append(self._gate_task(state))
         verdicts = run_gate(
@@ -314,33 +321,46 @@ class _Run:
             groups.append(GateGroup(g.base_offset, g.next_offset, files, reused, g.tombstone_count, r.expected))
         return GateTask(state.plan.partition, partition_prefix(self.topic.name, state.plan.partition), tuple(groups))
 
-    def staged_problems(self, state: _Partition) -> list[str]:
-        """Each file this run wrote for the partition that is no longer as the gate read it (missing,
-        or of another size): committing would reference a file that is not the validated output."""
+    def staged_files(self, state: _Partition) -> dict[str, ObjectInfo | None]:
+        """Each file this run wrote for the partition, as the store has it now (None: missing); one
+        HEAD each, in flight at once over the bounded metadata pool."""
         store = self.lake.store
         prefix = partition_prefix(self.topic.name, state.plan.partition)
-        written = set(state.written)
-        files = [f for group in state.outputs for s in group for f in s.files if f.path in written]
+        paths = sorted(set(state.written))
 
-        def problem(f: SegmentFile) -> str | None:
+        def head(path: str) -> ObjectInfo | None:
             try:
-                size = store.stat(prefix + f.path).size
+                return store.stat(prefix + path)
             except ObjectNotFound:
-                return f"staged file {store.location(prefix + f.path)} is missing"
-            return (
-                None
-                if size == f.size_bytes
-                else f"staged file {f.path} has {size} bytes, not the {f.size_bytes} the gate validated"
-            )
+                return None
 
-        checked = map_ordered(problem, files, self.lake.config.storage.max_concurrency)  # one HEAD each, at once
-        return [p for p in checked if p is not None]
+        return dict(zip(paths, map_ordered(head, paths, self.lake.config.storage.max_concurrency), strict=True))
+
+    def staged_problems(self, state: _Partition) -> list[str]:
+        """Each staged file that is no longer the one the gate validated: missing, of another size
+        than the writer reported, or replaced since the gate (another size or version tag)."""
+        location = self.lake.store.location
+        prefix = partition_prefix(self.topic.name, state.plan.partition)
+        sizes = {f.path: f.size_bytes for group in state.outputs for s in group for f in s.files}
+        problems = []
+        for path, now in self.staged_files(state).items():
+            gated = state.gated.get(path)
+            if now is None:
+                problems.append(f"staged file {location(prefix + path)} is missing")
+            elif now.size != sizes.get(path, now.size):
+                problems.append(f"staged file {path} has {now.size} bytes, not the {sizes[path]} the gate validated")
+            elif gated is not None and (now.size, now.version_tag) != (gated.size, gated.version_tag):
+                problems.append(f"staged file {path} was replaced after the gate validated it")
+        return problems
 
     def commit(self) -> None:
         """One conditional manifest write per partition that passed the gate, after checking that
         every file it will reference is still the one the gate read."""
         for partition, state in list(self.active.items()):
-            problems = self.staged_problems(state)
+            try:
+                problems = self.staged_problems(state)
+            except StorageError as exc:
+                problems = [str(exc)]
             if problems:
                 self.finish(partition, FAILED, "; ".join(problems) + "; nothing was committed")
                 continue
@@ -391,6 +411,7 @@ def compact_topic(
     topic = lake.topic(topic_name)
     _check_requests(topic, requests)
     run = _Run(spark, lake, topic, now_ms, run_id or new_run_id(), options or EngineOptions())
+    retries_before = lake.store.retries
     prefixes = [partition_prefix(topic_name, r.partition) for r in requests]
     try:
         with RunLeases(lake.store, run.report.run_id, prefixes):  # gc leaves the run's files alone
@@ -408,6 +429,7 @@ def compact_topic(
     finally:
         spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
     run.report.duration_ms = int((time.monotonic() - run.started) * 1000)
+    run.report.storage_retries = lake.store.retries - retries_before
     run.report.save(lake.store)
     return run.report
 

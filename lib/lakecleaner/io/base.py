@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -26,9 +27,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ObjectInfo:
+    """An object's key, size and modification time, and a tag that changes whenever its content is
+    replaced (S3's ETag; a local file's inode, size and modification time)."""
+
     key: str
     size: int
     mtime_ms: int
+    version_tag: str = ""
 
 
 class Transient(Exception):
@@ -57,6 +62,14 @@ class ObjectStore(ABC):
     def __init__(self, root_uri: str, retry: RetryPolicy) -> None:
         self.root_uri = root_uri.rstrip("/")
         self.retry_policy = retry
+        self._retries = 0
+        self._retries_lock = threading.Lock()
+
+    @property
+    def retries(self) -> int:
+        """How many times an operation of this store was retried after a transient error (run
+        reports count the difference over a run)."""
+        return self._retries
 
     def location(self, key: str) -> str:
         """The object's URI, for messages (never carries credentials)."""
@@ -72,6 +85,8 @@ class ObjectStore(ABC):
             except Transient as exc:
                 last = exc
                 if attempt + 1 < self.retry_policy.max_attempts:
+                    with self._retries_lock:
+                        self._retries += 1
                     log.warning(
                         "%s %s failed (%s), attempt %d of %d; retrying",
                         operation,

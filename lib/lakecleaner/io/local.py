@@ -30,6 +30,12 @@ _TRANSIENT_ERRNOS = {errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ETIMEDOUT, er
 _TMP_PREFIX = ".tmp-"
 
 
+def _info(key: str, st: os.stat_result) -> ObjectInfo:
+    """A file's ObjectInfo; a file replaced by rename gets a new inode, one rewritten in place a new
+    modification time."""
+    return ObjectInfo(key, st.st_size, st.st_mtime_ns // 1_000_000, f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}")
+
+
 def etag_of(data: bytes) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
@@ -128,7 +134,7 @@ class LocalStore(ObjectStore):
                     key = full.relative_to(self.root).as_posix()
                     if key.startswith(prefix):
                         st = full.stat()
-                        out.append(ObjectInfo(key, st.st_size, st.st_mtime_ns // 1_000_000))
+                        out.append(_info(key, st))
             return sorted(out, key=lambda o: o.key)
 
         return self._retrying("list", prefix, walk)
@@ -149,7 +155,7 @@ class LocalStore(ObjectStore):
 
         def attempt() -> ObjectInfo:
             st = path.stat()
-            return ObjectInfo(key, st.st_size, st.st_mtime_ns // 1_000_000)
+            return _info(key, st)
 
         return self._retrying("stat", key, attempt)
 

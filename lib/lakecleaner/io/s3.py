@@ -251,7 +251,11 @@ class S3Store(ObjectStore):
             paginator = self._client.get_paginator("list_objects_v2")
             for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
                 for obj in page.get("Contents", []):
-                    out.append(ObjectInfo(obj["Key"][strip:], int(obj["Size"]), epoch_ms(obj["LastModified"])))
+                    out.append(
+                        ObjectInfo(
+                            obj["Key"][strip:], int(obj["Size"]), epoch_ms(obj["LastModified"]), obj.get("ETag", "")
+                        )
+                    )
             return sorted(out, key=lambda o: o.key)
 
         return self._retrying("list", prefix, attempt)
@@ -262,7 +266,7 @@ class S3Store(ObjectStore):
     def stat(self, key: str) -> ObjectInfo:
         def attempt() -> ObjectInfo:
             resp = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
-            return ObjectInfo(key, int(resp["ContentLength"]), epoch_ms(resp["LastModified"]))
+            return ObjectInfo(key, int(resp["ContentLength"]), epoch_ms(resp["LastModified"]), resp.get("ETag", ""))
 
         return self._retrying("stat", key, attempt)
 

@@ -20,6 +20,8 @@
 * A partition that fails compaction (quality gate, unreadable segment) fails `compact`, but
   retention and physical deletion still run for every partition (trigger rule all_done), and
   `report` fails the run afterwards, naming the failures.
+* A topic whose DAG cannot be built is left out and reported as the DAG file's import error
+  (`config_error_placeholder`); the other topics keep their DAGs.
 * Building the DAGs reads only the local config file: no storage or network I/O at parse time.
 """
 
@@ -247,38 +249,44 @@ def _run_id(context: Any) -> str:
 
 
 def build_dags(config_path: str | None = None) -> dict[str, DAG]:
-    """Every topic's DAG, keyed by dag_id."""
+    """Every topic's DAG, keyed by dag_id. A topic whose DAG cannot be built is left out and named
+    by one placeholder (`config_error_placeholder`) that Airflow reports as the file's import error."""
     path = config_path or os.environ.get("LAKECLEANER_CONFIG") or str(REPO_ROOT / "config" / "lakecleaner.yaml")
     config = load_config(path)
-    dags = {}
+    dags, errors = {}, {}
     for name, spec in config.topics.items():
         try:
             dag = build_topic_dag(spec, config, path)
             dag.validate()  # type: ignore[no-untyped-call]  # what Airflow checks when it loads the DAG
         except Exception as exc:  # one topic Airflow rejects (e.g. its schedule) must not remove the others
             log.warning("the DAG of topic %s cannot be built: %s", name, exc)
-            dag = build_broken_dag(name, f"{type(exc).__name__}: {exc}")
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            continue
         dags[dag.dag_id] = dag
+    if errors:
+        placeholder = config_error_placeholder(path, errors)
+        dags[placeholder.dag_id] = placeholder
     return dags
 
 
-def build_broken_dag(topic: str, error: str) -> DAG:
-    """A stand-in for a topic whose DAG Airflow rejected: it shows in the UI with the error in its
-    docs and tags, and its only task fails with the error, naming what to fix in the config."""
-    with DAG(
-        dag_id=dag_id_of(topic),
-        schedule=None,
-        start_date=START_DATE,
-        catchup=False,
-        tags=[*topic_tags(topic), "broken"],
-        doc_md=f"### lakecleaner: `{topic}` — this topic's DAG could not be built\n\n`{error}`\n\n"
-        "Fix the topic's entry in the config file; the DAG returns at the next parse.",
-        auto_register=False,
-    ) as dag:
+CONFIG_ERRORS_DAG_ID = "lakecleaner_config_errors"  # one underscore: no topic's DAG id (lakecleaner__<topic>)
 
-        @task(retries=0)
-        def configuration_error() -> None:
-            raise AirflowFailException(f"the DAG of topic {topic} could not be built: {error}; fix the config file")
 
-        configuration_error()
+class TopicDagsRejected(Exception):
+    """The DAGs of some topics could not be built (Airflow shows it as the DAG file's import error)."""
+
+
+def config_error_placeholder(config_path: str, errors: dict[str, str]) -> DAG:
+    """A DAG that Airflow never keeps: the DAG processor validates every DAG a file exports before
+    keeping it, and this one fails validation with every rejected topic's error. Airflow records
+    that as the DAG file's import error (shown at the top of its UI) and keeps the other topics'
+    DAGs; the rejected topics have no DAG until the config file is fixed."""
+    lines = "; ".join(f"topic {topic}: {error}" for topic, error in sorted(errors.items()))
+    message = f"the DAGs of {len(errors)} topic(s) could not be built ({lines}); fix them in {config_path}"
+    dag = DAG(dag_id=CONFIG_ERRORS_DAG_ID, schedule=None, start_date=START_DATE, auto_register=False)
+
+    def reject() -> None:
+        raise TopicDagsRejected(message)
+
+    dag.validate = reject  # type: ignore[method-assign]
     return dag

@@ -87,6 +87,8 @@ class RetentionRunReport:
     now_ms: int
     partitions: tuple[PartitionRetentionResult, ...]
     location: str | None = None
+    #: Storage operations retried after a transient error during the run.
+    storage_retries: int = 0
 
     @property
     def success(self) -> bool:
@@ -100,6 +102,8 @@ class RetentionRunReport:
             "run_id": self.run_id,
             "now_ms": self.now_ms,
             "success": self.success,
+            "partitions_failed": sum(p.status in (FAILED, FAILED_QUALITY) for p in self.partitions),
+            "storage_retries": self.storage_retries,
             "segments_deleted": sum(len(p.plan.deletions) for p in self.partitions if p.plan and p.status == COMMITTED),
             "bytes_deleted": sum(p.plan.deleted_bytes for p in self.partitions if p.plan and p.status == COMMITTED),
             "partitions": parts,
@@ -260,6 +264,7 @@ def retain_topic(
     now = wall_clock_ms() if now_ms is None else now_ms
     topic = lake.topic(topic_name)
     chosen = sorted(partitions) if partitions is not None else list(range(topic.partitions))
+    retries_before = lake.store.retries
     positions: dict[int, ConsumedPosition] = {}
     if topic.config.consumed_retention_enabled:
         positions = lake.offsets.consumed_positions(topic_name, chosen)
@@ -270,7 +275,8 @@ def retain_topic(
         except LakeCleanerError as exc:
             results.append(PartitionRetentionResult(topic_name, p, FAILED, None, error=str(exc)))
     run = run_id or new_run_id(now)
-    report = RetentionRunReport(topic_name, run, now, tuple(results))
+    retries = lake.store.retries - retries_before
+    report = RetentionRunReport(topic_name, run, now, tuple(results), storage_retries=retries)
     if dry_run:
         return report
     return replace(report, location=store_report(lake.store, topic_name, run, "retention", report.to_dict()))

@@ -77,8 +77,9 @@ class GcRunReport:
     now_ms: int
     partitions: tuple[GcResult, ...] = field(default_factory=tuple)
     location: str | None = None
-
     dry_run: bool = False
+    #: Storage operations retried after a transient error during the run.
+    storage_retries: int = 0
 
     @property
     def files_deleted(self) -> int:
@@ -96,6 +97,8 @@ class GcRunReport:
             "run_id": self.run_id,
             "now_ms": self.now_ms,
             "files_deleted": self.files_deleted,
+            "partitions_failed": len(self.failed),
+            "storage_retries": self.storage_retries,
             "partitions": [p.to_dict() for p in self.partitions],
         }
 
@@ -206,6 +209,7 @@ def gc_topic(
     now = wall_clock_ms() if now_ms is None else now_ms
     ensure_deletes_are_final(lake)
     topic = lake.topic(topic_name)
+    retries_before = lake.store.retries
     results = []
     for p in sorted(partitions) if partitions is not None else range(topic.partitions):
         try:
@@ -214,5 +218,7 @@ def gc_topic(
             logger.warning("gc of %s-%d: %s", topic_name, p, exc)
             results.append(GcResult(topic_name, p, error=str(exc)))
     run = run_id or new_run_id(now)
-    report = GcRunReport(topic_name, run, now, tuple(results), dry_run=dry_run)
+    report = GcRunReport(
+        topic_name, run, now, tuple(results), dry_run=dry_run, storage_retries=lake.store.retries - retries_before
+    )
     return replace(report, location=store_report(lake.store, topic_name, run, "gc", report.to_dict()))
