@@ -20,8 +20,8 @@ demo: setup
 	$(UV) run lakecleaner demo
 
 lint: setup
-	$(UV) run ruff check lib tests dags plugins spark_jobs bench
-	$(UV) run ruff format --check lib tests dags plugins spark_jobs bench
+	$(UV) run ruff check lib tests bench
+	$(UV) run ruff format --check lib tests bench
 
 typecheck: setup
 	$(UV) run mypy lib
@@ -31,20 +31,21 @@ unit: setup
 
 test: lint typecheck unit
 
-# Airflow's UI with the project's DAGs and plugins (http://127.0.0.1:8080; login admin / admin), after
-# `lakecleaner airflow setup` has created what the DAGs need (the compact tasks' pool).
+# Airflow's UI with the package's DAG folder and plugin (http://127.0.0.1:8080; login admin / admin) on
+# ./lakecleaner.yaml (the sample, written if missing), after `lakecleaner airflow setup` has created
+# what the DAGs need (the compact tasks' pool).
 airflow-ui: setup
 	mkdir -p airflow_home
+	test -f lakecleaner.yaml || $(UV) run lakecleaner init
 	AIRFLOW_HOME=$(CURDIR)/airflow_home \
 	AIRFLOW__CORE__LOAD_EXAMPLES=False \
-	AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags \
-	AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins \
+	AIRFLOW__CORE__DAGS_FOLDER="$$($(UV) run python -c 'from lakecleaner.orchestration.dags import dags_folder; print(dags_folder())')" \
 	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin \
 	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$(CURDIR)/airflow_home/passwords.json \
 	AIRFLOW_CONN_SPARK_LAKECLEANER='{"conn_type": "spark", "host": "local[*]"}' \
-	LAKECLEANER_CONFIG=$(CURDIR)/config/lakecleaner.yaml \
+	LAKECLEANER_CONFIG=$(CURDIR)/lakecleaner.yaml \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS=lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS \
 	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; airflow db migrate >/dev/null && lakecleaner airflow setup && airflow standalone'
 
 clean:
-	rm -rf lake .venv .pytest_cache .mypy_cache .ruff_cache
+	rm -rf lake lakecleaner.yaml .venv .pytest_cache .mypy_cache .ruff_cache

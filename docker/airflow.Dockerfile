@@ -4,22 +4,24 @@
 # of docker-compose.yml:
 #   - apache/airflow 3.3.2 on Python 3.11 (the project requires Python 3.11);
 #   - a Java runtime for Spark (local[*] in Airflow tasks, and the standalone master/worker);
-#   - lakecleaner's dependencies at exactly the versions of uv.lock (pyspark 4.x included, so the
-#     Spark driver in Airflow and the executors on the worker run the same Spark and Python);
-#   - lakecleaner itself, installed editable from /opt/lakecleaner, where compose mounts the
-#     working tree so edits to lib/, dags/, plugins/ and config/ apply without a rebuild.
+#   - lakecleaner[all] from its wheel, with every dependency at exactly the version of uv.lock
+#     (pyspark 4.x included, so the Spark driver in Airflow and the executors on the worker run
+#     the same Spark and Python);
+#   - the DAG file copied from the installed package into /opt/airflow/dags (Airflow's default
+#     dags_folder); the dashboard plugin is found through the package's `airflow.plugins` entry point.
+# Only the config file comes from the host (compose mounts ./config at /opt/lakecleaner/config).
 # Build context: the project root (docker compose build does this).
 
 ARG AIRFLOW_IMAGE=apache/airflow:3.3.2-python3.11
 
-# Stage 1: uv.lock -> a pinned requirements list. pyproject.toml overrides pyspark-client away
-# (the Spark provider depends on it, and it would overwrite the full pyspark package), and
-# `uv export` honours that override where a plain `pip install` of the project would not.
-FROM ${AIRFLOW_IMAGE} AS requirements
+# Stage 1: the wheel, and uv.lock as a pinned requirements list of every extra.
+FROM ${AIRFLOW_IMAGE} AS wheel
 COPY --chown=airflow:0 pyproject.toml uv.lock README.md /tmp/lakecleaner/
+COPY --chown=airflow:0 lib /tmp/lakecleaner/lib
 RUN pip install --no-cache-dir "uv==0.13.8" \
- && uv export --project /tmp/lakecleaner --frozen --no-dev --no-emit-project --no-hashes \
-      --output-file /tmp/lakecleaner/requirements.txt
+ && uv export --project /tmp/lakecleaner --frozen --no-dev --all-extras --no-emit-project --no-hashes \
+      --output-file /tmp/lakecleaner/requirements.txt \
+ && uv build --project /tmp/lakecleaner --wheel --out-dir /tmp/lakecleaner/dist
 
 FROM ${AIRFLOW_IMAGE}
 USER root
@@ -30,15 +32,14 @@ RUN mkdir -p /usr/share/man/man1 \
  && apt-get install -y --no-install-recommends default-jre-headless \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/* \
- && mkdir -p /opt/airflow/auth /opt/spark-work \
- && chown airflow:0 /opt/airflow/auth /opt/spark-work
+ && mkdir -p /opt/airflow/auth /opt/airflow/dags /opt/spark-work \
+ && chown airflow:0 /opt/airflow/auth /opt/airflow/dags /opt/spark-work
 USER airflow
-COPY --from=requirements /tmp/lakecleaner/requirements.txt /tmp/lakecleaner-requirements.txt
-# --no-deps: the list is already complete and pinned; letting pip resolve again would bring
-# pyspark-client back.
-RUN pip install --no-cache-dir --no-deps -r /tmp/lakecleaner-requirements.txt
-COPY --chown=airflow:0 pyproject.toml README.md /opt/lakecleaner/
-COPY --chown=airflow:0 lib /opt/lakecleaner/lib
-RUN pip install --no-cache-dir --no-deps -e /opt/lakecleaner \
+COPY --from=wheel /tmp/lakecleaner/requirements.txt /tmp/lakecleaner-requirements.txt
+COPY --from=wheel /tmp/lakecleaner/dist/ /tmp/lakecleaner-dist/
+RUN pip install --no-cache-dir -r /tmp/lakecleaner-requirements.txt \
+ && pip install --no-cache-dir --no-deps /tmp/lakecleaner-dist/*.whl \
+ && cp "$(lakecleaner --json paths | python -c 'import json, sys; print(json.load(sys.stdin)["dags_folder"])')/lakecleaner_topics.py" \
+      /opt/airflow/dags/ \
  && java -version \
  && python -c "import lakecleaner, pyspark, pyarrow; print('pyspark', pyspark.__version__, 'pyarrow', pyarrow.__version__)"

@@ -248,3 +248,10 @@ def store(lake_config: LakeConfig) -> ObjectStore:
 @pytest.fixture
 def lake(lake_config: LakeConfig) -> Lake:
     return Lake.open(lake_config)
+
+
+def write_sample(directory: Path) -> Path:
+    """The packaged sample config written to `directory`/lakecleaner.yaml (its lake in `directory`/lake)."""
+    from lakecleaner.cli import write_sample_config
+
+    return write_sample_config(directory / "lakecleaner.yaml")

@@ -16,6 +16,7 @@ from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.orchestration.airflow_setup import SETUP_VARIABLE
 from lakecleaner.orchestration.local import DagRunResult, airflow_env, prepare_airflow, run_dag
+from tests.conftest import write_sample
 
 REPO = Path(__file__).resolve().parent.parent
 HOUR = 3_600_000
@@ -26,7 +27,7 @@ T0 = 1_772_323_200_000  # 2026-03-01T00:00:00Z
 @pytest.fixture(scope="module")
 def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("airflow")
-    prepare_airflow(home, REPO / "config" / "lakecleaner.yaml")
+    prepare_airflow(home, write_sample(home))
     return home
 
 

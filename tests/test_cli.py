@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 def run(lake: Path, *args: str, stdin: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    cwd = lake.with_name(lake.name + "-cwd")  # the test's own: the demo writes the sample config there
+    cwd.mkdir(exist_ok=True)
     proc = subprocess.run(
         [sys.executable, "-m", "lakecleaner.cli", "--lake", f"file://{lake}", *args],
         input=stdin,
         capture_output=True,
         text=True,
-        cwd=REPO,
+        cwd=cwd,
         timeout=120,
     )
     if ok:
@@ -141,6 +141,8 @@ def test_compacted_topic_rejects_unkeyed_json_records(tmp_path: Path) -> None:
 def test_demo_builds_the_sample_topics_and_prints_status(tmp_path: Path) -> None:
     proc = run(tmp_path, "demo", "--records", "4000", "--no-airflow")
     assert "topic customers-cdc" in proc.stdout and "topic page-views" in proc.stdout
+    sample = tmp_path.with_name(tmp_path.name + "-cwd") / "lakecleaner.yaml"
+    assert f"wrote the sample config to {sample}" in proc.stderr and sample.is_file()
     status = json.loads(run(tmp_path, "--json", "status").stdout)
     assert sum(p["records"] for p in status["customers-cdc"]) == 4000
     assert len(status["customers-cdc"]) == 4

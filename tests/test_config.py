@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from lakecleaner.config import LONG_MAX, TopicConfig, load_config, parse_config, resolve_topic_config
 from lakecleaner.errors import ConfigError
+from tests.conftest import write_sample
 
 
 def problems_of(data: object) -> list[str]:
@@ -152,9 +154,30 @@ def test_load_config_file_and_yaml_errors(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.yaml")
 
 
-def test_repository_config_is_valid() -> None:
-    config = load_config(Path(__file__).parent.parent / "config" / "lakecleaner.yaml")
-    assert config.topics
+def test_the_packaged_sample_config_is_valid_and_defines_the_demo_topics(tmp_path: Path) -> None:
+    config = load_config(write_sample(tmp_path))
+    assert set(config.topics) == {"customers-cdc", "page-views"}
+    assert config.lake_uri == f"file://{tmp_path / 'lake'}"  # the lake beside the file, whatever the cwd
+
+
+def test_the_config_is_found_by_option_then_environment_then_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #15: --config, $LAKECLEANER_CONFIG, ./lakecleaner.yaml, else an error naming all three."""
+    monkeypatch.chdir(tmp_path)
+    three = "pass --config PATH, set LAKECLEANER_CONFIG, or create ./lakecleaner.yaml"
+    with pytest.raises(ConfigError, match=re.escape(three)):
+        load_config()
+    local = write_sample(tmp_path)
+    assert load_config().source == str(local)
+    other = write_sample(tmp_path / "other")
+    monkeypatch.setenv("LAKECLEANER_CONFIG", str(other))
+    assert load_config().source == str(other)
+    third = write_sample(tmp_path / "third")
+    assert load_config(third).source == str(third)
+    monkeypatch.setenv("LAKECLEANER_CONFIG", str(tmp_path / "gone.yaml"))
+    with pytest.raises(ConfigError, match=re.escape("gone.yaml: config file not found (named by LAKECLEANER_CONFIG")):
+        load_config()
 
 
 def test_the_suite_never_writes_into_a_lake_exported_in_the_shell(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from lakecleaner.orchestration.dags import dags_folder
+from tests.conftest import write_sample
 
 PROBE = """
 import json, os, sys
@@ -36,12 +37,12 @@ def test_every_dag_imports_without_errors_and_without_touching_the_lake(tmp_path
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
         "LAKECLEANER_LAKE_URI": f"file://{missing_lake}",
-        "LAKECLEANER_CONFIG": str(REPO / "config" / "lakecleaner.yaml"),
+        "LAKECLEANER_CONFIG": str(write_sample(tmp_path)),
     }
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     proc = subprocess.run(
-        [sys.executable, str(script), str(REPO / "dags")],
+        [sys.executable, str(script), str(dags_folder())],
         env=env,
         capture_output=True,
         text=True,
@@ -100,7 +101,7 @@ def test_a_topic_airflow_rejects_is_an_import_error_naming_it_and_the_others_kee
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
     env.update(AIRFLOW__CORE__UNIT_TEST_MODE="True", LAKECLEANER_CONFIG=str(config))
     proc = subprocess.run(
-        [sys.executable, str(script), str(REPO / "dags")], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, str(script), str(dags_folder())], env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -215,8 +215,8 @@ def test_compose_file_parses_and_shares_airflow_settings_through_an_anchor() -> 
     }
     for name in airflow:
         env = environment(services(compose)[name])
-        assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/lakecleaner/dags", name
-        assert env["AIRFLOW__CORE__PLUGINS_FOLDER"] == "/opt/lakecleaner/plugins", name
+        assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/airflow/dags", name  # the image copies the DAG file
+        assert "AIRFLOW__CORE__PLUGINS_FOLDER" not in env, name  # the plugin comes by its entry point
         assert services(compose)[name]["image"] == compose["x-airflow-common"]["image"], name
 
 

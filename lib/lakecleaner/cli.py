@@ -20,7 +20,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lakecleaner.clock import parse_time_ms, wall_clock_ms
-from lakecleaner.config import LONG_MAX, LakeConfig, load_config
+from lakecleaner.config import (
+    LOCAL_CONFIG,
+    LONG_MAX,
+    LakeConfig,
+    find_config,
+    load_config,
+    parse_config,
+    sample_config_text,
+)
 from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.records import BATCH_SCHEMA, HEADER_TYPE
@@ -30,7 +38,7 @@ from lakecleaner.workload import WorkloadSpec, generate, kafka_partition
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console(width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # paths and messages stay on one line
 
 
 class Context:
@@ -42,7 +50,10 @@ class Context:
 
     @functools.cached_property
     def config(self) -> LakeConfig:
-        """The config file's settings, with --lake replacing the lake URI (loaded once)."""
+        """The config file's settings, with --lake replacing the lake URI (loaded once). With --lake
+        and no config file anywhere (`find_config`), Kafka's defaults and no managed topics."""
+        if self.lake_uri and find_config(self.config_path) is None:
+            return parse_config({"lake": {"uri": self.lake_uri}}, "<--lake>")
         config = load_config(self.config_path)
         return dataclasses.replace(config, lake_uri=self.lake_uri) if self.lake_uri else config
 
@@ -490,9 +501,8 @@ def compact(
     ctx: Context, topic: str, now_text: str | None, partition_list: str, force: bool, master: str | None
 ) -> None:
     """Compact a topic's due partitions on Spark (one application), as the DAG's compact task does."""
-    from pyspark.sql import SparkSession
-
     from lakecleaner.engine import compact_topic, print_report, requests_for
+    from lakecleaner.engine.session import build_session
     from lakecleaner.policy import plan_topic
 
     now = _now(now_text)
@@ -507,10 +517,7 @@ def compact(
         ctx.emit({"topic": topic, "partitions": []}, lambda: console.print(f"{topic}: no partition is due"))
         _exit_on_failures(unreadable)
         return
-    builder = SparkSession.builder.appName(f"lakecleaner-{topic}").master(master or ctx.config.spark.master)
-    for key, value in ctx.config.spark.conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = build_session(ctx.config.spark, f"lakecleaner-{topic}", master)
     try:
         report = compact_topic(spark, ctx.lake, topic, requests, now)
     finally:
@@ -707,6 +714,45 @@ def airflow_setup(ctx: Context) -> None:
     )
 
 
+# -- set-up ------------------------------------------------------------------------------------
+@cli.command()
+@click.argument("path", default=LOCAL_CONFIG, type=click.Path(dir_okay=False, path_type=Path))
+def init(path: Path) -> None:
+    """Write the sample config file to PATH (default ./lakecleaner.yaml), with its lake in a folder
+    `lake` beside it; an existing file is never overwritten."""
+    console.print(f"wrote the sample config to {write_sample_config(path)}", markup=False, highlight=False)
+
+
+@cli.command()
+@pass_ctx
+def paths(ctx: Context) -> None:
+    """Where the installed package keeps what a deployment points at: the spark-submit application,
+    the Airflow DAG folder, and the config file in use (if any)."""
+    from lakecleaner.orchestration.dags import dags_folder
+    from lakecleaner.spark_jobs import compact_topic_path
+
+    found = find_config(ctx.config_path)
+    data = {
+        "compact_job": str(compact_topic_path()),
+        "dags_folder": str(dags_folder()),
+        "config": None if found is None else str(found),
+    }
+    lines = "\n".join(f"{k}: {v}" for k, v in data.items())
+    ctx.emit(data, lambda: console.print(lines, markup=False, highlight=False))
+
+
+def write_sample_config(path: Path) -> Path:
+    """Write the sample config to `path` with an absolute lake URI (the folder `lake` beside it)."""
+    path = path.resolve()
+    if path.exists():
+        raise click.ClickException(f"{path} exists; remove it or choose another path")
+    lake = path.parent / "lake"
+    text = sample_config_text().replace("uri: file://./lake", f"uri: file://{lake}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
 # -- the main job ------------------------------------------------------------------------------
 @cli.command()
 @click.option("--records", default=200_000, show_default=True, help="Records in the CDC topic.")
@@ -720,9 +766,16 @@ def airflow_setup(ctx: Context) -> None:
 @click.option("--no-airflow", is_flag=True, help="Only build the sample topics and show their status.")
 @pass_ctx
 def demo(ctx: Context, records: int, airflow_home: str, no_airflow: bool) -> None:
-    """The main job: build the sample topics, run both topics' DAGs in Airflow, summarise."""
+    """The main job: build the sample topics, run both topics' DAGs in Airflow, summarise.
+
+    Without a config file (--config, $LAKECLEANER_CONFIG, ./lakecleaner.yaml) it writes the sample
+    one to ./lakecleaner.yaml first and says so (--lake still chooses the lake)."""
     from lakecleaner import demo as job
 
+    if find_config(ctx.config_path) is None:
+        sample = write_sample_config(Path(LOCAL_CONFIG))
+        err_console.print(f"wrote the sample config to {sample}", markup=False, highlight=False)
+    job.check_sample_topics(ctx.config)
     lake = ctx.lake
     job.reset_sample_topics(lake)
     sizes = job.DemoSizes(cdc_records=records, cdc_keys=max(1, records // 10), event_records=max(1, records // 2))
@@ -753,7 +806,7 @@ def _run_demo_dags(ctx: Context, airflow_home: Path, now: int) -> None:
     from lakecleaner import demo as job
     from lakecleaner.orchestration.local import prepare_airflow, run_dag
 
-    config_path = Path("config/lakecleaner.yaml" if ctx.config.source == "<defaults>" else ctx.config.source).resolve()
+    config_path = Path(ctx.config.source).resolve()
     env = {"LAKECLEANER_LAKE_URI": ctx.lake.uri}
     airflow_home.mkdir(parents=True, exist_ok=True)
     err_console.print(f"airflow: {airflow_home} (SQLite)")
@@ -807,6 +860,28 @@ def main() -> None:
     except (LakeCleanerError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    except ModuleNotFoundError as exc:
+        extra = extra_providing(exc.name)
+        if extra is None:
+            raise
+        click.echo(f"error: this command needs {exc.name}: pip install 'lakecleaner[{extra}]'", err=True)
+        sys.exit(2)
+
+
+#: The package extra that brings each optional top-level module (pyproject.toml).
+EXTRAS = {
+    "pyspark": "spark",
+    "great_expectations": "quality",
+    "pandas": "quality",
+    "airflow": "airflow",
+    "fastapi": "airflow",
+    "jinja2": "airflow",
+}
+
+
+def extra_providing(module: str | None) -> str | None:
+    """The extra to install for a missing module, if it is one an extra brings."""
+    return EXTRAS.get((module or "").split(".")[0])
 
 
 if __name__ == "__main__":

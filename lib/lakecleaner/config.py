@@ -13,6 +13,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from lakecleaner.names import validate_topic_name
 LONG_MAX = 2**63 - 1
 STRATEGIES = ("offset", "timestamp", "header")
 POLICIES = ("compact", "delete")
+SHIP_PACKAGE = ("auto", "always", "never")
 
 #: Environment variables the code reads (docker-compose and the docs must use these names).
 ENV_CONFIG_PATH = "LAKECLEANER_CONFIG"
@@ -445,8 +447,19 @@ class TopicSpec:
 
 @dataclass(frozen=True)
 class SparkSettings:
+    """`ship_package`: whether the lakecleaner package goes to the executors as a zip in
+    spark.submit.pyFiles — `auto` (for every master but local), `always` or `never` (the workers'
+    Python has lakecleaner installed, or a packed environment comes through spark.archives)."""
+
     master: str = "local[*]"
     conf: Mapping[str, str] = field(default_factory=dict)
+    ship_package: str = "auto"
+
+    def ships_package(self, master: str) -> bool:
+        """Whether a run on `master` sends the package zip to its executors."""
+        if self.ship_package == "auto":
+            return not master.startswith("local")
+        return self.ship_package == "always"
 
 
 @dataclass(frozen=True)
@@ -487,7 +500,7 @@ _TOP_KEYS = {"lake", "defaults", "topics", "spark", "airflow"}
 _LAKE_KEYS = {"uri", "storage"}
 _STORAGE_KEYS = {f for f in StorageSettings.__dataclass_fields__}
 _TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups"}
-_SPARK_KEYS = {"master", "conf"}
+_SPARK_KEYS = {"master", "conf", "ship_package"}
 _AIRFLOW_KEYS = {"pool", "pool_slots"}
 _POOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -599,7 +612,11 @@ def _parse_spark(raw: dict[str, Any], source: str, problems: list[str]) -> Spark
             "e.g. spark.sql.shuffle.partitions: 8"
         )
         conf = {}
-    return SparkSettings(master=master, conf={k: str(v) for k, v in conf.items()})
+    ship = raw.get("ship_package", "auto")
+    if ship not in SHIP_PACKAGE:
+        problems.append(f"{source}: spark.ship_package={ship!r}: must be one of {', '.join(SHIP_PACKAGE)}")
+        ship = "auto"
+    return SparkSettings(master=master, conf={k: str(v) for k, v in conf.items()}, ship_package=ship)
 
 
 def _parse_airflow(raw: dict[str, Any], where: str, problems: list[str]) -> AirflowSettings:
@@ -665,19 +682,48 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
     return config
 
 
-def load_config(path: str | Path | None = None) -> LakeConfig:
-    """Load and validate the YAML file at `path` ($LAKECLEANER_CONFIG, else config/lakecleaner.yaml).
+#: The config file looked for in the working directory when neither --config nor
+#: $LAKECLEANER_CONFIG names one.
+LOCAL_CONFIG = "lakecleaner.yaml"
 
-    A missing file gives the embedded defaults (a local lake at ./lake) when no path was asked for.
-    """
-    explicit = path is not None or ENV_CONFIG_PATH in os.environ
-    chosen = Path(path or os.environ.get(ENV_CONFIG_PATH) or "config/lakecleaner.yaml")
-    if not chosen.exists():
-        if explicit:
-            raise ConfigError([f"{chosen}: config file not found; pass --config or set {ENV_CONFIG_PATH}"])
-        return parse_config({}, "<defaults>")
+
+def find_config(path: str | Path | None = None) -> Path | None:
+    """The config file, looked for in this order: `path` (the CLI's --config), $LAKECLEANER_CONFIG,
+    ./lakecleaner.yaml; None when none is given and ./lakecleaner.yaml does not exist. A file that
+    is named but missing is a ConfigError."""
+    named = path or os.environ.get(ENV_CONFIG_PATH)
+    if named:
+        chosen = Path(named)
+        if not chosen.is_file():
+            raise ConfigError([f"{chosen}: config file not found (named by {'--config' if path else ENV_CONFIG_PATH})"])
+        return chosen.resolve()
+    local = Path(LOCAL_CONFIG)
+    return local.resolve() if local.is_file() else None
+
+
+def locate_config(path: str | Path | None = None) -> Path:
+    """`find_config`, or a ConfigError naming the three places and how to get a config file."""
+    found = find_config(path)
+    if found is None:
+        raise ConfigError(
+            [
+                f"no config file: pass --config PATH, set {ENV_CONFIG_PATH}, or create ./{LOCAL_CONFIG} "
+                "(`lakecleaner init` writes the sample one)"
+            ]
+        )
+    return found
+
+
+def load_config(path: str | Path | None = None) -> LakeConfig:
+    """Load and validate the config file `locate_config(path)` finds."""
+    chosen = locate_config(path)
     try:
         data = yaml.safe_load(chosen.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError([f"{chosen}: not valid YAML: {exc}"]) from exc
     return parse_config(data or {}, str(chosen))
+
+
+def sample_config_text() -> str:
+    """The sample config file shipped with the package (the demo's two topics, a local lake at ./lake)."""
+    return files("lakecleaner").joinpath("samples", LOCAL_CONFIG).read_text()

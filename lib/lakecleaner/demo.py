@@ -20,6 +20,8 @@ from typing import Any
 import pyarrow.compute as pc
 
 from lakecleaner.clock import wall_clock_ms
+from lakecleaner.config import LakeConfig
+from lakecleaner.errors import ConfigError
 from lakecleaner.lake import Lake
 from lakecleaner.reports import RUNS_PREFIX, load_report
 from lakecleaner.workload import WorkloadSpec, generate
@@ -85,6 +87,19 @@ def _commit_demo_offsets(lake: Lake, now: int) -> None:
     ends = {p: m.next_offset for p, m in topic.manifests().items()}
     lake.offsets.commit("analytics", EVENTS_TOPIC, {p: end * 9 // 10 for p, end in ends.items()}, now_ms=now)
     lake.offsets.commit("billing", EVENTS_TOPIC, {p: end // 2 for p, end in ends.items()}, now_ms=now)
+
+
+def check_sample_topics(config: LakeConfig) -> None:
+    """The demo builds the sample topics as the config file defines them: both must be there (a
+    topic the file does not define would get Kafka's defaults, cleanup.policy=delete)."""
+    missing = [t for t in (CDC_TOPIC, EVENTS_TOPIC) if t not in config.topics]
+    if missing:
+        raise ConfigError(
+            [
+                f"{config.source}: the demo needs the sample topics {', '.join(missing)}; run it where no "
+                "config file is found (it writes the sample one), or start from `lakecleaner init`"
+            ]
+        )
 
 
 def reset_sample_topics(lake: Lake) -> None:

@@ -1,4 +1,4 @@
-"""The job killed at each step (a child process running spark_jobs/compact_topic.py with
+"""The job killed at each step (a child process running lakecleaner/spark_jobs/compact_topic.py with
 LAKECLEANER_CRASH_AT) leaves every log reading exactly as before or exactly as after, and the
 next run (in-process, through the job's `main`) completes the compaction.
 
@@ -25,13 +25,14 @@ from lakecleaner.engine import compact_topic
 from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT, on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.retention import gc_topic
+from lakecleaner.spark_jobs import compact_topic_path
 from tests.conftest import S3Endpoint
 from tests.engine.helpers import compact, keyed, new_topic, requests, rows, unreferenced_files
 from tests.engine.reference_model import expected_pass
 from tests.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_read, parquet_upload
 
 REPO = Path(__file__).resolve().parents[2]
-JOB = REPO / "spark_jobs" / "compact_topic.py"
+JOB = compact_topic_path()
 NOW = 500
 #: Per backend: crash point → whether the log must read as after the compaction.
 POINTS = {
@@ -92,7 +93,7 @@ def test_a_crash_at_any_step_leaves_the_old_or_the_new_log(
     for point, t in topics.items():
         assert rows(t) == (after[point] if points[point] else before[point]), point
         assert t.partition(0).manifest().problems() == []
-    from spark_jobs.compact_topic import main
+    from lakecleaner.spark_jobs.compact_topic import main
 
     crashed = next(point for point, done in points.items() if not done)
     recovery = topics[crashed]

@@ -30,7 +30,6 @@ from urllib.parse import quote
 
 from lakecleaner.orchestration.local import airflow_env, prepare_airflow
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Simple auth manager users: name → role ("" signs in with no permission at all).
 USERS = {"admin": "ADMIN", "viewer": "VIEWER", "outsider": ""}
 _COMPONENTS = ("api-server", "scheduler", "dag-processor")

@@ -29,29 +29,28 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, BaseHook, Param, TriggerRule, Variable, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
+from airflow.sdk import DAG, Asset, Param, TriggerRule, Variable, task
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from lakecleaner.clock import epoch_ms
-from lakecleaner.config import LakeConfig, TopicSpec, load_config
+from lakecleaner.config import LakeConfig, TopicSpec, load_config, locate_config
 from lakecleaner.errors import ConfigError
 from lakecleaner.metrics import emit_topic_metrics
 from lakecleaner.orchestration import tasks
 from lakecleaner.orchestration.airflow_setup import SETUP_VARIABLE, AirflowNotSetUp, check_setup
 from lakecleaner.orchestration.naming import dag_id_of, report_run_id
+from lakecleaner.orchestration.spark_submit import SparkSubmit
 from lakecleaner.orchestration.tasks import InvalidRunParams
+from lakecleaner.spark_jobs import compact_topic_path
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-COMPACT_JOB = REPO_ROOT / "spark_jobs" / "compact_topic.py"
 SPARK_CONN_ID = "spark_lakecleaner"
 START_DATE = datetime(2026, 1, 1)
 log = logging.getLogger(__name__)
@@ -106,25 +105,6 @@ def now_ms_of(context: Any) -> int:
     return epoch_ms(end if end is not None else context["dag_run"].run_after)
 
 
-class LakeSparkSubmitOperator(SparkSubmitOperator):
-    """SparkSubmitOperator that falls back to the config file's spark.master when the Airflow
-    connection `spark_lakecleaner` does not exist (the provider would otherwise assume YARN)."""
-
-    def __init__(self, *, fallback_master: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.fallback_master = fallback_master
-
-    def execute(self, context: Any) -> None:
-        try:
-            BaseHook.get_connection(self._conn_id)
-        except AirflowNotFoundException:
-            os.environ[f"AIRFLOW_CONN_{self._conn_id.upper()}"] = json.dumps(
-                {"conn_type": "spark", "host": self.fallback_master}
-            )
-            self.log.info("no Airflow connection %s: using spark.master %s", self._conn_id, self.fallback_master)
-        super().execute(context)
-
-
 def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DAG:
     """The DAG of one topic (see the module docstring)."""
     topic = spec.name
@@ -168,14 +148,14 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
             return ",".join(str(p) for p in assessment["selected"])
 
         gate = compaction_gate(assess())  # type: ignore[arg-type]  # XComArg at build time
-        compact = LakeSparkSubmitOperator(
+        compact = SparkSubmit(
             task_id="compact",
-            application=str(COMPACT_JOB),
+            application=str(compact_topic_path()),
             conn_id=SPARK_CONN_ID,
-            fallback_master=config.spark.master,
+            spark=config.spark,
             pool=config.airflow.pool,
             name=f"lakecleaner-{topic}",
-            application_args=[
+            arguments=[
                 "--config",
                 config_path,
                 "--topic",
@@ -187,8 +167,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
                 "--run-id",
                 "{{ run_id | replace(':', '-') | replace('+', '-') }}",
             ],
-            conf=dict(config.spark.conf),
-            env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+            env={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
             retries=0,
         )
         gate >> compact
@@ -248,10 +227,16 @@ def _run_id(context: Any) -> str:
     return report_run_id(str(context["run_id"]))
 
 
-def build_dags(config_path: str | None = None) -> dict[str, DAG]:
+def dags_folder() -> Path:
+    """The installed folder holding the DAG file (`lakecleaner_topics.py`): point Airflow's
+    `dags_folder` at it, or copy the file into yours."""
+    return Path(str(files("lakecleaner").joinpath("airflow_dags")))
+
+
+def build_dags(config_file: str | None = None) -> dict[str, DAG]:
     """Every topic's DAG, keyed by dag_id. A topic whose DAG cannot be built is left out and named
     by one placeholder (`config_error_placeholder`) that Airflow reports as the file's import error."""
-    path = config_path or os.environ.get("LAKECLEANER_CONFIG") or str(REPO_ROOT / "config" / "lakecleaner.yaml")
+    path = str(locate_config(config_file))
     config = load_config(path)
     dags, errors = {}, {}
     for name, spec in config.topics.items():

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lakecleaner.orchestration.dags import REPO_ROOT, build_dags
+from lakecleaner.orchestration.dags import build_dags, dags_folder
 
 RESULT_PREFIX = "RESULT "
 
@@ -39,15 +39,15 @@ class DagRunResult:
 
 
 def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a local Airflow: its home, the project's DAGs, the lakecleaner config,
+    """The environment of a local Airflow: its home, the installed package's DAG folder, the config,
     a SQLite lock timeout a busy Airflow does not run into (`orchestration/sqlite.py`), and a local
     Spark master for the `spark_lakecleaner` connection unless one is set."""
     return {
         **os.environ,
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO_ROOT / "plugins"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder()),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(airflow_home / "plugins"),  # the plugin comes by its entry point
         "LAKECLEANER_CONFIG": str(config_path),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS",

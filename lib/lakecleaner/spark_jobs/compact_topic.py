@@ -20,12 +20,12 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from lakecleaner.clock import parse_time_ms, wall_clock_ms
 from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.engine import compact_topic, print_report, requests_for
+from lakecleaner.engine.session import build_session
 from lakecleaner.lake import Lake
 
 
@@ -46,20 +46,6 @@ def _config(args: argparse.Namespace) -> LakeConfig:
     return dataclasses.replace(config, lake_uri=args.lake) if args.lake else config
 
 
-def _session(config: LakeConfig, topic: str, master: str | None) -> SparkSession:
-    """The run's Spark session. spark-submit's settings win (the DAG names the application after the
-    topic with --name); run directly, the application is named after the topic here."""
-    submitted = SparkConf()
-    builder = SparkSession.builder
-    if not submitted.contains("spark.app.name"):
-        builder = builder.appName(f"lakecleaner-{topic}")
-    if master or not submitted.contains("spark.master"):
-        builder = builder.master(master or config.spark.master)
-    for key, value in config.spark.conf.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
-
-
 def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
     args = parse_args(argv)
     # The quality gate's Great Expectations takes seconds to import: do it while Spark starts.
@@ -73,7 +59,7 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     for partition, reason in read.failures.items():  # the others are compacted
         print(f"{topic.name}-{partition}: FAILED: {reason}", file=sys.stderr)
     requests = [r for m in read.manifests.values() if (r := requests_for(m, topic.config, now))]
-    session = spark or _session(config, topic.name, args.master)
+    session = spark or build_session(config.spark, f"lakecleaner-{topic.name}", args.master)
     try:
         report = compact_topic(session, lake, topic.name, requests, now, run_id=args.run_id)
     finally:

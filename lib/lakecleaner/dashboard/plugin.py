@@ -1,6 +1,8 @@
 """Airflow plugin: lakecleaner's "Lake retention" dashboard in the API server and the UI's navigation.
 
-Thin on purpose: the dashboard is lakecleaner.dashboard (see docs/dashboard.md).
+Registered through the `airflow.plugins` entry point (pyproject.toml), so an Airflow whose
+environment has lakecleaner installed finds it without a plugins folder. Thin on purpose: the
+dashboard is lakecleaner.dashboard (see docs/dashboard.md).
 """
 
 from airflow.plugins_manager import AirflowPlugin
