@@ -20,14 +20,14 @@ demo: setup
 	$(UV) run lakecleaner demo
 
 lint: setup
-	$(UV) run ruff check lib tests bench
-	$(UV) run ruff format --check lib tests bench
+	$(UV) run ruff check lib tests bench scripts
+	$(UV) run ruff format --check lib tests bench scripts
 
 typecheck: setup
 	$(UV) run mypy lib
 
 unit: setup
-	$(UV) run pytest -q -p no:cacheprovider
+	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadfile
 
 test: lint typecheck unit
 

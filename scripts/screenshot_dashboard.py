@@ -3,7 +3,7 @@ docs/img/dashboard-topic.png, docs/img/dashboard-partition.png.
 
     uv run python scripts/screenshot_dashboard.py [--out docs/img]
 
-It builds the sample topics of config/lakecleaner.yaml (smaller, with 256 kB segments) in a
+It builds the sample topics of the packaged sample config (smaller, with 256 kB segments) in a
 temporary lake, starts a throwaway local Airflow with lakecleaner's DAGs and plugin
 (lakecleaner.dashboard.local_airflow: 127.0.0.1, SQLite, nothing outside the temporary
 directory), and drives Debian's headless Chromium (installed with apt-get when missing):
@@ -23,18 +23,19 @@ from typing import Any
 import yaml
 from playwright.sync_api import Page, ViewportSize, sync_playwright
 
-from lakecleaner.config import load_config
-from lakecleaner.dashboard.local_airflow import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, LocalAirflow, ensure_chromium
+from lakecleaner.config import load_config, sample_config_text
+from lakecleaner.dashboard.local_airflow import CHROMIUM, CHROMIUM_ARGS, LocalAirflow, ensure_chromium
 from lakecleaner.demo import CDC_TOPIC, EVENTS_TOPIC, DemoSizes, build_sample_topics
 from lakecleaner.lake import Lake
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 SIZES = DemoSizes(cdc_records=20_000, cdc_keys=3_000, event_records=20_000, batch_records=2_000)
 VIEWPORT: ViewportSize = {"width": 1440, "height": 900}
 
 
 def write_config(directory: Path) -> Path:
-    """config/lakecleaner.yaml with a lake in `directory`, smaller segments and no schedules."""
-    config: dict[str, Any] = yaml.safe_load((REPO_ROOT / "config" / "lakecleaner.yaml").read_text())
+    """The sample config with a lake in `directory`, smaller segments and no schedules."""
+    config: dict[str, Any] = yaml.safe_load(sample_config_text())
     config["lake"]["uri"] = f"file://{directory / 'lake'}"
     for spec in config["topics"].values():
         spec["schedule"] = None

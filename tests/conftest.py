@@ -216,6 +216,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "backends(*names): the storage backends a module's tests run on")
 
 
+#: Test files that take minutes, collected first: `make test` runs two pytest-xdist workers with
+#: `--dist loadfile`, which hands out files in collection order, so none of these is left for last.
+LONG_FIRST = ("tests/scheduler/", "tests/dashboard/", "tests/test_airflow_e2e.py", "tests/test_wheel.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent.parent
+
+    def rank(item: pytest.Item) -> int:
+        path = Path(str(item.path)).relative_to(root).as_posix()
+        return next((i for i, prefix in enumerate(LONG_FIRST) if path.startswith(prefix)), len(LONG_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         marker = metafunc.definition.get_closest_marker("backends")

@@ -52,8 +52,10 @@ class Harness:
         return run_dag(self.home, self.config_path, f"lakecleaner__{topic}", when, conf, env, timeout_s=900)
 
 
-@pytest.fixture
-def harness(airflow_home: Path, tmp_path: Path, s3_endpoint: Any) -> Harness:
+@pytest.fixture(params=["s3"])
+def harness(airflow_home: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Harness:
+    """The DAGs' harness on moto's S3 server, or (parametrized indirectly) on SeaweedFS."""
+    s3_endpoint = request.getfixturevalue("seaweedfs_endpoint" if request.param == "seaweedfs" else "s3_endpoint")
     uri = f"s3://{s3_endpoint.bucket}/e2e-{tmp_path.name[-12:]}"
     config = {
         "lake": {"uri": uri, "storage": {"region": "us-east-1", "max_attempts": 3}},
@@ -188,6 +190,7 @@ def log_contents(h: Harness, partition: int) -> dict[bytes, tuple[bytes | None, 
     return out
 
 
+@pytest.mark.parametrize("harness", ["s3", "seaweedfs"], indirect=True)  # issue #15: and a real object store
 def test_compacted_topic_ends_with_exactly_the_winners(harness: Harness) -> None:
     expected = fill_cdc(harness)
     result = harness.run("customers-cdc", T0_ISO)

@@ -110,72 +110,56 @@ def cluster(bare_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
             process.wait(timeout=60)
 
 
-def _dirty_topic(lake: Lake, name: str) -> None:
-    log = lake.create_topic(name, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.01}).partition(0)
+@pytest.fixture
+def dirty(tmp_path: Path) -> tuple[Path, Lake]:
+    """The sample config in tmp_path, and its lake holding a dirty compacted topic `cdc`."""
+    config = write_sample(tmp_path)
+    lake = Lake.open(f"file://{tmp_path / 'lake'}")
+    log = lake.create_topic("cdc", config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.01}).partition(0)
     log.append([Record(f"k{i % 7}".encode(), f"v{i}".encode(), 1_000 + i) for i in range(200)], now_ms=10_000)
     log.roll(now_ms=10_000)
+    return config, lake
 
 
-def _latest(lake: Lake, name: str) -> dict[bytes, bytes]:
-    table = lake.topic(name).partition(0).read(columns=["key", "value"])
+def _latest(lake: Lake) -> dict[bytes, bytes]:
+    table = lake.topic("cdc").partition(0).read(columns=["key", "value"])
     return dict(zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True))
 
 
-def _env(bare_python: Path) -> dict[str, str]:
+def _run(command: list[str], cwd: Path, bare_python: Path) -> subprocess.CompletedProcess[str]:
+    """Run `command` with executors on `bare_python`; assert it succeeded."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("LAKECLEANER_", "PYTHONPATH"))}
-    return {**clean, "PYSPARK_PYTHON": str(bare_python), "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env = {**clean, "PYSPARK_PYTHON": str(bare_python), "PYSPARK_DRIVER_PYTHON": sys.executable}
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return proc
 
 
 def test_the_cli_compacts_on_a_cluster_whose_workers_lack_lakecleaner(
-    cluster: str, bare_python: Path, tmp_path: Path
+    cluster: str, bare_python: Path, dirty: tuple[Path, Lake], tmp_path: Path
 ) -> None:
-    config = write_sample(tmp_path)
-    lake = Lake.open(f"file://{tmp_path / 'lake'}")
-    _dirty_topic(lake, "cdc")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lakecleaner.cli",
-            "--config",
-            str(config),
-            "compact",
-            "--topic",
-            "cdc",
-            "--master",
-            cluster,
-            "--now",
-            "20000",
-        ],
-        cwd=tmp_path,
-        env=_env(bare_python),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    config, lake = dirty
+    cli = [sys.executable, "-m", "lakecleaner.cli", "--config", str(config), "compact", "--topic", "cdc"]
+    proc = _run([*cli, "--master", cluster, "--now", "20000"], tmp_path, bare_python)
     assert "committed" in proc.stdout
-    assert _latest(lake, "cdc") == LATEST
+    assert _latest(lake) == LATEST
 
 
 def test_the_dags_spark_submit_runs_the_packaged_job_on_the_cluster(
-    cluster: str, bare_python: Path, tmp_path: Path
+    cluster: str, bare_python: Path, dirty: tuple[Path, Lake], tmp_path: Path
 ) -> None:
-    config = write_sample(tmp_path)
-    lake = Lake.open(f"file://{tmp_path / 'lake'}")
-    _dirty_topic(lake, "orders")
+    config, lake = dirty
     settings = SparkSettings()
     command = spark_submit_command(
         SubmitTarget(cluster),
         str(compact_topic_path()),
-        ["--config", str(config), "--topic", "orders", "--now", "20000"],
-        name="lakecleaner-orders",
+        ["--config", str(config), "--topic", "cdc", "--now", "20000"],
+        name="lakecleaner-cdc",
         conf=settings.conf,
         py_files=[str(p) for p in _zip_if_shipped(settings, cluster)],
     )
-    proc = subprocess.run(command, cwd=tmp_path, env=_env(bare_python), capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    assert _latest(lake, "orders") == LATEST
+    _run(command, tmp_path, bare_python)
+    assert _latest(lake) == LATEST
 
 
 def _zip_if_shipped(settings: SparkSettings, master: str) -> list[Path]:

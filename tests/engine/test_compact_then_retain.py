@@ -1,17 +1,21 @@
-"""A `compact,delete` topic: compaction, then time retention (issue 5), on both backends.
+"""A `compact,delete` topic: compaction, then time retention (issue 5), on every backend.
 
 Compaction keeps the latest value of every key; retention then deletes whole old segments. What
 remains must hold, for every key present in it, exactly that key's latest value."""
 
 from __future__ import annotations
 
+import pytest
 from pyspark.sql import SparkSession
 
 from lakecleaner.engine.report import COMMITTED
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.retention import retain_topic
+from tests.conftest import ALL_BACKENDS
 from tests.engine.helpers import compact, new_topic
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS (issue #15)
 
 HOUR = 3_600_000
 

@@ -3,14 +3,18 @@ compacting the same partition one commits and the other aborts cleanly."""
 
 from __future__ import annotations
 
+import pytest
 from pyspark.sql import SparkSession
 
 from lakecleaner.engine.report import ABORTED, COMMITTED, RunReport
 from lakecleaner.faults import on_crash_point
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
+from tests.conftest import ALL_BACKENDS
 from tests.engine.helpers import compact, keyed, new_topic, requests, rows, unreferenced_files
 from tests.engine.reference_model import expected_pass
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # racing compactions on the real object store too (issue #15)
 
 
 def _two_segments_and_an_active_one(lake: Lake):  # type: ignore[no-untyped-def]

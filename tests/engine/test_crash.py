@@ -21,14 +21,14 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
-from lakecleaner.engine import compact_topic
+from lakecleaner.engine import CompactionRequest, compact_topic
 from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT, on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.retention import gc_topic
 from lakecleaner.spark_jobs import compact_topic_path
 from tests.conftest import S3Endpoint
 from tests.engine.helpers import compact, keyed, new_topic, requests, rows, unreferenced_files
-from tests.engine.reference_model import expected_pass
+from tests.engine.reference_model import Expected, expected_pass
 from tests.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_read, parquet_upload
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,6 +138,21 @@ def test_a_staged_file_deleted_after_the_gate_is_never_committed(spark: SparkSes
     assert rows(topic) == before
 
 
+def _through(proxy: FlakyProxy, s3_endpoint: S3Endpoint, tmp_path: Path, *, max_attempts: int) -> Lake:
+    """A lake on the S3 endpoint reached through `proxy`, retrying quickly."""
+    settings = s3_endpoint.settings(
+        endpoint_url=proxy.url, max_attempts=max_attempts, backoff_base_ms=1, backoff_max_ms=5
+    )
+    return Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
+
+
+def _request_and_expected(topic: Topic) -> tuple[CompactionRequest, Expected]:
+    """The partition's compaction request now, and what the reference model says the pass leaves."""
+    request = requests(topic, NOW)[0]
+    manifest = topic.partition(0).manifest()
+    return request, expected_pass(rows(topic), manifest, request.first_uncleanable_offset, topic.config, NOW)
+
+
 def test_a_staged_file_replaced_after_the_gate_is_never_committed(spark: SparkSession, lake: Lake) -> None:
     """Issue #14: the commit checks the version of each staged file, not only its size: a file
     rewritten with the very same bytes after the gate read it is another object, and not committed."""
@@ -164,13 +179,9 @@ def test_a_compaction_through_a_flaky_store_counts_its_retries_in_the_run_report
 ) -> None:
     """Issue #14: every retry of the driver's storage operations is counted in the run report."""
     with FlakyProxy(s3_endpoint.url, fail_when=manifest_get) as proxy:
-        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=4, backoff_base_ms=1, backoff_max_ms=5)
-        lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
+        lake = _through(proxy, s3_endpoint, tmp_path, max_attempts=4)
         topic = _dirty_topic(lake)
-        request = requests(topic, NOW)[0]
-        expected = expected_pass(
-            rows(topic), topic.partition(0).manifest(), request.first_uncleanable_offset, topic.config, NOW
-        )
+        request, expected = _request_and_expected(topic)
         proxy.failures_left = 2  # the run's own manifest reads (planning, gate, commit)
         report = compact_topic(spark, lake, topic.name, [request], NOW)
         stored = json.loads(lake.store.read(report.location.removeprefix(lake.store.root_uri + "/")))
@@ -186,8 +197,7 @@ def test_an_upload_the_store_refuses_inside_a_spark_task_fails_its_partition_wit
     one-line StorageError naming the file (no traceback from the Spark task), and its log is as it was."""
 
     with FlakyProxy(s3_endpoint.url, fail_when=parquet_upload) as proxy:
-        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=2, backoff_base_ms=1, backoff_max_ms=5)
-        lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
+        lake = _through(proxy, s3_endpoint, tmp_path, max_attempts=2)
         topic = _dirty_topic(lake)
         before = rows(topic)
         proxy.failures_left = 10_000
@@ -205,8 +215,7 @@ def test_a_storage_outage_during_the_gates_read_back_fails_its_partition_with_a_
     inside the Spark task fails the partition with a one-line StorageError, nothing is committed."""
     parquet_get = lambda method, path: method == "GET" and parquet_read(method, path)  # noqa: E731
     with FlakyProxy(s3_endpoint.url, fail_when=parquet_get) as proxy:
-        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=2, backoff_base_ms=1, backoff_max_ms=5)
-        lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
+        lake = _through(proxy, s3_endpoint, tmp_path, max_attempts=2)
         topic = _dirty_topic(lake)
         before = rows(topic)
         with on_crash_point("engine.after_staging", lambda: setattr(proxy, "failures_left", 10_000)):
@@ -227,13 +236,9 @@ def test_a_compaction_whose_commit_reply_is_lost_commits_once_and_keeps_its_file
     files the committed manifest now references."""
 
     with FlakyProxy(s3_endpoint.url, lose_when=manifest_put) as proxy:
-        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=3, backoff_base_ms=1, backoff_max_ms=5)
-        lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
+        lake = _through(proxy, s3_endpoint, tmp_path, max_attempts=3)
         topic = _dirty_topic(lake)
-        request = requests(topic, NOW)[0]
-        expected = expected_pass(
-            rows(topic), topic.partition(0).manifest(), request.first_uncleanable_offset, topic.config, NOW
-        )
+        _, expected = _request_and_expected(topic)
         proxy.replies_to_lose = 1
         report = compact(spark, lake, topic, NOW)
         assert len(proxy.lost) == 1

@@ -1,16 +1,20 @@
-"""spark.read.format("lakecleaner") reads what the log reads, on both backends."""
+"""spark.read.format("lakecleaner") reads what the log reads, on every backend."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import LakeConfig
 from lakecleaner.engine import register_data_source
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record, encode_version
+from tests.conftest import ALL_BACKENDS
 from tests.engine.helpers import compact, keyed, new_topic
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS (issue #15)
 
 
 def _options(config: LakeConfig, **more: Any) -> dict[str, str]:

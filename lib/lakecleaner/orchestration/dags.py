@@ -14,9 +14,10 @@
   invalid trigger parameters, configuration errors, Airflow not set up), which fail the task at once.
 * Skipped work is visible: `compaction_gate` is skipped (with the reason in its log) when no
   partition is due or in a dry run, which skips `compact`; `physical_deletion` is skipped in a dry run.
-* `compact` runs spark_jobs/compact_topic.py with SparkSubmitOperator in the pool `airflow.pool`
-  of the config file (`lakecleaner_spark` unless set). The Spark master comes from the Airflow
-  connection `spark_lakecleaner`; without one, from the config file's `spark.master` (local[*]).
+* `compact` runs the packaged spark_jobs/compact_topic.py with spark-submit (`spark_submit.py`) in
+  the pool `airflow.pool` of the config file (`lakecleaner_spark` unless set). The Spark master
+  comes from the Airflow connection `spark_lakecleaner`; without one, from the config file's
+  `spark.master` (local[*]).
 * A partition that fails compaction (quality gate, unreadable segment) fails `compact`, but
   retention and physical deletion still run for every partition (trigger rule all_done), and
   `report` fails the run afterwards, naming the failures.

@@ -1,6 +1,6 @@
 """Compact a topic's partitions: the spark-submit application behind the DAG's `compact` task.
 
-    spark-submit spark_jobs/compact_topic.py --config config/lakecleaner.yaml --topic orders \\
+    spark-submit "$(lakecleaner --json paths | jq -r .compact_job)" --config lakecleaner.yaml --topic orders \\
         [--partitions 0,2] [--now 2026-11-21T10:00:00Z | 1795255200000] [--run-id ID] [--master local[*]]
 
 `--lake` overrides the config's lake URI. The master comes from spark-submit, else `--master`,
@@ -31,7 +31,7 @@ from lakecleaner.lake import Lake
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="compact_topic.py", description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--config", help="YAML config (default: $LAKECLEANER_CONFIG, else config/lakecleaner.yaml)")
+    parser.add_argument("--config", help="YAML config (default: $LAKECLEANER_CONFIG, else ./lakecleaner.yaml)")
     parser.add_argument("--lake", help="lake URI, overriding the config's (s3://bucket/prefix or file:///path)")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--partitions", default="", help="comma-separated partitions (default: all)")
