@@ -27,7 +27,7 @@ typecheck: setup
 	$(UV) run mypy lib
 
 unit: setup
-	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadfile
+	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder
 
 test: lint typecheck unit
 

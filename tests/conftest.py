@@ -217,7 +217,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 #: Test files that take minutes, collected first: `make test` runs two pytest-xdist workers with
-#: `--dist loadfile`, which hands out files in collection order, so none of these is left for last.
+#: `--dist loadfile --no-loadscope-reorder`, which hands out files in collection order (xdist's default
+#: order is most tests first, which left these few long ones for last), so none of them ends the run.
 LONG_FIRST = ("tests/scheduler/", "tests/dashboard/", "tests/test_airflow_e2e.py", "tests/test_wheel.py")
 
 
