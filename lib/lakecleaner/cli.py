@@ -501,7 +501,7 @@ def compact(
     ctx: Context, topic: str, now_text: str | None, partition_list: str, force: bool, master: str | None
 ) -> None:
     """Compact a topic's due partitions on Spark (one application), as the DAG's compact task does."""
-    from lakecleaner.engine import compact_topic, print_report, requests_for
+    from lakecleaner.engine import EngineOptions, compact_topic, print_report, requests_for
     from lakecleaner.engine.session import build_session
     from lakecleaner.policy import plan_topic
 
@@ -519,7 +519,7 @@ def compact(
         return
     spark = build_session(ctx.config.spark, f"lakecleaner-{topic}", master)
     try:
-        report = compact_topic(spark, ctx.lake, topic, requests, now)
+        report = compact_topic(spark, ctx.lake, topic, requests, now, options=EngineOptions.of(ctx.config.cleaner))
     finally:
         spark.stop()
     ctx.emit({**report.to_dict(), "location": report.location}, lambda: print_report(report, console))

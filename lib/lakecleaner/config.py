@@ -32,6 +32,7 @@ ENV_CONFIG_PATH = "LAKECLEANER_CONFIG"
 ENV_LAKE_URI = "LAKECLEANER_LAKE_URI"
 ENV_S3_ENDPOINT = "LAKECLEANER_S3_ENDPOINT_URL"
 ENV_MAX_CONCURRENCY = "LAKECLEANER_MAX_CONCURRENCY"
+ENV_DEDUPE_BUFFER_SIZE = "LAKECLEANER_DEDUPE_BUFFER_SIZE"
 ENV_AWS_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 ENV_AWS_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
 ENV_AWS_SESSION_TOKEN = "AWS_SESSION_TOKEN"
@@ -42,6 +43,7 @@ ENVIRONMENT_VARIABLES = (
     ENV_LAKE_URI,
     ENV_S3_ENDPOINT,
     ENV_MAX_CONCURRENCY,
+    ENV_DEDUPE_BUFFER_SIZE,
     ENV_AWS_ACCESS_KEY,
     ENV_AWS_SECRET_KEY,
     ENV_AWS_SESSION_TOKEN,
@@ -462,6 +464,23 @@ class SparkSettings:
         return self.ship_package == "always"
 
 
+#: Kafka's defaults for the cleaner's offset map (broker configs).
+DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
+DEFAULT_IO_BUFFER_LOAD_FACTOR = 0.9
+MIN_DEDUPE_BUFFER_SIZE = 1024
+
+
+@dataclass(frozen=True)
+class CleanerSettings:
+    """The cleaner's broker-level settings, with Kafka's names and meaning:
+    log.cleaner.dedupe.buffer.size, the bytes of offset map one compaction task may hold, and
+    log.cleaner.io.buffer.load.factor, how full that map may get. Kafka shares the buffer among
+    its cleaner threads; here each Spark task of pass 1 gets the whole of it."""
+
+    dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE
+    io_buffer_load_factor: float = DEFAULT_IO_BUFFER_LOAD_FACTOR
+
+
 @dataclass(frozen=True)
 class AirflowSettings:
     """What the topics' DAGs need in Airflow, created by `lakecleaner airflow setup`: the pool that
@@ -482,6 +501,7 @@ class LakeConfig:
     spark: SparkSettings = field(default_factory=SparkSettings)
     source: str = "<defaults>"
     airflow: AirflowSettings = field(default_factory=AirflowSettings)
+    cleaner: CleanerSettings = field(default_factory=CleanerSettings)
 
     def topic_config(self, name: str, overrides: Mapping[str, object] | None = None) -> TopicConfig:
         """Effective config of `name`: its overrides here (or `overrides`) over the defaults."""
@@ -496,7 +516,8 @@ class LakeConfig:
         )
 
 
-_TOP_KEYS = {"lake", "defaults", "topics", "spark", "airflow"}
+_TOP_KEYS = {"lake", "defaults", "topics", "spark", "airflow", "cleaner"}
+_CLEANER_KEYS = {"log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor"}
 _LAKE_KEYS = {"uri", "storage"}
 _STORAGE_KEYS = {f for f in StorageSettings.__dataclass_fields__}
 _TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups"}
@@ -634,6 +655,28 @@ def _parse_airflow(raw: dict[str, Any], where: str, problems: list[str]) -> Airf
     return AirflowSettings(**values)
 
 
+def _parse_cleaner(raw: dict[str, Any], where: str, problems: list[str]) -> CleanerSettings:
+    values: dict[str, Any] = {}
+    if os.environ.get(ENV_DEDUPE_BUFFER_SIZE):
+        raw = {**raw, "log.cleaner.dedupe.buffer.size": os.environ[ENV_DEDUPE_BUFFER_SIZE]}
+    if "log.cleaner.dedupe.buffer.size" in raw:
+        value = raw["log.cleaner.dedupe.buffer.size"]
+        try:
+            values["dedupe_buffer_size"] = _at_least(MIN_DEDUPE_BUFFER_SIZE)(value)
+        except ValueError as exc:
+            problems.append(f"{where}.log.cleaner.dedupe.buffer.size={value!r}: {exc} (bytes of offset map per task)")
+    if "log.cleaner.io.buffer.load.factor" in raw:
+        value = raw["log.cleaner.io.buffer.load.factor"]
+        try:
+            factor = _parse_double(value)
+            if not 0.0 < factor <= 1.0:
+                raise ValueError("must be greater than 0 and at most 1")
+            values["io_buffer_load_factor"] = factor
+        except ValueError as exc:
+            problems.append(f"{where}.log.cleaner.io.buffer.load.factor={value!r}: {exc}")
+    return CleanerSettings(**values)
+
+
 def parse_config(data: object, source: str = "<config>") -> LakeConfig:
     """Validate a parsed YAML document into a LakeConfig, or raise ConfigError with every problem."""
     problems: list[str] = []
@@ -665,8 +708,11 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
     airflow = _parse_airflow(
         _check_keys(top.get("airflow"), _AIRFLOW_KEYS, f"{source}: airflow", problems), f"{source}: airflow", problems
     )
+    cleaner = _parse_cleaner(
+        _check_keys(top.get("cleaner"), _CLEANER_KEYS, f"{source}: cleaner", problems), f"{source}: cleaner", problems
+    )
     config = LakeConfig(
-        uri, storage, {k: v for k, v in defaults.items() if k in BROKER_KEYS}, topics, spark, source, airflow
+        uri, storage, {k: v for k, v in defaults.items() if k in BROKER_KEYS}, topics, spark, source, airflow, cleaner
     )
     try:  # the defaults are checked even when no topic uses them yet
         resolve_topic_config(config.defaults, {}, broker_where=f"{source}: defaults")

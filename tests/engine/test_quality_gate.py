@@ -68,8 +68,8 @@ def _tamper_with_staged_file(lake: Lake, topic: Topic, tamper: Tamper, original:
 
 @pytest.mark.parametrize(
     "options",
-    [EngineOptions(), EngineOptions(broadcast_max_offsets=0)],
-    ids=["broadcast", "shuffle"],  # shuffle: the expected offsets do not travel, only their count and digest
+    [EngineOptions(), EngineOptions(dedupe_buffer_size=1024)],
+    ids=["one-bucket", "key-buckets"],  # key-buckets: a gate task per bucket of pass 1's keys
 )
 @pytest.mark.parametrize("tamper", list(BROKEN), ids=["value", "superseded", "dropped", "horizon"])
 def test_the_gate_stops_a_wrong_staged_output(

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
@@ -55,7 +54,7 @@ class Scenario:
     first: list[list[tuple[list[Record], bool]]]
     more: list[list[tuple[list[Record], bool]]]
     gap_ms: int
-    scan_task_bytes: int
+    dedupe_buffer_size: int
 
 
 scenarios = st.builds(
@@ -65,9 +64,9 @@ scenarios = st.builds(
     first=st.lists(appends(unkeyed=True), min_size=2, max_size=2),
     more=st.lists(appends(unkeyed=False), min_size=2, max_size=2),
     gap_ms=st.sampled_from([RETENTION_MS - 1, RETENTION_MS, RETENTION_MS + 50]),
-    # 1 byte: a task per file, so pass 1 merges partial maps in Spark and the gate spans tasks;
-    # the default: a task per partition, whose partial map is final
-    scan_task_bytes=st.sampled_from([1, EngineOptions().scan_task_bytes]),
+    # 1 KB: pass 1 and the gate split each partition's keys into hash buckets, a task each, and
+    # maps outgrow their budget and run again with more buckets; the default: a task per partition
+    dedupe_buffer_size=st.sampled_from([1024, EngineOptions().dedupe_buffer_size]),
 )
 
 
@@ -127,30 +126,8 @@ def test_engine_matches_reference_model(spark: SparkSession, lake: Lake, scenari
         compaction_strategy=scenario.strategy,
         compaction_strategy_header=HEADER,
     )
-    options = EngineOptions(scan_task_bytes=scenario.scan_task_bytes)
+    options = EngineOptions(dedupe_buffer_size=scenario.dedupe_buffer_size)
     topic = _append(lake, topic, scenario.first, now=500)
     _check_pass(spark, lake, topic, now=1000, options=options)
     topic = _append(lake, topic, scenario.more, now=1000)
     _check_pass(spark, lake, topic, now=1000 + scenario.gap_ms, options=options)
-
-
-@pytest.mark.parametrize("scan_task_bytes", [1, EngineOptions().scan_task_bytes], ids=["merged", "one-task"])
-def test_the_shuffle_join_paths_give_the_same_log(spark: SparkSession, lake: Lake, scan_task_bytes: int) -> None:
-    """Kept offsets joined to pass 2 by shuffle; pass 1's partial maps of a task per file merged,
-    or each partition's map made by one task."""
-    topic = new_topic(lake, partitions=2, delete_retention_ms=RETENTION_MS, compaction_strategy="timestamp")
-    for p in range(2):
-        log = topic.partition(p)
-        for i in range(4):
-            log.append([Record(k, None if (i + p) % 3 == 0 else b"v%d" % i, 10 - i) for k in KEYS[: 2 + i]], now_ms=1)
-            log.roll(now_ms=1)
-    expected = {}
-    for p in range(2):
-        manifest = topic.partition(p).manifest()
-        expected[p] = expected_pass(rows(topic, p), manifest, manifest.next_offset, topic.config, 1000)
-    options = EngineOptions(broadcast_max_offsets=0, scan_task_bytes=scan_task_bytes)
-    requests = [r for p in range(2) if (r := requests_for(topic.partition(p).manifest(), topic.config, 1000))]
-    report = compact_topic(spark, lake, topic.name, requests, 1000, options=options)
-    for p in range(2):
-        assert report.partition(p).status == COMMITTED, report.partition(p).message
-        assert rows(topic, p) == expected[p].rows

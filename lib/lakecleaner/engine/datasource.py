@@ -34,7 +34,6 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from lakecleaner.config import ENV_S3_ENDPOINT, StorageSettings, parse_config
-from lakecleaner.engine.sparkio import ddl
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.lake import Lake
 from lakecleaner.log.manifest import SegmentFile
@@ -44,6 +43,29 @@ from lakecleaner.log.segment_files import read_segment_file
 
 FORMAT = "lakecleaner"
 ROW_SCHEMA = pa.schema([pa.field("partition", pa.int32()), *SEGMENT_SCHEMA])
+
+_DDL_TYPES = {
+    pa.int8(): "tinyint",
+    pa.int32(): "int",
+    pa.int64(): "long",
+    pa.bool_(): "boolean",
+    pa.string(): "string",
+    pa.binary(): "binary",
+}
+
+
+def ddl_type(arrow_type: pa.DataType) -> str:
+    """Spark's DDL name of an Arrow type (the types segment files use)."""
+    if pa.types.is_list(arrow_type):
+        return f"array<{ddl_type(arrow_type.value_type)}>"
+    if pa.types.is_struct(arrow_type):
+        return "struct<" + ",".join(f"{f.name}:{ddl_type(f.type)}" for f in arrow_type) + ">"
+    return _DDL_TYPES[arrow_type]
+
+
+def ddl(schema: pa.Schema) -> str:
+    """A Spark DDL schema string for an Arrow schema."""
+    return ", ".join(f"`{f.name}` {ddl_type(f.type)}" for f in schema)
 
 
 class FileSlice(InputPartition):

@@ -16,12 +16,15 @@ per violation, (partition, offset, check):
 
 - per output record: `is_winner` (its offset is one the group must hold), `has_key`,
   `offset_increasing` (strictly, through the file, inside the group's range);
-- per offset the group must hold that the output lacks: `winner_kept` (in a shuffle-mode run,
-  whose offsets do not travel, `is_winner` and `winner_kept` compare the group's offsets with
-  their expected count and digest instead, at the group's base offset);
+- per offset the group must hold that the output lacks: `winner_kept`;
 - per group, at its base offset: `entry_matches` (the staged file holds as many records as its
   manifest entry will say), `unchanged` and `horizon_as_expected` (the digests);
 - per record whose key an earlier output record of the partition holds: `unique_key`.
+
+A partition whose keys pass 1 split into buckets is checked by as many gate tasks: each checks
+every record and group rule on a share of the groups, and `unique_key` on the keys of its bucket
+over every group (reading their key and offset columns), so no task holds more than its bucket of
+keys.
 
 A group that kept its files (pass 2 found every record of them a winner, with no tombstone to
 stamp or expire) is read without values unless it holds tombstones: each of its records is
@@ -41,7 +44,8 @@ from numpy.typing import NDArray
 
 from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.engine.digest import RecordDigest
-from lakecleaner.engine.keys import in_sorted, key_codes
+from lakecleaner.engine.keys import in_sorted, key_buckets, key_codes
+from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
@@ -71,24 +75,22 @@ class GateRules:
 
 @dataclass(frozen=True)
 class Expectation:
-    """What a rewritten group must hold: how many records, the digest of their offsets and the
-    offsets themselves (ascending; not in a shuffle-mode run, whose results come back as Arrow
-    rows without them, as they would crowd the driver), and the digests of the records' key,
-    value, timestamp and headers and of their delete_horizon_ms. All None for a group that
-    keeps its files: pass 2 found every record of them a winner, and they stay as they are."""
+    """What a rewritten group must hold: its offsets, and the digests of the records' key, value,
+    timestamp and headers and of their delete_horizon_ms. All None for a group that keeps its
+    files: pass 2 found every record of them a winner, and they stay as they are."""
 
-    count: int | None = None
-    offsets_digest: str | None = None
-    offsets: NDArray[np.int64] | None = None
+    offsets: OffsetSet | None = None
     records: str | None = None
     horizons: str | None = None
 
 
 class Expected:
-    """Builds a group's Expectation from its input files, read in offset order (pass 2)."""
+    """Builds the Expectation of the group [low, high) from its input files, read in offset order
+    (pass 2)."""
 
-    def __init__(self, rules: GateRules) -> None:
+    def __init__(self, rules: GateRules, low: int, high: int) -> None:
         self.rules = rules
+        self.low, self.high = low, high
         self.offsets: list[NDArray[np.int64]] = []
         self.records = RecordDigest(RECORD_SCHEMA)
         self.horizons = RecordDigest(HORIZON_SCHEMA)
@@ -111,7 +113,7 @@ class Expected:
     def result(self) -> Expectation:
         offsets = np.concatenate(self.offsets) if self.offsets else np.zeros(0, np.int64)
         return Expectation(
-            offsets.size, _offsets_digest(offsets), offsets, self.records.hexdigest(), self.horizons.hexdigest()
+            OffsetSet.of(offsets, self.low, self.high), self.records.hexdigest(), self.horizons.hexdigest()
         )
 
 
@@ -130,15 +132,18 @@ class GateGroup:
 
 @dataclass(frozen=True)
 class GateTask:
-    """Every group of one partition, checked by one task."""
+    """The groups of one partition, checked by `buckets` tasks: this one checks the groups whose
+    index falls to `bucket`, and the uniqueness of the keys of `bucket` over every group."""
 
     partition: int
     prefix: str
     groups: tuple[GateGroup, ...]
+    bucket: int = 0
+    buckets: int = 1
 
-
-def _offsets_digest(offsets: NDArray[np.int64]) -> str:
-    return RecordDigest(OFFSET_SCHEMA).update(pa.table({"offset": offsets}, schema=OFFSET_SCHEMA)).hexdigest()
+    def checks(self, index: int) -> bool:
+        """Whether this task checks the group at `index` record by record."""
+        return index % self.buckets == self.bucket
 
 
 def _np(values: pa.Array | pa.ChunkedArray) -> NDArray[np.bool_]:
@@ -169,6 +174,12 @@ def _read_back(store: ObjectStore, prefix: str, group: GateGroup) -> pa.Table:
     return pa.concat_tables(tables)
 
 
+def _read_keys(store: ObjectStore, prefix: str, group: GateGroup) -> pa.Table:
+    """The offsets and keys of the group's records as the new log would hold them."""
+    tables = [read_segment_file(store, prefix + f.path, columns=_REUSED_COLUMNS, expected=f) for f in group.files]
+    return pa.concat_tables(tables) if tables else SEGMENT_SCHEMA.select(_REUSED_COLUMNS).empty_table()
+
+
 Violations = list[tuple[str, NDArray[np.int64]]]
 
 
@@ -181,9 +192,8 @@ def _record_violations(table: pa.Table, group: GateGroup, rules: GateRules) -> V
     ]
     if group.reused:
         return found + _kept_file_violations(table, group, rules)
-    expected = group.expected.offsets
-    if expected is None:
-        return found + _offset_count_violations(offsets, group)
+    assert group.expected.offsets is not None
+    expected = group.expected.offsets.offsets()
     lacking = ~in_sorted(expected, np.sort(offsets))
     return [*found, ("is_winner", offsets[~in_sorted(offsets, expected)]), ("winner_kept", expected[lacking])]
 
@@ -199,21 +209,6 @@ def _kept_file_violations(table: pa.Table, group: GateGroup, rules: GateRules) -
     return [
         ("horizon_as_expected", offsets[tombstone & ~_np(pc.is_valid(horizon))]),
         ("is_winner", offsets[_expired(tombstone, horizon, rules)]),
-    ]
-
-
-def _offset_count_violations(offsets: NDArray[np.int64], group: GateGroup) -> Violations:
-    """Without the expected offsets (a shuffle-mode run), the group's offsets against their count
-    and digest, flagged at its base offset: too many or different records break `is_winner`,
-    too few or different ones `winner_kept`."""
-    count = group.expected.count or 0
-    if offsets.size == count and _offsets_digest(offsets) == group.expected.offsets_digest:
-        return []
-    base = np.array([group.base_offset], np.int64)
-    return [
-        (check, base)
-        for check, broken in (("is_winner", offsets.size >= count), ("winner_kept", offsets.size <= count))
-        if broken
     ]
 
 
@@ -269,17 +264,22 @@ class GateOutcome:
 
 
 def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome:
-    """One gate task: every violation in the partition."""
+    """One gate task: every violation in its groups, and every repeated key of its bucket."""
     store = spec.open()
     found: Violations = []
     keys: list[pa.ChunkedArray] = []
     offsets: list[NDArray[np.int64]] = []
     try:
-        for group in task.groups:
-            table = _read_back(store, task.prefix, group)
-            found += _record_violations(table, group, rules)
-            if not group.reused:
-                found += _group_violations(table, group)
+        for index, group in enumerate(task.groups):
+            if task.checks(index):
+                table = _read_back(store, task.prefix, group)
+                found += _record_violations(table, group, rules)
+                if not group.reused:
+                    found += _group_violations(table, group)
+            else:
+                table = _read_keys(store, task.prefix, group)
+            if task.buckets > 1:
+                table = table.filter(pa.array(key_buckets(table.column("key"), task.buckets) == task.bucket))
             keys.append(table.column("key"))
             offsets.append(table.column("offset").to_numpy())
     except (CorruptSegment, StorageError) as exc:  # the partition fails the gate; the others go on

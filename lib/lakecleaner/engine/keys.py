@@ -1,5 +1,5 @@
-"""Per-key arithmetic on Arrow tables, with numpy: keys numbered, "the highest per key", and
-membership in a sorted set of offsets."""
+"""Per-key arithmetic on Arrow tables, with numpy: keys numbered and hashed, and membership in a
+sorted set of offsets."""
 
 from __future__ import annotations
 
@@ -8,21 +8,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-LOWEST = np.iinfo(np.int64).min
-
 
 def key_codes(keys: pa.Array | pa.ChunkedArray) -> tuple[NDArray[np.int64], int]:
     """(each row's key number, how many distinct keys); equal keys get equal numbers."""
     encoded = pc.dictionary_encode(keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys)
     return np.asarray(encoded.indices.to_numpy(), np.int64), len(encoded.dictionary)
-
-
-def is_highest(codes: NDArray[np.int64], values: NDArray[np.int64], keys: int) -> NDArray[np.bool_]:
-    """Whether each row holds the highest of `values` among the rows of its key (`LOWEST`
-    never wins unless the key has nothing higher)."""
-    best = np.full(keys, LOWEST, np.int64)
-    np.maximum.at(best, codes, values)
-    return np.asarray(values == best[codes], bool)
 
 
 def in_sorted(values: NDArray[np.int64], members: NDArray[np.int64]) -> NDArray[np.bool_]:
@@ -41,3 +31,66 @@ def in_sorted(values: NDArray[np.int64], members: NDArray[np.int64]) -> NDArray[
         return found
     at = np.minimum(np.searchsorted(members, values), members.size - 1)
     return np.asarray(members[at] == values, bool)
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xFF51AFD7ED558CCD)
+_MIX2 = np.uint64(0xC4CEB9FE1A85EC53)
+_SHIFT = np.uint64(33)
+
+
+def _fmix(h: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """MurmurHash3's 64-bit finaliser, in place: every input bit affects every output bit."""
+    h ^= h >> _SHIFT
+    h *= _MIX1
+    h ^= h >> _SHIFT
+    h *= _MIX2
+    h ^= h >> _SHIFT
+    return h
+
+
+def _hash_rows(rows: NDArray[np.uint8], length: int) -> NDArray[np.uint64]:
+    """The hash of keys of one `length`, one per row of `rows` (n x length bytes): the key's
+    8-byte words, zero-padded, folded through the finaliser after the length."""
+    width = -(-length // 8) * 8
+    padded = np.zeros((rows.shape[0], max(width, 8)), np.uint8)
+    padded[:, :length] = rows
+    words = padded.view(np.uint64)
+    with np.errstate(over="ignore"):
+        h = np.full(rows.shape[0], np.uint64(length) * _GOLDEN, np.uint64)
+        for column in range(words.shape[1]):
+            h = _fmix(h ^ words[:, column])
+    return h
+
+
+def key_hash(keys: pa.Array | pa.ChunkedArray) -> NDArray[np.uint64]:
+    """A 64-bit hash of each key (binary; a null key hashes like the empty key), the same for
+    equal keys wherever they are stored. It spreads keys over buckets; it never decides that two
+    keys are equal. Keys are hashed a length at a time, as fixed-width rows, so no Python runs
+    per key."""
+    array = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    array = array.cast(pa.binary()) if array.type != pa.binary() else array
+    n = len(array)
+    out = np.zeros(n, np.uint64)
+    if n == 0:
+        return out
+    offsets = np.frombuffer(array.buffers()[1], np.int32, n + 1, array.offset * 4).astype(np.int64)
+    data_buffer = array.buffers()[2]
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    if np.all(lengths == lengths[0]):  # one width, stored back to back: the buffer is the matrix
+        width = int(lengths[0])
+        rows = data[offsets[0] : offsets[0] + n * width].reshape(n, width)
+        return _hash_rows(rows, width)
+    for width in np.unique(lengths).tolist():
+        at = np.flatnonzero(lengths == width)
+        rows = data[offsets[at][:, None] + np.arange(width)]
+        out[at] = _hash_rows(rows, width)
+    return out
+
+
+def key_buckets(keys: pa.Array | pa.ChunkedArray, buckets: int) -> NDArray[np.int64]:
+    """The bucket, of `buckets`, each key falls in (`key_hash` modulo the count)."""
+    if buckets == 1:
+        return np.zeros(len(keys), np.int64)
+    return (key_hash(keys) % np.uint64(buckets)).astype(np.int64)

@@ -1,97 +1,150 @@
 """Pass 1, Kafka's offset map (`Cleaner.buildOffsetMap`, DESIGN section 5): the winning offset
 of every (partition, key) over [log start, U).
 
-The range's files are spread over Spark tasks, each holding files of one partition in offset
-order. A task reads only the offset, key and ordering columns (`versions.source_columns`:
-values never), drops records below the log start, and reduces its rows to the winner of each
-of its keys (a partial offset map). Spark then merges the partial maps per (partition, key)
-with a max over (order columns…, offset), so values never enter the shuffle, and a key spread
-over many tasks is still decided by the single rule of `versions`. When every partition was
-read by a single task (its range fits in one task), the partial maps are final and
-there is nothing to merge: no shuffle, and only (partition, offset) leaves the tasks.
+Memory is bounded per task, with Kafka's setting and meaning: `log.cleaner.dedupe.buffer.size`
+bytes of offset map per task, filled to at most `log.cleaner.io.buffer.load.factor`. Where Kafka
+stops at a full map and cleans only the part of the dirty section it covered (the next run goes
+on), lakecleaner splits a partition's key space into as many hash buckets as the map needs
+(`keys.key_buckets`), one task each, and cleans the whole dirty section in one run.
 
-Unlike Kafka's fixed-size SkimpyOffsetMap there is no partial cleaning: Spark spills instead,
-and keys are compared exactly rather than by MD5 digest.
+A task reads the offset, key and ordering columns of every file of its partition's range
+(`versions.source_columns`: values never), keeps the records of its bucket, and reduces them to
+each key's winner by the single rule of `versions`, comparing the keys themselves, so no two keys
+are ever confused (Kafka compares 16-byte MD5 digests). Rows are reduced whenever what is held
+since the last reduction is as large as the map, so a task never holds more than twice its map.
+The number of buckets is first planned from the record count, at `PLANNED_ENTRY_BYTES` a key;
+a task whose map outgrows its budget (longer keys) stops and reports the size it reached, and the
+partition runs again with more buckets. Buckets are also added, up to the cluster's parallelism,
+when a run has fewer partitions than cores and a partition is large enough to be worth it.
 
-A file that cannot be read (CorruptSegment) makes its partition uncleanable for the run; the
-task reports it through a Collector and the other partitions carry on.
+A task returns its bucket's winners as an `OffsetSet` over the partition's range; the driver
+unites a partition's buckets. A file that cannot be read (CorruptSegment) makes its partition
+uncleanable for the run; the other partitions carry on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numpy.typing import NDArray
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from lakecleaner.config import TopicConfig
+from lakecleaner.engine.keys import key_buckets
+from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import PartitionPlan
-from lakecleaner.engine.sparkio import Collector, batches, collect_tasks, map_tasks
+from lakecleaner.engine.sparkio import run_tasks
 from lakecleaner.engine.storage import StoreSpec
-from lakecleaner.engine.versions import latest_per_key, order_columns, order_table, source_columns
+from lakecleaner.engine.versions import latest_per_key, order_table, source_columns
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import read_segment_file
 
-_OFFSETS = pa.schema([("partition", pa.int32()), ("offset", pa.int64())])
-_ORDER_DDL = {"offset": "", "timestamp": "timestamp long, ", "header": "has_version tinyint, version long, "}
+#: Bytes a key is planned to take in a task's map before any is read: Kafka's 24-byte entry (a
+#: 16-byte digest and an 8-byte offset) plus an offset into the keys' bytes and 12 key bytes.
+PLANNED_ENTRY_BYTES = 40
+#: Records a bucket added for parallelism (not memory) should hold at least.
+MIN_PARALLEL_BUCKET_RECORDS = 1_000_000
 
 
 @dataclass(frozen=True)
-class ScanTask:
-    """Files of one partition, in offset order, read by one pass-1 task."""
+class MapBudget:
+    """How much offset map a task may hold: Kafka's log.cleaner.dedupe.buffer.size (bytes) times
+    log.cleaner.io.buffer.load.factor."""
+
+    buffer_bytes: int
+    load_factor: float
+
+    @property
+    def bytes(self) -> int:
+        return max(1, int(self.buffer_bytes * self.load_factor))
+
+    def buckets(self, records: int) -> int:
+        """Buckets needed for a map of `records` keys at the planned entry size."""
+        return max(1, math.ceil(records * PLANNED_ENTRY_BYTES / self.bytes))
+
+
+@dataclass(frozen=True)
+class MapTask:
+    """One key bucket of one partition: every file of [low, high), keys of `bucket` only."""
 
     topic: str
     partition: int
     log_start_offset: int
+    low: int
+    high: int
     files: tuple[SegmentFile, ...]
+    bucket: int
+    buckets: int
+    budget_bytes: int
 
 
 @dataclass(frozen=True)
+class MapResult:
+    """A pass-1 task's outcome: its bucket's winners, or why the partition cannot be cleaned, or
+    (`needed_bytes` > 0) the map size it reached when it outgrew its budget."""
+
+    partition: int
+    bucket: int
+    winners: OffsetSet | None = None
+    error: str | None = None
+    malformed: int = 0
+    needed_bytes: int = 0
+    map_bytes: int = 0
+
+
+@dataclass
 class OffsetMap:
-    """Pass 1's result. `kept` (broadcast mode) holds each partition's winning offsets, sorted;
-    `winners` (shuffle mode) is the (partition, offset) DataFrame, checkpointed. `errors` names
-    the partitions that cannot be cleaned; `malformed` counts malformed version headers."""
+    """Pass 1's result: each partition's winning offsets over its range, the buckets its keys were
+    split into and the largest map one of them held, the partitions that cannot be cleaned and the
+    malformed version headers counted."""
 
-    kept: dict[int, NDArray[np.int64]] | None
-    winners: DataFrame | None
-    errors: dict[int, str]
-    malformed: dict[int, int]
-
-
-def scan_tasks(topic: str, plans: Sequence[PartitionPlan], target_bytes: int) -> list[ScanTask]:
-    """Each partition's files cut into consecutive runs of about `target_bytes`."""
-    tasks: list[ScanTask] = []
-    for plan in plans:
-        run: list[SegmentFile] = []
-        size = 0
-        for file in (f for g in plan.groups for f in g.files):
-            if run and size + file.size_bytes > target_bytes:
-                tasks.append(ScanTask(topic, plan.partition, plan.log_start_offset, tuple(run)))
-                run, size = [], 0
-            run.append(file)
-            size += file.size_bytes
-        if run:
-            tasks.append(ScanTask(topic, plan.partition, plan.log_start_offset, tuple(run)))
-    return tasks
+    kept: dict[int, OffsetSet] = field(default_factory=dict)
+    buckets: dict[int, int] = field(default_factory=dict)
+    map_bytes: dict[int, int] = field(default_factory=dict)
+    errors: dict[int, str] = field(default_factory=dict)
+    malformed: dict[int, int] = field(default_factory=dict)
 
 
-def scan(
-    spec: StoreSpec, config: TopicConfig, errors: Collector, counters: Collector, task: ScanTask
-) -> pa.Table | None:
-    """One pass-1 task: the partial offset map of `task`'s files (partition, key, order
-    columns…, offset); None when a file cannot be read (reported through `errors`) or the task
-    has no record."""
+class _Map:
+    """A task's offset map: rows (key, order columns…, offset), reduced to one per key whenever
+    the rows held since the last reduction are as large as the map."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.reduced: pa.Table | None = None
+        self.pending: list[pa.Table] = []
+        self.pending_bytes = 0
+
+    def add(self, rows: pa.Table) -> None:
+        self.pending.append(rows)
+        self.pending_bytes += rows.nbytes
+        held = 0 if self.reduced is None else self.reduced.nbytes
+        if self.pending_bytes >= max(held, self.budget // 4):
+            self.reduce()
+
+    def reduce(self) -> None:
+        parts = ([self.reduced] if self.reduced is not None else []) + self.pending
+        if parts:
+            self.reduced = latest_per_key(pa.concat_tables(parts))
+        self.pending, self.pending_bytes = [], 0
+
+    @property
+    def bytes(self) -> int:
+        return 0 if self.reduced is None else self.reduced.nbytes
+
+
+def bucket_winners(spec: StoreSpec, config: TopicConfig, task: MapTask) -> MapResult:
+    """One pass-1 task: the winners of `task`'s bucket of keys over its partition's range."""
     store = spec.open()
     prefix = partition_prefix(task.topic, task.partition)
-    parts: list[pa.Table] = []
+    offset_map = _Map(task.budget_bytes)
     malformed = 0
     for file in task.files:
         try:
@@ -99,29 +152,57 @@ def scan(
                 store, prefix + file.path, columns=source_columns(config.compaction_strategy), expected=file
             )
         except (CorruptSegment, StorageError) as exc:  # the partition fails; the others go on
-            errors.add(task.partition, str(exc))
-            return None
+            return MapResult(task.partition, task.bucket, error=str(exc))
         if file.base_offset < task.log_start_offset:
             table = table.filter(pc.greater_equal(table.column("offset"), task.log_start_offset))
+        if task.buckets > 1:
+            table = table.filter(pa.array(key_buckets(table.column("key"), task.buckets) == task.bucket))
         ordered, bad = order_table(table, config)
-        parts.append(ordered)
         malformed += bad
-    counters.add(task.partition, "malformed_headers", malformed)
-    if not parts:
-        return None
-    winners = latest_per_key(pa.concat_tables(parts))
-    return winners.add_column(0, "partition", pa.array(np.full(winners.num_rows, task.partition, np.int32)))
+        offset_map.add(ordered.filter(pc.is_valid(ordered.column("key"))))
+        if offset_map.bytes > task.budget_bytes:
+            return MapResult(task.partition, task.bucket, needed_bytes=_projected(offset_map.bytes, task, file))
+    offset_map.reduce()
+    if offset_map.bytes > task.budget_bytes:
+        return MapResult(task.partition, task.bucket, needed_bytes=offset_map.bytes)
+    offsets = np.zeros(0, np.int64) if offset_map.reduced is None else offset_map.reduced.column("offset").to_numpy()
+    winners = OffsetSet.of(np.sort(offsets), task.low, task.high)
+    return MapResult(task.partition, task.bucket, winners, malformed=malformed, map_bytes=offset_map.bytes)
 
 
-def _scan_rows(scan_task: Callable[[ScanTask], pa.Table | None], task: ScanTask) -> Iterator[pa.RecordBatch]:
-    found = scan_task(task)
-    if found is not None:
-        yield from batches(found)
+def _projected(reached: int, task: MapTask, last: SegmentFile) -> int:
+    """The map size a task that stopped after `last` would reach over all its files."""
+    read = sum(f.record_count for f in task.files[: task.files.index(last) + 1])
+    total = sum(f.record_count for f in task.files)
+    return math.ceil(reached * total / max(read, 1))
 
 
-def _scan_offsets(scan_task: Callable[[ScanTask], pa.Table | None], task: ScanTask) -> pa.Table | None:
-    found = scan_task(task)
-    return None if found is None else found.select(["partition", "offset"])
+def _too_small(budget: MapBudget, topic: str, partition: int, buckets: int) -> str:
+    return (
+        f"partition {topic}-{partition}: the offset map outgrew log.cleaner.dedupe.buffer.size="
+        f"{budget.buffer_bytes} bytes (x log.cleaner.io.buffer.load.factor={budget.load_factor}) even "
+        f"split into {buckets} key buckets; raise log.cleaner.dedupe.buffer.size"
+    )
+
+
+def map_tasks(topic: str, plan: PartitionPlan, buckets: int, budget: MapBudget) -> list[MapTask]:
+    """The tasks of one partition split into `buckets` key buckets."""
+    files = tuple(f for g in plan.groups for f in g.files)
+    low, high = plan.groups[0].base_offset, plan.groups[-1].next_offset
+    return [
+        MapTask(topic, plan.partition, plan.log_start_offset, low, high, files, b, buckets, budget.bytes)
+        for b in range(buckets)
+    ]
+
+
+def planned_buckets(plans: Sequence[PartitionPlan], budget: MapBudget, parallelism: int) -> dict[int, int]:
+    """Each partition's key buckets: as many as its map needs at the planned entry size, or more,
+    up to the share of `parallelism` the partition would leave idle, for large partitions."""
+    spread = max(1, math.ceil(parallelism / max(len(plans), 1)))
+    return {
+        p.partition: max(budget.buckets(p.record_count), min(spread, p.record_count // MIN_PARALLEL_BUCKET_RECORDS))
+        for p in plans
+    }
 
 
 def build_offset_map(
@@ -131,57 +212,41 @@ def build_offset_map(
     config: TopicConfig,
     plans: Sequence[PartitionPlan],
     *,
-    task_bytes: int,
-    broadcast_max_offsets: int,
+    budget: MapBudget,
+    parallelism: int,
 ) -> OffsetMap:
-    """Run pass 1 for `plans`. The winners are collected to the driver (to be broadcast) when
-    the ranges hold at most `broadcast_max_offsets` records, else kept in Spark for a shuffle join.
-    When every partition is read by one task and the winners are broadcast, the tasks' maps go
-    straight to the driver (`collect_tasks`); otherwise they become a DataFrame."""
-    errors, counters = Collector(spark), Collector(spark)
-    strategy = config.compaction_strategy
-    tasks = scan_tasks(topic, plans, task_bytes)
-    scan_task = partial(scan, spec, config, errors, counters)
-    broadcast = sum(p.record_count for p in plans) <= broadcast_max_offsets
-    final = _one_task_per_partition(tasks)
-    partitions = [p.partition for p in plans]
-    spark.sparkContext.setJobDescription(f"lakecleaner pass 1 (offset map) of {topic}")
-    kept, checkpointed = None, None
-    if broadcast and final:
-        found = [t for t in collect_tasks(spark, tasks, partial(_scan_offsets, scan_task)) if t is not None]
-        kept = _collect(pa.concat_tables([_OFFSETS.empty_table(), *found]), partitions)
-    else:
-        schema = f"partition int, key binary, {_ORDER_DDL[strategy]}offset long"
-        partials = map_tasks(spark, tasks, partial(_scan_rows, scan_task), schema)
-        winners = partials.select("partition", "offset")
-        if not final:
-            order = order_columns(strategy)
-            best = F.max(F.struct(*order, "offset")).getField("offset") if order else F.max("offset")
-            winners = partials.groupBy("partition", "key").agg(best.alias("offset")).select("partition", "offset")
-        if broadcast:
-            kept = _collect(winners.toArrow(), partitions)
-        else:
-            checkpointed = winners.localCheckpoint(eager=True)
-    malformed: dict[int, int] = {}
-    for partition, _, count in counters.items:
-        malformed[partition] = malformed.get(partition, 0) + int(count)
-    failed: dict[int, str] = {}
-    for partition, message in errors.items:
-        failed.setdefault(partition, message)
-    return OffsetMap(kept, checkpointed, failed, malformed)
-
-
-def _one_task_per_partition(tasks: Sequence[ScanTask]) -> bool:
-    """Whether each partition was read by a single task, whose partial map is then final."""
-    partitions = [t.partition for t in tasks]
-    return len(partitions) == len(set(partitions))
-
-
-def _collect(table: pa.Table, partitions: Sequence[int]) -> dict[int, NDArray[np.int64]]:
-    """Each partition's winning offsets, sorted."""
-    part = table.column("partition").to_numpy()
-    offsets = table.column("offset").to_numpy()
-    order = np.lexsort((offsets, part))
-    part, offsets = part[order], offsets[order]
-    bounds = np.searchsorted(part, partitions), np.searchsorted(part, partitions, side="right")
-    return {p: offsets[lo:hi] for p, lo, hi in zip(partitions, *bounds, strict=True)}
+    """Run pass 1 for `plans`; partitions whose maps outgrow their budget run again, split into
+    as many more buckets as the size they reached asks for."""
+    result = OffsetMap()
+    by_partition = {p.partition: p for p in plans}
+    buckets = planned_buckets(plans, budget, parallelism)
+    while buckets:
+        tasks = [t for p, n in buckets.items() for t in map_tasks(topic, by_partition[p], n, budget)]
+        outcomes = run_tasks(
+            spark, tasks, partial(bucket_winners, spec, config), f"lakecleaner pass 1 (offset map) of {topic}"
+        )
+        again: dict[int, int] = {}
+        for outcome in outcomes:
+            p = outcome.partition
+            if outcome.error is not None:
+                result.errors.setdefault(p, outcome.error)
+            elif outcome.needed_bytes:
+                wanted = buckets[p] * (math.ceil(outcome.needed_bytes / budget.bytes) + 1)
+                if wanted > max(by_partition[p].record_count, 1):
+                    result.errors[p] = _too_small(budget, topic, p, buckets[p])
+                again[p] = max(again.get(p, 0), wanted)
+        for p in buckets:
+            if p in result.errors or p in again:
+                continue
+            mine = [o for o in outcomes if o.partition == p]
+            kept = mine[0].winners
+            assert kept is not None
+            for other in mine[1:]:
+                assert other.winners is not None
+                kept = kept.union(other.winners)
+            result.kept[p] = kept
+            result.buckets[p] = buckets[p]
+            result.malformed[p] = sum(o.malformed for o in mine)
+            result.map_bytes[p] = max(o.map_bytes for o in mine)
+        buckets = {p: n for p, n in again.items() if p not in result.errors}
+    return result

@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.gate_rows import VIOLATION_SCHEMA, GateRules, GateTask, gate_check
-from lakecleaner.engine.sparkio import collect_tasks
+from lakecleaner.engine.sparkio import describe, run_tasks
 from lakecleaner.engine.storage import StoreSpec
 
 if TYPE_CHECKING:
@@ -89,7 +89,9 @@ def _violations(
 ) -> tuple[pa.Table, dict[int, str]]:
     """Every task's violation rows (`gate_rows`; none when the output is right), and why a
     partition's files could not be read back."""
-    outcomes = collect_tasks(spark, tasks, partial(gate_check, spec, rules))
+    outcomes = run_tasks(
+        spark, tasks, partial(gate_check, spec, rules), "lakecleaner quality gate: read back the output"
+    )
     unreadable = {o.partition: o.unreadable for o in outcomes if o.unreadable is not None}
     return pa.concat_tables([VIOLATION_SCHEMA.empty_table(), *[o.violations for o in outcomes]]), unreadable
 
@@ -166,11 +168,10 @@ def run_gate(
     partitions = sorted(partitions)
     if not partitions:
         return {}
-    spark.sparkContext.setJobDescription("lakecleaner quality gate: read back the output")
     violations, unreadable = _violations(spark, spec, tasks, GateRules.of(config, now_ms))
     counts = violation_counts(spark, violations, partitions, segments)
     subject = f"compaction of {topic} partitions {','.join(map(str, partitions))}"
-    spark.sparkContext.setJobDescription("lakecleaner quality gate: expectations")
+    describe(spark, "lakecleaner quality gate: expectations")
     together = validate(subject, counts, _count_checks())
     if together.success and not unreadable:
         return dict.fromkeys(partitions, together)
@@ -179,7 +180,7 @@ def run_gate(
         "unexpected_index_column_names": INDEX_COLUMNS,
         "partial_unexpected_count": SAMPLE_SIZE,
     }
-    spark.sparkContext.setJobDescription("lakecleaner quality gate: offending rows")
+    describe(spark, "lakecleaner quality gate: offending rows")
     flags = flag_frame(spark, violations, segments).cache()
     try:
         reports: dict[int, QualityReport] = {}

@@ -15,31 +15,29 @@ manifest's tombstone count, reading at most the delete_horizon_ms column.
 While it holds a group's input, the task also settles what the group must hold, for the quality
 gate (`gate_rows.Expected`), so the gate need not read the input again.
 
-The kept offsets reach a task either by broadcast (each partition's sorted offsets) or, when
-they are too many, by a shuffle join: the winners are tagged with their group and grouped with
-one marker row per group, so a group that keeps nothing still gets its task.
+Each task gets its group's winning offsets from pass 1 as an `OffsetSet`, inside the task.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
-from pyspark import Broadcast
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import LONG_MAX
 from lakecleaner.engine.gate_rows import Expectation, Expected, GateRules
 from lakecleaner.engine.keys import in_sorted
 from lakecleaner.engine.offset_map import OffsetMap
-from lakecleaner.engine.sparkio import collect_tasks, ddl
+from lakecleaner.engine.offset_set import OffsetSet
+from lakecleaner.engine.sparkio import run_tasks
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget, SegmentWriter
 from lakecleaner.errors import CorruptSegment, LakeCleanerError
@@ -61,6 +59,7 @@ class RecopyTask:
     record_count: int
     tombstone_count: int
     target: OutputTarget
+    kept: OffsetSet | None = None
 
 
 @dataclass
@@ -87,75 +86,6 @@ class GroupResult:
     earliest_delete_horizon_ms: int | None = None
     counts: RowCounts = field(default_factory=RowCounts)
     expected: Expectation = field(default_factory=Expectation)
-
-    def to_row(self) -> dict[str, Any]:
-        """The RESULT_SCHEMA row of the shuffle-join path, without the expected offsets: that
-        mode is for runs whose offsets would crowd the driver (the gate then checks their count
-        and digest)."""
-        f = self.file
-        return {
-            "task": self.task,
-            "status": self.status,
-            "error": self.error,
-            "path": None if f is None else f.path,
-            "base_offset": None if f is None else f.base_offset,
-            "next_offset": None if f is None else f.next_offset,
-            "record_count": None if f is None else f.record_count,
-            "size_bytes": None if f is None else f.size_bytes,
-            "tombstone_count": self.tombstone_count,
-            "earliest_delete_horizon_ms": self.earliest_delete_horizon_ms,
-            **asdict(self.counts),
-            "expected_count": self.expected.count,
-            "expected_offsets_digest": self.expected.offsets_digest,
-            "expected_records": self.expected.records,
-            "expected_horizons": self.expected.horizons,
-        }
-
-    @staticmethod
-    def from_row(row: dict[str, Any]) -> GroupResult:
-        file = None
-        if row["path"] is not None:
-            file = SegmentFile(
-                row["path"], row["base_offset"], row["next_offset"], row["record_count"], row["size_bytes"]
-            )
-        counts = RowCounts(**{f.name: row[f.name] for f in fields(RowCounts)})
-        return GroupResult(
-            row["task"],
-            row["status"],
-            row["error"],
-            file,
-            row["tombstone_count"],
-            row["earliest_delete_horizon_ms"],
-            counts,
-            Expectation(
-                row["expected_count"],
-                row["expected_offsets_digest"],
-                records=row["expected_records"],
-                horizons=row["expected_horizons"],
-            ),
-        )
-
-
-RESULT_SCHEMA = pa.schema(
-    [
-        ("task", pa.int32()),
-        ("status", pa.string()),
-        ("error", pa.string()),
-        ("path", pa.string()),
-        ("base_offset", pa.int64()),
-        ("next_offset", pa.int64()),
-        ("record_count", pa.int64()),
-        ("size_bytes", pa.int64()),
-        ("tombstone_count", pa.int64()),
-        ("earliest_delete_horizon_ms", pa.int64()),
-        *[(f.name, pa.int64()) for f in fields(RowCounts)],
-        ("expected_count", pa.int64()),
-        ("expected_offsets_digest", pa.string()),
-        ("expected_records", pa.string()),
-        ("expected_horizons", pa.string()),
-    ]
-)
-RESULT_DDL = ddl(RESULT_SCHEMA)
 
 
 def clean_rows(
@@ -211,7 +141,7 @@ def recopy_group(
     horizon_ms = min(now_ms + retention_ms, LONG_MAX)
     writer = SegmentWriter(store, task.target)
     counts = RowCounts()
-    expected = Expected(GateRules(now_ms, horizon_ms))
+    expected = Expected(GateRules(now_ms, horizon_ms), task.target.base_offset, task.target.next_offset)
     try:
         for file in task.files:
             table = read_segment_file(store, task.target.prefix + file.path, expected=file)
@@ -235,9 +165,10 @@ def recopy_group(
     )
 
 
-def _run(spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask, kept: NDArray[np.int64]) -> GroupResult:
+def _run(spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask) -> GroupResult:
+    assert task.kept is not None
     try:
-        return recopy_group(spec.open(), task, kept, now_ms, retention_ms)
+        return recopy_group(spec.open(), task, task.kept.offsets(), now_ms, retention_ms)
     except CorruptSegment as exc:
         return GroupResult(task.index, CORRUPT, str(exc))
     except LakeCleanerError as exc:
@@ -245,54 +176,6 @@ def _run(spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask, kept
     except OSError as exc:  # pyarrow's filesystem failed writing the output (after its retries)
         location = spec.open().location(task.target.prefix + task.target.path)
         return GroupResult(task.index, ERROR, f"StorageError: write {location}: {str(exc)[:300]}")
-
-
-def _broadcast_task(
-    spec: StoreSpec, now_ms: int, retention_ms: int, kept: Broadcast[dict[int, NDArray[np.int64]]], task: RecopyTask
-) -> GroupResult:
-    offsets = kept.value[task.partition]
-    lo, hi = np.searchsorted(offsets, [task.target.base_offset, task.target.next_offset])
-    return _run(spec, now_ms, retention_ms, task, offsets[lo:hi])
-
-
-def _grouped_task(
-    spec: StoreSpec, now_ms: int, retention_ms: int, tasks: Sequence[RecopyTask]
-) -> Callable[[pa.Table], pa.Table]:
-    """The applyInArrow function of the shuffle join: one task's winners (and its marker row).
-    A plain annotated function, as applyInArrow infers its form from the type hints."""
-    by_index = list(tasks)
-
-    def run_group(table: pa.Table) -> pa.Table:
-        offsets = table.column("offset").to_numpy()
-        task = by_index[int(table.column("task")[0].as_py())]
-        result = _run(spec, now_ms, retention_ms, task, np.sort(offsets[offsets >= 0]))
-        return pa.Table.from_pylist([result.to_row()], schema=RESULT_SCHEMA)
-
-    return run_group
-
-
-class _TagGroups:
-    """mapInArrow function tagging (partition, offset) winners with their pass-2 task."""
-
-    def __init__(self, tasks: Sequence[RecopyTask]) -> None:
-        self.bounds: dict[int, tuple[NDArray[np.int64], NDArray[np.int32]]] = {}
-        for partition in {t.partition for t in tasks}:
-            mine = sorted((t for t in tasks if t.partition == partition), key=lambda t: t.target.base_offset)
-            self.bounds[partition] = (
-                np.array([t.target.base_offset for t in mine], np.int64),
-                np.array([t.index for t in mine], np.int32),
-            )
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            partitions = batch.column("partition").to_numpy()
-            offsets = batch.column("offset").to_numpy()
-            task = np.zeros(len(offsets), np.int32)
-            for partition in np.unique(partitions).tolist():
-                rows = partitions == partition
-                bases, ids = self.bounds[partition]
-                task[rows] = ids[np.searchsorted(bases, offsets[rows], side="right") - 1]
-            yield pa.RecordBatch.from_arrays([pa.array(task), batch.column("offset")], names=["task", "offset"])
 
 
 def run_recopy(
@@ -303,18 +186,9 @@ def run_recopy(
     now_ms: int,
     retention_ms: int,
 ) -> list[GroupResult]:
-    """Run pass 2 over `tasks`; one result per task, in task order."""
-    if not tasks:
-        return []
-    spark.sparkContext.setJobDescription("lakecleaner pass 2 (recopy)")
-    if offset_map.kept is not None:
-        kept = spark.sparkContext.broadcast(offset_map.kept)
-        return collect_tasks(spark, tasks, partial(_broadcast_task, spec, now_ms, retention_ms, kept))
-    assert offset_map.winners is not None
-    wanted = offset_map.winners.where(offset_map.winners.partition.isin(sorted({t.partition for t in tasks})))
-    tagged = wanted.mapInArrow(_TagGroups(tasks), "task int, offset long")
-    markers = spark.createDataFrame([(t.index, -1) for t in tasks], "task int, offset long")
-    grouped = tagged.unionByName(markers).groupBy("task")
-    frame = grouped.applyInArrow(_grouped_task(spec, now_ms, retention_ms, tasks), RESULT_DDL)
-    results = [GroupResult.from_row(row) for row in frame.toArrow().to_pylist()]
-    return sorted(results, key=lambda r: r.task)
+    """Run pass 2 over `tasks`, each with its group's winners; one result per task, in task order."""
+    with_winners = [
+        dataclasses.replace(t, kept=offset_map.kept[t.partition].slice(t.target.base_offset, t.target.next_offset))
+        for t in tasks
+    ]
+    return run_tasks(spark, with_winners, partial(_run, spec, now_ms, retention_ms), "lakecleaner pass 2 (recopy)")

@@ -82,6 +82,10 @@ class PartitionReport:
     quality: QualityReport | None = None
     files_written: list[str] = field(default_factory=list)
     duration_ms: int = 0
+    #: Pass 1's key buckets (a task each, within log.cleaner.dedupe.buffer.size) and the largest
+    #: offset map one of them held, in bytes.
+    key_buckets: int = 0
+    max_map_bytes: int = 0
 
     @property
     def failed(self) -> bool:
@@ -101,6 +105,8 @@ class PartitionReport:
             "quality": None if self.quality is None else self.quality.to_dict(),
             "files_written": self.files_written,
             "duration_ms": self.duration_ms,
+            "key_buckets": self.key_buckets,
+            "max_map_bytes": self.max_map_bytes,
         }
 
 

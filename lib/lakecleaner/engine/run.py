@@ -25,10 +25,15 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.config import TopicConfig
+from lakecleaner.config import (
+    DEFAULT_DEDUPE_BUFFER_SIZE,
+    DEFAULT_IO_BUFFER_LOAD_FACTOR,
+    CleanerSettings,
+    TopicConfig,
+)
 from lakecleaner.engine.commit import InputsChanged, apply_compaction
 from lakecleaner.engine.gate_rows import GateGroup, GateTask
-from lakecleaner.engine.offset_map import OffsetMap, build_offset_map
+from lakecleaner.engine.offset_map import MapBudget, OffsetMap, build_offset_map
 from lakecleaner.engine.plan import Group, PartitionPlan, StalePlan, plan_partition
 from lakecleaner.engine.quality import UncleanableSegment, run_gate
 from lakecleaner.engine.recopy import CORRUPT, UNCHANGED, GroupResult, RecopyTask, run_recopy
@@ -43,6 +48,7 @@ from lakecleaner.engine.report import (
     RunReport,
 )
 from lakecleaner.engine.requests import CompactionRequest
+from lakecleaner.engine.sparkio import describe, parallelism
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget
 from lakecleaner.errors import CommitStateUnknown, LakeCleanerError, ObjectNotFound, StorageError
@@ -59,14 +65,22 @@ from lakecleaner.reports import new_run_id
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """Tuning knobs.
+    """Tuning knobs, with Kafka's names where Kafka has them: `dedupe_buffer_size` is
+    log.cleaner.dedupe.buffer.size, the bytes of offset map one pass-1 task may hold, filled to at
+    most `io_buffer_load_factor` (log.cleaner.io.buffer.load.factor); `parallelism`: tasks the
+    cluster runs at once (None: the session's default parallelism)."""
 
-    `broadcast_max_offsets`: above this many records in the cleaned ranges, the kept offsets reach
-    pass 2 by a shuffle join instead of a broadcast. `scan_task_bytes`: file bytes per pass-1 task.
-    """
+    dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE
+    io_buffer_load_factor: float = DEFAULT_IO_BUFFER_LOAD_FACTOR
+    parallelism: int | None = None
 
-    broadcast_max_offsets: int = 64_000_000
-    scan_task_bytes: int = 512 * 1024 * 1024
+    @staticmethod
+    def of(settings: CleanerSettings) -> EngineOptions:
+        return EngineOptions(settings.dedupe_buffer_size, settings.io_buffer_load_factor)
+
+    @property
+    def budget(self) -> MapBudget:
+        return MapBudget(self.dedupe_buffer_size, self.io_buffer_load_factor)
 
 
 @dataclass
@@ -161,12 +175,13 @@ class _Run:
             self.topic.name,
             self.config,
             [s.plan for s in self.active.values()],
-            task_bytes=self.options.scan_task_bytes,
-            broadcast_max_offsets=self.options.broadcast_max_offsets,
+            budget=self.options.budget,
+            parallelism=self.options.parallelism or parallelism(self.spark),
         )
         for partition, count in result.malformed.items():
-            if partition in self.active:
-                self.active[partition].report.stats.malformed_version_headers = count
+            report = self.active[partition].report
+            report.stats.malformed_version_headers = count
+            report.key_buckets, report.max_map_bytes = result.buckets[partition], result.map_bytes[partition]
         for partition, message in result.errors.items():
             self.finish(partition, UNCLEANABLE, message)
         self.offset_map_result = result
@@ -285,7 +300,7 @@ class _Run:
             except StorageError as exc:
                 self.finish(partition, FAILED, f"{exc}; nothing was committed")
                 continue
-            tasks.append(self._gate_task(state))
+            tasks.extend(self._gate_tasks(state))
         verdicts = run_gate(
             self.spark,
             self.spec,
@@ -312,14 +327,18 @@ class _Run:
             if s.base_offset >= u
         ]
 
-    def _gate_task(self, state: _Partition) -> GateTask:
-        """The partition's groups as the new log would hold them, checked by one gate task."""
+    def _gate_tasks(self, state: _Partition) -> list[GateTask]:
+        """The partition's groups as the new log would hold them, checked by a task per key bucket
+        of pass 1."""
         groups = []
         for g, r in zip(state.plan.groups, state.results, strict=True):
             reused = r.status == UNCHANGED
             files = g.files if reused else tuple(f for f in [r.file] if f is not None)
             groups.append(GateGroup(g.base_offset, g.next_offset, files, reused, g.tombstone_count, r.expected))
-        return GateTask(state.plan.partition, partition_prefix(self.topic.name, state.plan.partition), tuple(groups))
+        assert self.offset_map_result is not None
+        buckets = self.offset_map_result.buckets[state.plan.partition]
+        prefix = partition_prefix(self.topic.name, state.plan.partition)
+        return [GateTask(state.plan.partition, prefix, tuple(groups), b, buckets) for b in range(buckets)]
 
     def staged_files(self, state: _Partition) -> dict[str, ObjectInfo | None]:
         """Each file this run wrote for the partition, as the store has it now (None: missing); one
@@ -427,7 +446,7 @@ def compact_topic(
             run.discard(state, every_target=True)
         raise
     finally:
-        spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]
+        describe(spark, None)
     run.report.duration_ms = int((time.monotonic() - run.started) * 1000)
     run.report.storage_retries = lake.store.retries - retries_before
     run.report.save(lake.store)

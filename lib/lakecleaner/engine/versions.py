@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from lakecleaner.config import TopicConfig
-from lakecleaner.engine.keys import is_highest, key_codes
+from lakecleaner.engine.keys import key_codes
 
 VERSION_BYTES = 8
 
@@ -97,9 +97,10 @@ def latest_per_key(ordered: pa.Table) -> pa.Table:
     keyed = ordered.filter(pc.is_valid(ordered.column("key")))
     if keyed.num_rows == 0:
         return keyed
-    codes, keys = key_codes(keyed.column("key"))
-    if keyed.column_names == ["key", "offset"]:  # offsets are unique: one row per key is highest
-        return keyed.filter(pa.array(is_highest(codes, keyed.column("offset").to_numpy(), keys)))
+    if keyed.column_names == ["key", "offset"]:  # the highest offset: a hash aggregation
+        best = keyed.group_by("key", use_threads=False).aggregate([("offset", "max")])
+        return pa.table({"key": best.column("key"), "offset": best.column("offset_max")})
+    codes, _ = key_codes(keyed.column("key"))
     sort_keys = [keyed.column(c).to_numpy() for c in reversed(keyed.column_names[1:])]
     order = np.lexsort((*sort_keys, codes))
     sorted_codes = codes[order]

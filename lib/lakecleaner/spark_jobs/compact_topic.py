@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.clock import parse_time_ms, wall_clock_ms
 from lakecleaner.config import LakeConfig, load_config
-from lakecleaner.engine import compact_topic, print_report, requests_for
+from lakecleaner.engine import EngineOptions, compact_topic, print_report, requests_for
 from lakecleaner.engine.session import build_session
 from lakecleaner.lake import Lake
 
@@ -61,7 +61,8 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     requests = [r for m in read.manifests.values() if (r := requests_for(m, topic.config, now))]
     session = spark or build_session(config.spark, f"lakecleaner-{topic.name}", args.master)
     try:
-        report = compact_topic(session, lake, topic.name, requests, now, run_id=args.run_id)
+        options = EngineOptions.of(config.cleaner)
+        report = compact_topic(session, lake, topic.name, requests, now, run_id=args.run_id, options=options)
     finally:
         if spark is None:
             session.stop()

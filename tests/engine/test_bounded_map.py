@@ -1,0 +1,71 @@
+"""Bounded memory per task (log.cleaner.dedupe.buffer.size): a partition's keys are split into as
+many hash buckets as its offset map needs, and the result is exactly that of one map."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from lakecleaner.engine import EngineOptions, RunReport
+from lakecleaner.engine.offset_map import PLANNED_ENTRY_BYTES
+from lakecleaner.engine.report import COMMITTED
+from lakecleaner.lake import Lake, Topic
+from lakecleaner.workload import WorkloadSpec, generate
+from tests.engine.helpers import compact, rows
+
+TINY = 64 * 1024
+
+
+def _topic(root: Path, spec: WorkloadSpec) -> Topic:
+    lake = Lake.open(f"file://{root}")
+    topic = lake.create_topic("changes", partitions=spec.partitions, config={"cleanup.policy": "compact"})
+    for partition, batch in generate(spec, 50_000):
+        topic.partition(partition).append(batch, now_ms=spec.start_ms)
+    for log in topic.partition_logs():
+        log.roll(now_ms=spec.start_ms)
+    return topic
+
+
+def _compact_both(spark: SparkSession, tmp_path: Path, spec: WorkloadSpec) -> tuple[Lake, Lake, RunReport]:
+    """The topic compacted twice, with Kafka's default buffer and with a tiny one; the same
+    counters, every bucket's map within the tiny buffer."""
+    _topic(tmp_path / "whole", spec)
+    shutil.copytree(tmp_path / "whole", tmp_path / "tiny")
+    whole, tiny = Lake.open(f"file://{tmp_path / 'whole'}"), Lake.open(f"file://{tmp_path / 'tiny'}")
+    now = spec.start_ms + spec.timestamp_spread_ms + 1
+    one = compact(spark, whole, whole.topic("changes"), now)
+    bounded = compact(spark, tiny, tiny.topic("changes"), now, options=EngineOptions(dedupe_buffer_size=TINY))
+    for report in (one, bounded):
+        assert {p.status for p in report.partitions} == {COMMITTED}, [p.message for p in report.partitions]
+    for p in one.partitions:
+        assert p.key_buckets == 1
+    budget = int(TINY * EngineOptions().io_buffer_load_factor)
+    for p in bounded.partitions:
+        assert p.key_buckets >= p.stats.records_read * PLANNED_ENTRY_BYTES // budget
+        assert 0 < p.max_map_bytes <= budget
+        assert p.stats == one.partition(p.partition).stats
+    return whole, tiny, bounded
+
+
+def test_a_tiny_dedupe_buffer_gives_the_same_log(spark: SparkSession, tmp_path: Path) -> None:
+    """200k keys, 300k records in two partitions, cleaned with a 64 KB offset map per task: about
+    a hundred key buckets per partition, each map within the buffer, and the same log, record for
+    record, as one unbounded map."""
+    spec = WorkloadSpec(keys=200_000, records=300_000, partitions=2, value_size=8, tombstone_share=0.05, seed=3)
+    whole, tiny, _ = _compact_both(spark, tmp_path, spec)
+    for p in range(2):
+        assert rows(tiny.topic("changes"), p) == rows(whole.topic("changes"), p)
+
+
+def test_maps_that_outgrow_the_plan_run_again_in_more_buckets(spark: SparkSession, tmp_path: Path) -> None:
+    """Keys much longer than planned: the first buckets outgrow the buffer, stop, and the partition
+    runs again in as many more buckets as the size they reached asks for."""
+    spec = WorkloadSpec(
+        keys=20_000, records=30_000, partitions=1, value_size=8, key_prefix="customer/" + "x" * 200 + "/", seed=4
+    )
+    whole, tiny, bounded = _compact_both(spark, tmp_path, spec)
+    assert rows(tiny.topic("changes")) == rows(whole.topic("changes"))
+    planned = -(-30_000 * PLANNED_ENTRY_BYTES // int(TINY * EngineOptions().io_buffer_load_factor))
+    assert bounded.partition(0).key_buckets > 2 * planned
