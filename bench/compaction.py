@@ -1,9 +1,20 @@
 """Benchmark: lakecleaner's compaction against the copy floor and DuckDB.
 
-    uv run python bench/compaction.py                     # 10M records, 1M keys, 4 partitions
+    uv run python bench/compaction.py                     # --case default: 10M records, 1M keys, 4 partitions
+    uv run python bench/compaction.py --case all          # every case, each against its targets
+    uv run python bench/compaction.py --case high-cardinality --runs 1
     uv run python bench/compaction.py --records 1000000 --keys 100000
     uv run python bench/compaction.py --scaling           # 1M, 4M and 16M records (keys = records / 10)
     uv run python bench/compaction.py --runs 1            # one run of each instead of the median of 5
+
+Cases (`--case`; `--records`, `--keys` and `--partitions` override a case's shape):
+
+  default           10M records, 1M keys, 4 partitions, everything dirty
+  high-cardinality  20M records, 10M keys, 1 partition (a CDC topic: nearly a key per record)
+  many-partitions   10M records, 1M keys, 64 partitions
+  incremental       a 10M-record log of 5M keys compacted once, then 500k records over the same
+                    keys appended and rolled; only the second compaction is timed, against the
+                    copy floor of the files it reads and DuckDB's query over the whole log
 
 Builds a compacted topic in a local lake from the vectorised workload generator (100-byte
 values, 5% tombstones by default), seals every segment, and measures in one process:
@@ -28,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import json
 import os
@@ -51,13 +63,40 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.table import Table
 
-from lakecleaner.engine import RunReport, compact_topic, requests_for
+from lakecleaner.engine import EngineOptions, RunReport, compact_topic, requests_for
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import COMPRESSION, ROW_GROUP_SIZE
 from lakecleaner.workload import WorkloadSpec, generate
 
 MB = 1_000_000
+
+
+@dataclass(frozen=True)
+class Case:
+    """A shape of topic and the targets lakecleaner must meet on it (None: no target). With
+    `appended`, the topic is compacted once, `appended` records over the same keys are added and
+    rolled, and the second compaction is the one measured."""
+
+    name: str
+    records: int
+    keys: int
+    partitions: int
+    max_a_over_b: float | None = None
+    max_a_over_c: float | None = None
+    memory_within_duckdb: bool = False
+    appended: int = 0
+
+
+CASES = {
+    c.name: c
+    for c in (
+        Case("default", 10_000_000, 1_000_000, 4, max_a_over_b=1.25, max_a_over_c=1.0),
+        Case("high-cardinality", 20_000_000, 10_000_000, 1, max_a_over_c=1.3, memory_within_duckdb=True),
+        Case("many-partitions", 10_000_000, 1_000_000, 64, max_a_over_c=1.0),
+        Case("incremental", 10_000_000, 5_000_000, 4, max_a_over_b=1.25, max_a_over_c=1.0, appended=500_000),
+    )
+}
 
 
 @dataclass
@@ -204,10 +243,12 @@ def warm_up(spark: SparkSession, workdir: Path) -> None:
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-def compact_all(spark: SparkSession, lake: Lake, topic: Topic, now: int) -> RunReport:
+def compact_all(
+    spark: SparkSession, lake: Lake, topic: Topic, now: int, options: EngineOptions | None = None
+) -> RunReport:
     """Compact every partition of `topic` that has something to clean at `now`."""
     requests = [r for log in topic.partition_logs() if (r := requests_for(log.manifest(), topic.config, now))]
-    return compact_topic(spark, lake, topic.name, requests, now)
+    return compact_topic(spark, lake, topic.name, requests, now, options=options)
 
 
 def median_run(runs: Sequence[Measure]) -> Measure:
@@ -218,11 +259,31 @@ def median_run(runs: Sequence[Measure]) -> Measure:
     )
 
 
-def run_once(args: argparse.Namespace, records: int, keys: int, spark: SparkSession, workdir: Path) -> dict[str, Any]:
+def first_compaction(
+    spark: SparkSession, lake: Lake, topic: Topic, spec: WorkloadSpec, args: argparse.Namespace, appended: int
+) -> tuple[int, str]:
+    """The incremental case's set-up: compact the whole log once, then append `appended` records
+    over the same keys, later, and roll. Returns the `now` of the second compaction and a line
+    about the first."""
+    now = spec.start_ms + spec.timestamp_spread_ms + 1
+    started = time.perf_counter()
+    report = compact_all(spark, lake, topic, now)
+    first = f"first compaction {time.perf_counter() - started:.1f} s, {report.totals.records_written:,} records kept"
+    more = dataclasses.replace(spec, records=appended, seed=spec.seed + 1, start_ms=now + 1_000)
+    for partition, batch in generate(more, args.batch_records):
+        topic.partition(partition).append(batch, now_ms=more.start_ms + more.timestamp_spread_ms)
+    for log in topic.partition_logs():
+        log.roll(now_ms=more.start_ms + more.timestamp_spread_ms)
+    return more.start_ms + more.timestamp_spread_ms + 1, first
+
+
+def run_once(
+    args: argparse.Namespace, case: Case, records: int, keys: int, spark: SparkSession, workdir: Path
+) -> dict[str, Any]:
     spec = WorkloadSpec(
         keys=keys,
         records=records,
-        partitions=args.partitions,
+        partitions=args.partitions or case.partitions,
         value_size=args.value_size,
         tombstone_share=args.tombstones,
         seed=args.seed,
@@ -231,42 +292,61 @@ def run_once(args: argparse.Namespace, records: int, keys: int, spark: SparkSess
     lake = Lake.open(f"file://{source}")
     started = time.perf_counter()
     topic = build_topic(lake, spec, args.segment_bytes, args.batch_records)
+    now = spec.start_ms + spec.timestamp_spread_ms + 1
+    setup = ""
+    appended = case.appended if args.appended is None else args.appended
+    if appended:
+        now, setup = first_compaction(spark, lake, topic, spec, args, appended)
     build_s = time.perf_counter() - started
     files = segment_files(lake, topic)
     input_bytes = sum(p.stat().st_size for _, p in files)
-    now = spec.start_ms + spec.timestamp_spread_ms + 1
+    input_records = sum(s.record_count for log in topic.partition_logs() for s in log.manifest().segments)
     runs: dict[str, list[Measure]] = {"a": [], "b": [], "c": []}
     phases: list[dict[str, int]] = []
 
     def compact(copy: Path) -> str:
         fresh = Lake.open(f"file://{copy}")
-        report = compact_all(spark, fresh, fresh.topic(topic.name), now)
+        report = compact_all(spark, fresh, fresh.topic(topic.name), now, options)
         phases.append(report.phases_ms)
         totals = report.totals
         spent = ", ".join(f"{k} {v / 1000:.1f}s" for k, v in report.phases_ms.items())
         status = "ok" if not report.failed else "FAILED"
-        return f"{status}: {totals.records_written} records kept, recopy {totals.recopy_percent}%; {spent}"
+        buckets = max((p.key_buckets for p in report.partitions), default=0)
+        return (
+            f"{status}: {totals.records_written} records kept, recopy {totals.recopy_percent}%, "
+            f"{totals.groups_unchanged} groups kept as they were, up to {buckets} key buckets; {spent}"
+        )
 
+    options = EngineOptions(dedupe_buffer_size=args.dedupe_buffer_size)
     for i in range(args.runs):
         copy = workdir / f"lake-{i}"
         shutil.copytree(source, copy)  # compaction rewrites its lake: each run gets the same input
         out = workdir / "copy"
         shutil.rmtree(out, ignore_errors=True)
-        runs["b"].append(timed("(b) copy floor, pyarrow", records, input_bytes, partial(copy_floor, files, out)))
+        runs["b"].append(timed("(b) copy floor, pyarrow", input_records, input_bytes, partial(copy_floor, files, out)))
         runs["c"].append(
-            timed("(c) DuckDB dedupe", records, input_bytes, lambda: duckdb_dedupe(files, workdir / "duckdb.parquet"))
+            timed(
+                "(c) DuckDB dedupe",
+                input_records,
+                input_bytes,
+                lambda: duckdb_dedupe(files, workdir / "duckdb.parquet"),
+            )
         )
         runs["a"].append(
-            timed("(a) lakecleaner compact_topic", records, input_bytes, partial(compact, copy), tree=True)
+            timed("(a) lakecleaner compact_topic", input_records, input_bytes, partial(compact, copy), tree=True)
         )
         shutil.rmtree(copy, ignore_errors=True)
     ours, floor, duck = (median_run(runs[k]) for k in "abc")
     median_phases = phases[[m.seconds for m in runs["a"]].index(ours.seconds)]
     gate_s = median_phases.get("quality_gate", 0) / 1000
-    return {
+    result = {
+        "case": case.name,
         "records": records,
         "keys": keys,
-        "partitions": args.partitions,
+        "partitions": spec.partitions,
+        "appended": appended,
+        "setup": setup,
+        "input_records": input_records,
         "input_mb": input_bytes / MB,
         "files": len(files),
         "build_s": build_s,
@@ -280,12 +360,28 @@ def run_once(args: argparse.Namespace, records: int, keys: int, spark: SparkSess
         "a_over_c": ours.seconds / duck.seconds,
         "a_without_gate_over_b": (ours.seconds - gate_s) / floor.seconds,
     }
+    result["targets"] = targets(case, result, ours, duck)
+    return result
+
+
+def targets(case: Case, result: dict[str, Any], ours: Measure, duck: Measure) -> list[tuple[str, bool]]:
+    """Each target of `case` in words, and whether this run met it."""
+    found = []
+    if case.max_a_over_b is not None:
+        found.append((f"a/b <= {case.max_a_over_b}", result["a_over_b"] <= case.max_a_over_b))
+    if case.max_a_over_c is not None:
+        found.append((f"a/c <= {case.max_a_over_c}", result["a_over_c"] <= case.max_a_over_c))
+    if case.memory_within_duckdb:
+        found.append(("peak memory of (a) <= (c)", ours.peak_rss_mb <= duck.peak_rss_mb))
+    return found
 
 
 def show(result: dict[str, Any], console: Console) -> None:
+    appended = f", then {result['appended']:,} appended" if result["appended"] else ""
     title = (
-        f"{result['records']:,} records, {result['keys']:,} keys, {result['partitions']} partitions, "
-        f"{result['input_mb']:.0f} MB in {result['files']} files"
+        f"{result['case']}: {result['records']:,} records, {result['keys']:,} keys, {result['partitions']} "
+        f"partitions{appended}; input {result['input_records']:,} records, {result['input_mb']:.0f} MB in "
+        f"{result['files']} files"
     )
     table = Table(title=title)
     for column in ("run", "seconds", "records/s", "MB/s", "peak RSS MB", "detail"):
@@ -300,6 +396,8 @@ def show(result: dict[str, Any], console: Console) -> None:
             m["detail"],
         )
     console.print(table)
+    if result["setup"]:
+        console.print(result["setup"], highlight=False)
     each = "; ".join(
         f"({k}) " + ", ".join(f"{s:.1f}" for s in seconds) for k, seconds in result["seconds_per_run"].items()
     )
@@ -309,13 +407,23 @@ def show(result: dict[str, Any], console: Console) -> None:
         f"(a without the quality gate)/b = {result['a_without_gate_over_b']:.2f}",
         highlight=False,
     )
+    for target, met in result["targets"]:
+        console.print(f"target {target}: {'met' if met else 'MISSED'}", highlight=False)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--records", type=int, default=10_000_000)
-    parser.add_argument("--keys", type=int, default=1_000_000)
-    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--case", default="default", choices=[*CASES, "all"], help="the shape to measure")
+    parser.add_argument("--records", type=int, help="records (default: the case's)")
+    parser.add_argument("--keys", type=int, help="keys (default: the case's)")
+    parser.add_argument("--partitions", type=int, help="partitions (default: the case's)")
+    parser.add_argument("--appended", type=int, help="records appended before the measured run (incremental)")
+    parser.add_argument(
+        "--dedupe-buffer-size",
+        type=int,
+        default=EngineOptions().dedupe_buffer_size,
+        help="log.cleaner.dedupe.buffer.size",
+    )
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--tombstones", type=float, default=0.05, help="share of keyed records that are tombstones")
     parser.add_argument("--segment-bytes", type=int, default=64 * 1024 * 1024)
@@ -337,9 +445,11 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     started = time.perf_counter()
     importlib.import_module("lakecleaner.quality")
     session_ = spark or session(args.master)
-    sizes = [(args.records, args.keys)]
+    cases = list(CASES.values()) if args.case == "all" else [CASES[args.case]]
+    runs: list[tuple[Case, int, int]] = [(c, args.records or c.records, args.keys or c.keys) for c in cases]
     if args.scaling:
-        sizes = sorted({*sizes, *((n, n // 10) for n in (1_000_000, 4_000_000, 16_000_000))})
+        sizes = sorted({(n, n // 10) for n in (1_000_000, 4_000_000, 16_000_000)} | {runs[0][1:]})
+        runs = [(runs[0][0], n, k) for n, k in sizes]
     results = []
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakecleaner-bench-"))
     try:
@@ -349,10 +459,10 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
             f"{time.perf_counter() - started:.1f} s",
             highlight=False,
         )
-        for records, keys in sizes:
-            workdir = base / f"{records}"
+        for case, records, keys in runs:
+            workdir = base / f"{case.name}-{records}"
             shutil.rmtree(workdir, ignore_errors=True)
-            result = run_once(args, records, keys, session_, workdir)
+            result = run_once(args, case, records, keys, session_, workdir)
             show(result, console)
             results.append(result)
             shutil.rmtree(workdir, ignore_errors=True)

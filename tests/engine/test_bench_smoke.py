@@ -48,3 +48,16 @@ def test_the_benchmark_runs(spark: SparkSession, tmp_path: Path) -> None:
     assert result["a_over_b"] > 0 and result["a_over_c"] > 0
     assert [len(seconds) for seconds in result["seconds_per_run"].values()] == [2, 2, 2]
     assert (tmp_path / "results.json").exists()
+
+
+def test_the_incremental_case_measures_the_second_compaction(spark: SparkSession, tmp_path: Path) -> None:
+    argv = ["--case", "incremental", "--records", "40000", "--keys", "20000", "--appended", "4000"]
+    argv += ["--segment-bytes", "1000000", "--batch-records", "10000", "--runs", "1", "--dir", str(tmp_path)]
+    (result,) = _bench().main(argv, spark=spark)
+    assert "first compaction" in result["setup"]
+    ours, floor, _ = result["measures"]
+    kept_first = int(result["setup"].split(", ")[1].split()[0].replace(",", ""))
+    assert result["input_records"] == kept_first + 4000  # the second run reads the cleaned log and the new records
+    assert floor["detail"] == f"{kept_first + 4000} records copied"
+    assert ours["detail"].startswith("ok:")
+    assert [name for name, _ in result["targets"]] == ["a/b <= 1.25", "a/c <= 1.0"]

@@ -58,6 +58,7 @@ RECORD_SCHEMA = pa.schema([SEGMENT_SCHEMA.field(name) for name in ("key", "value
 HORIZON_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("delete_horizon_ms")])
 OFFSET_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("offset")])
 _REUSED_COLUMNS = ["offset", "key"]
+KEYS_SCHEMA = pa.schema([SEGMENT_SCHEMA.field(name) for name in _REUSED_COLUMNS])
 _REUSED_TOMBSTONE_COLUMNS = ["offset", "key", "value", "delete_horizon_ms"]
 
 
@@ -177,7 +178,7 @@ def _read_back(store: ObjectStore, prefix: str, group: GateGroup) -> pa.Table:
 def _read_keys(store: ObjectStore, prefix: str, group: GateGroup) -> pa.Table:
     """The offsets and keys of the group's records as the new log would hold them."""
     tables = [read_segment_file(store, prefix + f.path, columns=_REUSED_COLUMNS, expected=f) for f in group.files]
-    return pa.concat_tables(tables) if tables else SEGMENT_SCHEMA.select(_REUSED_COLUMNS).empty_table()
+    return pa.concat_tables(tables) if tables else KEYS_SCHEMA.empty_table()
 
 
 Violations = list[tuple[str, NDArray[np.int64]]]

@@ -211,19 +211,22 @@ def build_offset_map(
     topic: str,
     config: TopicConfig,
     plans: Sequence[PartitionPlan],
-    *,
+    buckets: dict[int, int],
     budget: MapBudget,
-    parallelism: int,
 ) -> OffsetMap:
-    """Run pass 1 for `plans`; partitions whose maps outgrow their budget run again, split into
-    as many more buckets as the size they reached asks for."""
+    """Run pass 1 for `plans`, each partition split into `buckets[partition]` key buckets;
+    partitions whose maps outgrow their budget run again, in as many more buckets as the size
+    they reached asks for."""
     result = OffsetMap()
     by_partition = {p.partition: p for p in plans}
-    buckets = planned_buckets(plans, budget, parallelism)
     while buckets:
         tasks = [t for p, n in buckets.items() for t in map_tasks(topic, by_partition[p], n, budget)]
         outcomes = run_tasks(
-            spark, tasks, partial(bucket_winners, spec, config), f"lakecleaner pass 1 (offset map) of {topic}"
+            spark,
+            tasks,
+            partial(bucket_winners, spec, config),
+            f"lakecleaner pass 1 (offset map) of {topic}",
+            weight=lambda t: sum(f.size_bytes for f in t.files),
         )
         again: dict[int, int] = {}
         for outcome in outcomes:
@@ -231,7 +234,7 @@ def build_offset_map(
             if outcome.error is not None:
                 result.errors.setdefault(p, outcome.error)
             elif outcome.needed_bytes:
-                wanted = buckets[p] * (math.ceil(outcome.needed_bytes / budget.bytes) + 1)
+                wanted = more_buckets(buckets[p], outcome.needed_bytes, budget)
                 if wanted > max(by_partition[p].record_count, 1):
                     result.errors[p] = _too_small(budget, topic, p, buckets[p])
                 again[p] = max(again.get(p, 0), wanted)
@@ -250,3 +253,9 @@ def build_offset_map(
             result.map_bytes[p] = max(o.map_bytes for o in mine)
         buckets = {p: n for p, n in again.items() if p not in result.errors}
     return result
+
+
+def more_buckets(buckets: int, needed_bytes: int, budget: MapBudget) -> int:
+    """The buckets for a partition whose map, split into `buckets`, reached `needed_bytes` in one
+    of them: enough for that size, and one more share for the spread between buckets."""
+    return buckets * (math.ceil(needed_bytes / budget.bytes) + 1)

@@ -15,7 +15,9 @@ manifest's tombstone count, reading at most the delete_horizon_ms column.
 While it holds a group's input, the task also settles what the group must hold, for the quality
 gate (`gate_rows.Expected`), so the gate need not read the input again.
 
-Each task gets its group's winning offsets from pass 1 as an `OffsetSet`, inside the task.
+Each task gets its group's winning offsets from pass 1 as an `OffsetSet`, inside the task. A
+partition whose offset map fits one task is cleaned by one task, pass 1 and then its groups
+(`PartitionTask`), with no Spark job and no trip through the driver between the passes.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 from pyspark.sql import SparkSession
 
-from lakecleaner.config import LONG_MAX
+from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.engine.gate_rows import Expectation, Expected, GateRules
 from lakecleaner.engine.keys import in_sorted
-from lakecleaner.engine.offset_map import OffsetMap
+from lakecleaner.engine.offset_map import MapResult, MapTask, bucket_winners
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.sparkio import run_tasks
 from lakecleaner.engine.storage import StoreSpec
@@ -178,17 +180,73 @@ def _run(spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask) -> G
         return GroupResult(task.index, ERROR, f"StorageError: write {location}: {str(exc)[:300]}")
 
 
+@dataclass(frozen=True)
+class PartitionTask:
+    """A partition whose offset map fits one task: pass 1 over its range, then pass 2 of each of
+    its groups, in that one task (no Spark job between the passes, no winners through the driver)."""
+
+    map: MapTask
+    groups: tuple[RecopyTask, ...]
+
+
+@dataclass(frozen=True)
+class PartitionOutcome:
+    """A PartitionTask's pass 1, and its groups' results (none when pass 1 failed or outgrew its
+    budget)."""
+
+    map: MapResult
+    groups: tuple[GroupResult, ...] = ()
+
+
+def clean_partition(
+    spec: StoreSpec, config: TopicConfig, now_ms: int, retention_ms: int, task: PartitionTask
+) -> PartitionOutcome:
+    """Pass 1 of a partition in one key bucket, then pass 2 of each of its groups."""
+    found = bucket_winners(spec, config, task.map)
+    if found.winners is None:
+        return PartitionOutcome(found)
+    winners = found.winners
+    return PartitionOutcome(
+        found,
+        tuple(
+            _run(spec, now_ms, retention_ms, dataclasses.replace(g, kept=_group_winners(winners, g)))
+            for g in task.groups
+        ),
+    )
+
+
+def _group_winners(winners: OffsetSet, task: RecopyTask) -> OffsetSet:
+    return winners.slice(task.target.base_offset, task.target.next_offset)
+
+
+def _clean(
+    spec: StoreSpec, config: TopicConfig, now_ms: int, retention_ms: int, item: RecopyTask | PartitionTask
+) -> GroupResult | PartitionOutcome:
+    if isinstance(item, PartitionTask):
+        return clean_partition(spec, config, now_ms, retention_ms, item)
+    return _run(spec, now_ms, retention_ms, item)
+
+
+def _weight(item: RecopyTask | PartitionTask) -> int:
+    """Bytes a task reads: pass 1 reads the keys, about a fifth of a file, again."""
+    if isinstance(item, PartitionTask):
+        return sum(f.size_bytes for f in item.map.files) * 6 // 5
+    return sum(f.size_bytes for f in item.files)
+
+
+def group_tasks(tasks: Sequence[RecopyTask], winners: OffsetSet) -> list[RecopyTask]:
+    """Group tasks of one partition, each with its group's share of the partition's winners."""
+    return [dataclasses.replace(t, kept=_group_winners(winners, t)) for t in tasks]
+
+
 def run_recopy(
     spark: SparkSession,
     spec: StoreSpec,
-    tasks: Sequence[RecopyTask],
-    offset_map: OffsetMap,
+    config: TopicConfig,
+    items: Sequence[RecopyTask | PartitionTask],
     now_ms: int,
     retention_ms: int,
-) -> list[GroupResult]:
-    """Run pass 2 over `tasks`, each with its group's winners; one result per task, in task order."""
-    with_winners = [
-        dataclasses.replace(t, kept=offset_map.kept[t.partition].slice(t.target.base_offset, t.target.next_offset))
-        for t in tasks
-    ]
-    return run_tasks(spark, with_winners, partial(_run, spec, now_ms, retention_ms), "lakecleaner pass 2 (recopy)")
+) -> list[GroupResult | PartitionOutcome]:
+    """Run pass 2 (with pass 1, for PartitionTasks) over `items`; one result per item, in order."""
+    clean = partial(_clean, spec, config, now_ms, retention_ms)
+    return run_tasks(spark, items, clean, "lakecleaner pass 2 (recopy)", weight=_weight)

@@ -17,9 +17,10 @@ partition's log as it was or as committed; staged files nobody references are or
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
@@ -33,10 +34,20 @@ from lakecleaner.config import (
 )
 from lakecleaner.engine.commit import InputsChanged, apply_compaction
 from lakecleaner.engine.gate_rows import GateGroup, GateTask
-from lakecleaner.engine.offset_map import MapBudget, OffsetMap, build_offset_map
+from lakecleaner.engine.offset_map import MapBudget, build_offset_map, map_tasks, more_buckets, planned_buckets
+from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import Group, PartitionPlan, StalePlan, plan_partition
 from lakecleaner.engine.quality import UncleanableSegment, run_gate
-from lakecleaner.engine.recopy import CORRUPT, UNCHANGED, GroupResult, RecopyTask, run_recopy
+from lakecleaner.engine.recopy import (
+    CORRUPT,
+    UNCHANGED,
+    GroupResult,
+    PartitionOutcome,
+    PartitionTask,
+    RecopyTask,
+    group_tasks,
+    run_recopy,
+)
 from lakecleaner.engine.report import (
     ABORTED,
     COMMITTED,
@@ -94,6 +105,9 @@ class _Partition:
     outputs: list[tuple[Segment, ...]] = field(default_factory=list)
     #: The staged files as the store had them just before the gate read them.
     gated: dict[str, ObjectInfo | None] = field(default_factory=dict)
+    #: Pass 1's winners over the partition's range, when found by key-bucket tasks; the buckets.
+    winners: OffsetSet | None = None
+    buckets: int = 1
 
     @property
     def written(self) -> list[str]:
@@ -111,17 +125,23 @@ class _Run:
         self.started = time.monotonic()
         self.report = RunReport(run_id, topic.name, now_ms, wall_clock_ms())
         self.active: dict[int, _Partition] = {}
-        self.offset_map_result: OffsetMap | None = None
 
     # -- bookkeeping -----------------------------------------------------------------------------
     def step(self, name: str, action: Callable[[], None]) -> None:
         """Run one step, timed, unless no partition is left in the run (planning always runs)."""
         if self.active or name == "plan":
-            start = time.monotonic()
-            try:
+            with self.phase(name):
                 action()
-            finally:
-                self.report.phases_ms[name] = int((time.monotonic() - start) * 1000)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Add the time spent inside to the run's phase `name`."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            spent = int((time.monotonic() - start) * 1000)
+            self.report.phases_ms[name] = self.report.phases_ms.get(name, 0) + spent
 
     def finish(self, partition: int, status: str, message: str = "", *, discard: bool = True) -> None:
         """Give a partition its final status; unless it committed, delete the files it staged."""
@@ -167,50 +187,95 @@ class _Run:
             report.stats.records_read, report.stats.bytes_read = plan.record_count, plan.size_bytes
             self.active[request.partition] = _Partition(plan, report)
 
-    def offset_map(self) -> None:
-        """Pass 1; partitions with unreadable files become uncleanable."""
+    def clean(self) -> None:
+        """Passes 1 and 2. A partition whose offset map fits one task is cleaned by one task, pass 1
+        then pass 2 (`recopy.PartitionTask`); the others first get their winners from a task per
+        key bucket (`offset_map`), then a task per group. A partition whose single map outgrew its
+        budget goes round again in key buckets. Partitions with unreadable files become
+        uncleanable."""
+        plans = [s.plan for s in self.active.values()]
+        par = self.options.parallelism or parallelism(self.spark)
+        buckets = planned_buckets(plans, self.options.budget, par)
+        while buckets:
+            keyed = {p: n for p, n in buckets.items() if n > 1}
+            with self.phase("pass1_offset_map"):
+                self._bucketed_maps(keyed)
+            single = [p for p, n in buckets.items() if n == 1 and p in self.active]
+            with self.phase("pass2_recopy"):
+                buckets = self._recopy(single, [p for p in keyed if p in self.active])
+
+    def _bucketed_maps(self, buckets: dict[int, int]) -> None:
+        if not buckets:
+            return
+        plans = [self.active[p].plan for p in buckets]
         result = build_offset_map(
-            self.spark,
-            self.spec,
-            self.topic.name,
-            self.config,
-            [s.plan for s in self.active.values()],
-            budget=self.options.budget,
-            parallelism=self.options.parallelism or parallelism(self.spark),
+            self.spark, self.spec, self.topic.name, self.config, plans, buckets, self.options.budget
         )
-        for partition, count in result.malformed.items():
-            report = self.active[partition].report
-            report.stats.malformed_version_headers = count
-            report.key_buckets, report.max_map_bytes = result.buckets[partition], result.map_bytes[partition]
+        for partition, winners in result.kept.items():
+            state = self.active[partition]
+            state.winners = winners
+            self._mapped(state, result.buckets[partition], result.malformed[partition], result.map_bytes[partition])
         for partition, message in result.errors.items():
             self.finish(partition, UNCLEANABLE, message)
-        self.offset_map_result = result
 
-    def recopy(self) -> None:
-        """Pass 2, then each partition's output segments and counters."""
-        tasks: list[RecopyTask] = []
-        for state in self.active.values():
-            state.tasks = [self._task(len(tasks) + i, state.plan, g) for i, g in enumerate(state.plan.groups)]
-            tasks.extend(state.tasks)
-        assert self.offset_map_result is not None
+    @staticmethod
+    def _mapped(state: _Partition, buckets: int, malformed: int, map_bytes: int) -> None:
+        state.buckets = buckets
+        state.report.stats.malformed_version_headers = malformed
+        state.report.key_buckets, state.report.max_map_bytes = buckets, map_bytes
+
+    def _recopy(self, single: list[int], keyed: list[int]) -> dict[int, int]:
+        """Pass 2 of `keyed` (winners known) and passes 1 and 2 of `single`; returns the
+        partitions of `single` whose maps outgrew one task, with the buckets they need."""
+        items: list[RecopyTask | PartitionTask] = []
+        for partition in [*single, *keyed]:
+            state = self.active[partition]
+            state.tasks = [self._task(i, state.plan, g) for i, g in enumerate(state.plan.groups)]
+            if state.winners is not None:
+                items.extend(group_tasks(state.tasks, state.winners))
+            else:
+                map_task = map_tasks(self.topic.name, state.plan, 1, self.options.budget)[0]
+                items.append(PartitionTask(map_task, tuple(state.tasks)))
         try:
-            results = run_recopy(
-                self.spark, self.spec, tasks, self.offset_map_result, self.now_ms, self.config.delete_retention_ms
+            outcomes = run_recopy(
+                self.spark, self.spec, self.config, items, self.now_ms, self.config.delete_retention_ms
             )
         except BaseException:
-            for state in self.active.values():
-                self.discard(state, every_target=True)
+            for partition in [*single, *keyed]:
+                self.discard(self.active[partition], every_target=True)
             raise
-        by_task = {r.task: r for r in results}
-        for partition, state in list(self.active.items()):
-            state.results = [by_task[t.index] for t in state.tasks]
-            failures = [r for r in state.results if r.error is not None]
-            if failures:
-                status = UNCLEANABLE if any(r.status == CORRUPT for r in failures) else FAILED
-                self.finish(partition, status, "; ".join(str(r.error) for r in failures))
-                continue
-            state.outputs = [self._outputs(g, r) for g, r in zip(state.plan.groups, state.results, strict=True)]
-            self._count(state)
+        again: dict[int, int] = {}
+        results: dict[int, list[GroupResult]] = {p: [] for p in [*single, *keyed]}
+        for item, outcome in zip(items, outcomes, strict=True):
+            if isinstance(outcome, PartitionOutcome):
+                assert isinstance(item, PartitionTask)
+                found = outcome.map
+                if found.error is not None:
+                    self.finish(found.partition, UNCLEANABLE, found.error)
+                elif found.needed_bytes:
+                    again[found.partition] = more_buckets(1, found.needed_bytes, self.options.budget)
+                else:
+                    self._mapped(self.active[found.partition], 1, found.malformed, found.map_bytes)
+                    results[found.partition].extend(outcome.groups)
+            else:
+                assert isinstance(item, RecopyTask)
+                results[item.partition].append(outcome)
+        for partition, recopied in results.items():
+            if partition in self.active and partition not in again:
+                self._recopied(partition, recopied)
+        return again
+
+    def _recopied(self, partition: int, results: list[GroupResult]) -> None:
+        """Each output segment of a partition whose groups all came back, and its counters."""
+        state = self.active[partition]
+        state.results = results
+        failures = [r for r in state.results if r.error is not None]
+        if failures:
+            status = UNCLEANABLE if any(r.status == CORRUPT for r in failures) else FAILED
+            self.finish(partition, status, "; ".join(str(r.error) for r in failures))
+            return
+        state.outputs = [self._outputs(g, r) for g, r in zip(state.plan.groups, state.results, strict=True)]
+        self._count(state)
 
     def _task(self, index: int, plan: PartitionPlan, group: Group) -> RecopyTask:
         target = OutputTarget(
@@ -335,10 +400,8 @@ class _Run:
             reused = r.status == UNCHANGED
             files = g.files if reused else tuple(f for f in [r.file] if f is not None)
             groups.append(GateGroup(g.base_offset, g.next_offset, files, reused, g.tombstone_count, r.expected))
-        assert self.offset_map_result is not None
-        buckets = self.offset_map_result.buckets[state.plan.partition]
         prefix = partition_prefix(self.topic.name, state.plan.partition)
-        return [GateTask(state.plan.partition, prefix, tuple(groups), b, buckets) for b in range(buckets)]
+        return [GateTask(state.plan.partition, prefix, tuple(groups), b, state.buckets) for b in range(state.buckets)]
 
     def staged_files(self, state: _Partition) -> dict[str, ObjectInfo | None]:
         """Each file this run wrote for the partition, as the store has it now (None: missing); one
@@ -435,8 +498,8 @@ def compact_topic(
     try:
         with RunLeases(lake.store, run.report.run_id, prefixes):  # gc leaves the run's files alone
             run.step("plan", lambda: run.plan(requests))
-            run.step("pass1_offset_map", run.offset_map)
-            run.step("pass2_recopy", run.recopy)
+            if run.active:
+                run.clean()
             crash_point("engine.after_staging")
             run.step("quality_gate", run.gate)
             crash_point("engine.after_validation")
