@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected, GateRules
-from lakecleaner.engine.keys import in_sorted, key_buckets, key_hash
+from lakecleaner.engine.keys import in_sorted, key_buckets, key_hash, key_order
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import StalePlan, group_segments, plan_partition
 from lakecleaner.engine.recopy import RowCounts, clean_rows
@@ -254,3 +254,20 @@ def test_an_offset_set_holds_its_members(members: set[int], cut_low: int, cut_hi
     evens = OffsetSet.of(offsets[offsets % 2 == 0], 1000, 1301)
     odds = OffsetSet.of(offsets[offsets % 2 == 1], 1000, 1301)
     assert evens.union(odds).offsets().tolist() == offsets.tolist()
+
+
+@given(st.lists(st.sampled_from([b"a", b"b", b"", b"dd"]), max_size=30), st.booleans())
+def test_key_order_keeps_each_keys_rows_together_even_when_hashes_collide(keys: list[bytes], collide: bool) -> None:
+    """Rows of one key end up together in ascending rank, and `same` says where a row repeats the
+    key before it; with every hash equal (colliding), keys are still told apart exactly."""
+    array = pa.array(keys, pa.binary())
+    hashes = np.zeros(len(keys), np.uint64) if collide else key_hash(array)
+    order, same = key_order(array, hashes, [np.arange(len(keys), dtype=np.int64)])
+    ordered = [keys[i] for i in order]
+    assert sorted(order.tolist()) == list(range(len(keys)))
+    assert same.tolist() == [ordered[i] == ordered[i - 1] for i in range(1, len(ordered))]
+    runs = [k for i, k in enumerate(ordered) if i == 0 or not same[i - 1]]
+    assert len(runs) == len(set(keys))
+    for key in set(keys):
+        mine = [i for i in order.tolist() if keys[i] == key]
+        assert mine == sorted(mine)

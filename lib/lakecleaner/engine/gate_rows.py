@@ -21,10 +21,10 @@ per violation, (partition, offset, check):
   manifest entry will say), `unchanged` and `horizon_as_expected` (the digests);
 - per record whose key an earlier output record of the partition holds: `unique_key`.
 
-A partition whose keys pass 1 split into buckets is checked by as many gate tasks: each checks
-every record and group rule on a share of the groups, and `unique_key` on the keys of its bucket
-over every group (reading their key and offset columns), so no task holds more than its bucket of
-keys.
+A partition whose output holds more keys than one offset map (log.cleaner.dedupe.buffer.size)
+is checked by a task per key bucket, as pass 1 is: each checks every record and group rule on a
+share of the groups, and `unique_key` on the keys of its bucket over every group (reading their
+key and offset columns), so no task holds more than its bucket of keys.
 
 A group that kept its files (pass 2 found every record of them a winner, with no tombstone to
 stamp or expire) is read without values unless it holds tombstones: each of its records is
@@ -44,7 +44,7 @@ from numpy.typing import NDArray
 
 from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.engine.digest import RecordDigest
-from lakecleaner.engine.keys import in_sorted, key_buckets, key_codes
+from lakecleaner.engine.keys import in_sorted, key_buckets, key_hash, key_order, rows_where
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.errors import CorruptSegment, StorageError
@@ -104,7 +104,7 @@ class Expected:
         horizon = table.column("delete_horizon_ms")
         held = in_sorted(offsets, winners) & (offsets >= log_start) & _np(pc.is_valid(table.column("key")))
         held &= ~_expired(tombstone, horizon, self.rules)
-        chosen = table.filter(pa.array(held))
+        chosen = rows_where(table, held)
         stamp = pa.array(np.full(chosen.num_rows, self.rules.horizon_ms, np.int64), mask=~tombstone[held])
         expected = pa.table({"delete_horizon_ms": pc.coalesce(chosen.column("delete_horizon_ms"), stamp)})
         self.offsets.append(chosen.column("offset").to_numpy())
@@ -232,12 +232,9 @@ def _repeated_keys(keys: list[pa.ChunkedArray], offsets: list[NDArray[np.int64]]
     keyed = _np(pc.is_valid(every))
     if not keyed.any():
         return []
-    codes, _ = key_codes(every.filter(pa.array(keyed)))
-    at = at[keyed]
-    order = np.lexsort((at, codes))
-    repeated = np.zeros(codes.size, bool)
-    repeated[order[1:]] = codes[order[1:]] == codes[order[:-1]]
-    return [("unique_key", at[repeated])]
+    every, at = rows_where(pa.table({"key": every}), keyed).column("key"), at[keyed]
+    order, repeated = key_order(every, key_hash(every), [at])
+    return [("unique_key", at[order[1:][repeated]])]
 
 
 def _violation_rows(partition: int, found: Violations) -> pa.Table:
@@ -280,7 +277,7 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome
             else:
                 table = _read_keys(store, task.prefix, group)
             if task.buckets > 1:
-                table = table.filter(pa.array(key_buckets(table.column("key"), task.buckets) == task.bucket))
+                table = rows_where(table, key_buckets(table.column("key"), task.buckets) == task.bucket)
             keys.append(table.column("key"))
             offsets.append(table.column("offset").to_numpy())
     except (CorruptSegment, StorageError) as exc:  # the partition fails the gate; the others go on

@@ -10,8 +10,9 @@ on), lakecleaner splits a partition's key space into as many hash buckets as the
 A task reads the offset, key and ordering columns of every file of its partition's range
 (`versions.source_columns`: values never), keeps the records of its bucket, and reduces them to
 each key's winner by the single rule of `versions`, comparing the keys themselves, so no two keys
-are ever confused (Kafka compares 16-byte MD5 digests). Rows are reduced whenever what is held
-since the last reduction is as large as the map, so a task never holds more than twice its map.
+are ever confused (Kafka compares 16-byte MD5 digests). The rows read are held as they are until
+they would pass the budget, and only then reduced to a row per key, so a bucket whose records fit
+is reduced once.
 The number of buckets is first planned from the record count, at `PLANNED_ENTRY_BYTES` a key;
 a task whose map outgrows its budget (longer keys) stops and reports the size it reached, and the
 partition runs again with more buckets. Buckets are also added, up to the cluster's parallelism,
@@ -25,29 +26,36 @@ uncleanable for the run; the other partitions carry on.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import NDArray
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import TopicConfig
-from lakecleaner.engine.keys import key_buckets
+from lakecleaner.engine.keys import key_hash, rows_where
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import PartitionPlan
 from lakecleaner.engine.sparkio import run_tasks
 from lakecleaner.engine.storage import StoreSpec
-from lakecleaner.engine.versions import latest_per_key, order_table, source_columns
+from lakecleaner.engine.versions import HASH, latest_per_key, order_table, source_columns
 from lakecleaner.errors import CorruptSegment, StorageError
+from lakecleaner.io import ObjectStore
+from lakecleaner.log.leases import STAGING
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import read_segment_file
 
-#: Bytes a key is planned to take in a task's map before any is read: Kafka's 24-byte entry (a
-#: 16-byte digest and an 8-byte offset) plus an offset into the keys' bytes and 12 key bytes.
+#: Bytes a record is planned to take in a task's map before any is read. Kafka's entry is 24 bytes
+#: (a 16-byte digest and an 8-byte offset); here an entry is the key's bytes, a 4-byte offset into
+#: them, the 8-byte offset and the key's 8-byte hash (31 bytes for an 11-byte key). Planned by
+#: records, so that a bucket's rows fit its map before they are reduced, and reduced once; a map
+#: of longer keys outgrows its plan and runs again in more buckets.
 PLANNED_ENTRY_BYTES = 40
 #: Records a bucket added for parallelism (not memory) should hold at least.
 MIN_PARALLEL_BUCKET_RECORDS = 1_000_000
@@ -71,8 +79,21 @@ class MapBudget:
 
 
 @dataclass(frozen=True)
+class Spill:
+    """One bucket's rows in a spill file of the scatter step: record batches [first, first + count)
+    of an Arrow IPC file, relative to the partition."""
+
+    path: str
+    first: int
+    count: int
+    rows: int
+
+
+@dataclass(frozen=True)
 class MapTask:
-    """One key bucket of one partition: every file of [low, high), keys of `bucket` only."""
+    """One key bucket of one partition over [low, high): the whole partition from its segment files
+    (`files`, one bucket), or one bucket of several from the rows the scatter step wrote
+    (`spills`)."""
 
     topic: str
     partition: int
@@ -83,6 +104,32 @@ class MapTask:
     bucket: int
     buckets: int
     budget_bytes: int
+    spills: tuple[Spill, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScatterTask:
+    """Files of one partition whose keyed rows are split into key buckets and written to one spill
+    file (`path`, relative to the partition), bucket after bucket."""
+
+    topic: str
+    partition: int
+    log_start_offset: int
+    files: tuple[SegmentFile, ...]
+    buckets: int
+    path: str
+
+
+@dataclass(frozen=True)
+class Scattered:
+    """A scatter task's spill file and where each bucket's batches lie in it, or why the partition
+    cannot be cleaned."""
+
+    partition: int
+    path: str
+    spills: tuple[Spill, ...] = ()
+    error: str | None = None
+    malformed: int = 0
 
 
 @dataclass(frozen=True)
@@ -113,8 +160,8 @@ class OffsetMap:
 
 
 class _Map:
-    """A task's offset map: rows (key, order columns…, offset), reduced to one per key whenever
-    the rows held since the last reduction are as large as the map."""
+    """A task's offset map: rows (key, order columns…, offset), reduced to one per key when the
+    rows held would pass the budget."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
@@ -123,11 +170,10 @@ class _Map:
         self.pending_bytes = 0
 
     def add(self, rows: pa.Table) -> None:
+        if self.pending_bytes + rows.nbytes + self.bytes > self.budget:
+            self.reduce()
         self.pending.append(rows)
         self.pending_bytes += rows.nbytes
-        held = 0 if self.reduced is None else self.reduced.nbytes
-        if self.pending_bytes >= max(held, self.budget // 4):
-            self.reduce()
 
     def reduce(self) -> None:
         parts = ([self.reduced] if self.reduced is not None else []) + self.pending
@@ -140,28 +186,60 @@ class _Map:
         return 0 if self.reduced is None else self.reduced.nbytes
 
 
+def _file_rows(
+    store: ObjectStore, prefix: str, file: SegmentFile, log_start: int, config: TopicConfig
+) -> tuple[pa.Table, NDArray[np.uint64], int]:
+    """A segment file's rows at or after the log start as (key, order columns…, offset), their key
+    hashes (a null key hashes to 0), and the count of malformed version headers."""
+    table = read_segment_file(
+        store, prefix + file.path, columns=source_columns(config.compaction_strategy), expected=file
+    )
+    if file.base_offset < log_start:
+        table = rows_where(table, table.column("offset").to_numpy() >= log_start)
+    ordered, malformed = order_table(table, config)
+    return ordered, key_hash(ordered.column("key")), malformed
+
+
+def _keyed(rows: pa.Table, hashes: NDArray[np.uint64]) -> pa.Table:
+    """The keyed rows, with their hashes in the HASH column."""
+    keyed = pc.is_valid(rows.column("key")).to_numpy(zero_copy_only=False)
+    return rows_where(rows.append_column(HASH, pa.array(hashes)), keyed)
+
+
+def _bucket_rows(
+    store: ObjectStore, prefix: str, config: TopicConfig, task: MapTask
+) -> Iterator[tuple[pa.Table, int, int]]:
+    """The keyed rows of the task's bucket, a spill or a file at a time, each with the number of
+    records it covers and of malformed version headers among them (counted in the scatter step
+    for spilled rows)."""
+    for spill in task.spills:
+        with store.arrow_fs.open_input_file(store.arrow_path(prefix + spill.path)) as source:
+            reader = pa.ipc.open_file(source)
+            batches = [reader.get_batch(i) for i in range(spill.first, spill.first + spill.count)]
+        yield pa.Table.from_batches(batches, reader.schema), spill.rows, 0
+    for file in task.files:
+        rows, hashes, malformed = _file_rows(store, prefix, file, task.log_start_offset, config)
+        yield _keyed(rows, hashes), file.record_count, malformed
+
+
 def bucket_winners(spec: StoreSpec, config: TopicConfig, task: MapTask) -> MapResult:
     """One pass-1 task: the winners of `task`'s bucket of keys over its partition's range."""
     store = spec.open()
     prefix = partition_prefix(task.topic, task.partition)
     offset_map = _Map(task.budget_bytes)
     malformed = 0
-    for file in task.files:
-        try:
-            table = read_segment_file(
-                store, prefix + file.path, columns=source_columns(config.compaction_strategy), expected=file
-            )
-        except (CorruptSegment, StorageError) as exc:  # the partition fails; the others go on
-            return MapResult(task.partition, task.bucket, error=str(exc))
-        if file.base_offset < task.log_start_offset:
-            table = table.filter(pc.greater_equal(table.column("offset"), task.log_start_offset))
-        if task.buckets > 1:
-            table = table.filter(pa.array(key_buckets(table.column("key"), task.buckets) == task.bucket))
-        ordered, bad = order_table(table, config)
-        malformed += bad
-        offset_map.add(ordered.filter(pc.is_valid(ordered.column("key"))))
-        if offset_map.bytes > task.budget_bytes:
-            return MapResult(task.partition, task.bucket, needed_bytes=_projected(offset_map.bytes, task, file))
+    total = sum(f.record_count for f in task.files) + sum(s.rows for s in task.spills)
+    read = 0
+    try:
+        for rows, covered, bad in _bucket_rows(store, prefix, config, task):
+            offset_map.add(rows)
+            malformed += bad
+            read += covered
+            projected = math.ceil(offset_map.bytes * total / max(read, 1))
+            if projected > task.budget_bytes:  # new keys keep coming at this rate: the map will not fit
+                return MapResult(task.partition, task.bucket, needed_bytes=projected)
+    except (CorruptSegment, StorageError) as exc:  # the partition fails; the others go on
+        return MapResult(task.partition, task.bucket, error=str(exc))
     offset_map.reduce()
     if offset_map.bytes > task.budget_bytes:
         return MapResult(task.partition, task.bucket, needed_bytes=offset_map.bytes)
@@ -170,11 +248,45 @@ def bucket_winners(spec: StoreSpec, config: TopicConfig, task: MapTask) -> MapRe
     return MapResult(task.partition, task.bucket, winners, malformed=malformed, map_bytes=offset_map.bytes)
 
 
-def _projected(reached: int, task: MapTask, last: SegmentFile) -> int:
-    """The map size a task that stopped after `last` would reach over all its files."""
-    read = sum(f.record_count for f in task.files[: task.files.index(last) + 1])
-    total = sum(f.record_count for f in task.files)
-    return math.ceil(reached * total / max(read, 1))
+def scatter(spec: StoreSpec, config: TopicConfig, task: ScatterTask) -> Scattered:
+    """The scatter step of a partition split into key buckets: the keyed rows of the task's files,
+    hashed once, written to one Arrow IPC spill file bucket after bucket, so that each bucket's
+    task reads only its own rows (and the files and keys are read and hashed once, not once per
+    bucket)."""
+    store = spec.open()
+    prefix = partition_prefix(task.topic, task.partition)
+    parts: list[pa.Table] = []
+    hashes: list[NDArray[np.uint64]] = []
+    malformed = 0
+    try:
+        for file in task.files:
+            rows, file_hashes, bad = _file_rows(store, prefix, file, task.log_start_offset, config)
+            parts.append(_keyed(rows, file_hashes))
+            hashes.append(parts[-1].column(HASH).to_numpy())
+            malformed += bad
+    except (CorruptSegment, StorageError) as exc:
+        return Scattered(task.partition, task.path, error=str(exc))
+    rows = pa.concat_tables(parts)
+    buckets = np.concatenate(hashes) % np.uint64(task.buckets) if hashes else np.zeros(0, np.uint64)
+    # a stable sort keeps offset order within each bucket; numpy radix-sorts 16-bit numbers
+    order = np.argsort(buckets.astype(np.uint16 if task.buckets <= 1 << 16 else np.uint64), kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(buckets.astype(np.int64), minlength=task.buckets))])
+    rows = rows.take(pa.array(order))
+    spills, written = [], 0
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, rows.schema) as writer:
+        for b in range(task.buckets):
+            size = int(bounds[b + 1] - bounds[b])
+            batches = rows.slice(bounds[b], size).to_batches() or [pa.RecordBatch.from_pylist([], rows.schema)]
+            for batch in batches:
+                writer.write_batch(batch)
+            spills.append(Spill(task.path, written, len(batches), size))
+            written += len(batches)
+    try:
+        store.write(prefix + task.path, sink.getvalue().to_pybytes())
+    except StorageError as exc:
+        return Scattered(task.partition, task.path, error=str(exc))
+    return Scattered(task.partition, task.path, tuple(spills), None, malformed)
 
 
 def _too_small(budget: MapBudget, topic: str, partition: int, buckets: int) -> str:
@@ -185,14 +297,11 @@ def _too_small(budget: MapBudget, topic: str, partition: int, buckets: int) -> s
     )
 
 
-def map_tasks(topic: str, plan: PartitionPlan, buckets: int, budget: MapBudget) -> list[MapTask]:
-    """The tasks of one partition split into `buckets` key buckets."""
+def map_task(topic: str, plan: PartitionPlan, budget: MapBudget) -> MapTask:
+    """The task of a partition whose map fits one bucket: every file of its range."""
     files = tuple(f for g in plan.groups for f in g.files)
     low, high = plan.groups[0].base_offset, plan.groups[-1].next_offset
-    return [
-        MapTask(topic, plan.partition, plan.log_start_offset, low, high, files, b, buckets, budget.bytes)
-        for b in range(buckets)
-    ]
+    return MapTask(topic, plan.partition, plan.log_start_offset, low, high, files, 0, 1, budget.bytes)
 
 
 def planned_buckets(plans: Sequence[PartitionPlan], budget: MapBudget, parallelism: int) -> dict[int, int]:
@@ -205,6 +314,31 @@ def planned_buckets(plans: Sequence[PartitionPlan], budget: MapBudget, paralleli
     }
 
 
+def scatter_tasks(
+    topic: str, plan: PartitionPlan, buckets: int, budget: MapBudget, parallelism: int, run_id: str
+) -> list[ScatterTask]:
+    """A partition's files in consecutive chunks, each small enough to be held and split at once,
+    and at least one per core where the files allow."""
+    files = [f for g in plan.groups for f in g.files]
+    chunks = min(len(files), max(budget.buckets(plan.record_count), parallelism))
+    per_chunk = math.ceil(plan.record_count / chunks)
+    tasks: list[ScatterTask] = []
+    chunk: list[SegmentFile] = []
+    for file in files:
+        chunk.append(file)
+        if sum(f.record_count for f in chunk) >= per_chunk:
+            tasks.append(_scatter_task(topic, plan, chunk, buckets, run_id))
+            chunk = []
+    if chunk:
+        tasks.append(_scatter_task(topic, plan, chunk, buckets, run_id))
+    return tasks
+
+
+def _scatter_task(topic: str, plan: PartitionPlan, files: list[SegmentFile], buckets: int, run_id: str) -> ScatterTask:
+    path = f"{STAGING}{run_id}.map-{uuid.uuid4().hex[:12]}.arrow"
+    return ScatterTask(topic, plan.partition, plan.log_start_offset, tuple(files), buckets, path)
+
+
 def build_offset_map(
     spark: SparkSession,
     spec: StoreSpec,
@@ -213,46 +347,101 @@ def build_offset_map(
     plans: Sequence[PartitionPlan],
     buckets: dict[int, int],
     budget: MapBudget,
+    *,
+    parallelism: int,
+    run_id: str,
 ) -> OffsetMap:
-    """Run pass 1 for `plans`, each partition split into `buckets[partition]` key buckets;
-    partitions whose maps outgrow their budget run again, in as many more buckets as the size
-    they reached asks for."""
+    """Run pass 1 for `plans`, each partition split into `buckets[partition]` key buckets: a
+    scatter step hashes the keys once and spills them bucket by bucket, then a task per bucket
+    builds its map. Partitions whose maps outgrow their budget run again, in as many more buckets
+    as the size they reached asks for."""
     result = OffsetMap()
     by_partition = {p.partition: p for p in plans}
     while buckets:
-        tasks = [t for p, n in buckets.items() for t in map_tasks(topic, by_partition[p], n, budget)]
-        outcomes = run_tasks(
-            spark,
-            tasks,
-            partial(bucket_winners, spec, config),
-            f"lakecleaner pass 1 (offset map) of {topic}",
-            weight=lambda t: sum(f.size_bytes for f in t.files),
-        )
-        again: dict[int, int] = {}
-        for outcome in outcomes:
-            p = outcome.partition
-            if outcome.error is not None:
-                result.errors.setdefault(p, outcome.error)
-            elif outcome.needed_bytes:
-                wanted = more_buckets(buckets[p], outcome.needed_bytes, budget)
-                if wanted > max(by_partition[p].record_count, 1):
-                    result.errors[p] = _too_small(budget, topic, p, buckets[p])
-                again[p] = max(again.get(p, 0), wanted)
-        for p in buckets:
-            if p in result.errors or p in again:
-                continue
-            mine = [o for o in outcomes if o.partition == p]
-            kept = mine[0].winners
-            assert kept is not None
-            for other in mine[1:]:
-                assert other.winners is not None
-                kept = kept.union(other.winners)
-            result.kept[p] = kept
-            result.buckets[p] = buckets[p]
-            result.malformed[p] = sum(o.malformed for o in mine)
-            result.map_bytes[p] = max(o.map_bytes for o in mine)
+        scatters = [
+            t for p, n in buckets.items() for t in scatter_tasks(topic, by_partition[p], n, budget, parallelism, run_id)
+        ]
+        try:
+            again = _scatter_and_map(spark, spec, topic, config, scatters, by_partition, buckets, budget, result)
+        finally:
+            store = spec.open()
+            for task in scatters:
+                store.delete(partition_prefix(topic, task.partition) + task.path)
         buckets = {p: n for p, n in again.items() if p not in result.errors}
     return result
+
+
+def _scatter_and_map(
+    spark: SparkSession,
+    spec: StoreSpec,
+    topic: str,
+    config: TopicConfig,
+    scatters: list[ScatterTask],
+    plans: dict[int, PartitionPlan],
+    buckets: dict[int, int],
+    budget: MapBudget,
+    result: OffsetMap,
+) -> dict[int, int]:
+    """One round of pass 1 in key buckets; returns the partitions to run again, with their buckets."""
+    scattered = run_tasks(
+        spark,
+        scatters,
+        partial(scatter, spec, config),
+        f"lakecleaner pass 1 (scatter keys) of {topic}",
+        weight=lambda t: sum(f.size_bytes for f in t.files),
+    )
+    malformed: dict[int, int] = {}
+    spills: dict[tuple[int, int], list[Spill]] = {}
+    for found in scattered:
+        if found.error is not None:
+            result.errors.setdefault(found.partition, found.error)
+            continue
+        malformed[found.partition] = malformed.get(found.partition, 0) + found.malformed
+        for b, spill in enumerate(found.spills):
+            spills.setdefault((found.partition, b), []).append(spill)
+    tasks = []
+    for p, n in buckets.items():
+        if p in result.errors:
+            continue
+        plan = plans[p]
+        low, high = plan.groups[0].base_offset, plan.groups[-1].next_offset
+        for b in range(n):
+            tasks.append(
+                MapTask(
+                    topic, p, plan.log_start_offset, low, high, (), b, n, budget.bytes, tuple(spills.get((p, b), ()))
+                )
+            )
+    outcomes = run_tasks(
+        spark,
+        tasks,
+        partial(bucket_winners, spec, config),
+        f"lakecleaner pass 1 (offset map) of {topic}",
+        weight=lambda t: sum(s.rows for s in t.spills),
+    )
+    again: dict[int, int] = {}
+    for outcome in outcomes:
+        p = outcome.partition
+        if outcome.error is not None:
+            result.errors.setdefault(p, outcome.error)
+        elif outcome.needed_bytes:
+            wanted = more_buckets(buckets[p], outcome.needed_bytes, budget)
+            if wanted > max(plans[p].record_count, 1):
+                result.errors[p] = _too_small(budget, topic, p, buckets[p])
+            again[p] = max(again.get(p, 0), wanted)
+    for p in buckets:
+        if p in result.errors or p in again:
+            continue
+        mine = [o for o in outcomes if o.partition == p]
+        kept = mine[0].winners
+        assert kept is not None
+        for other in mine[1:]:
+            assert other.winners is not None
+            kept = kept.union(other.winners)
+        result.kept[p] = kept
+        result.buckets[p] = buckets[p]
+        result.malformed[p] = malformed.get(p, 0)
+        result.map_bytes[p] = max(o.map_bytes for o in mine)
+    return again
 
 
 def more_buckets(buckets: int, needed_bytes: int, budget: MapBudget) -> int:

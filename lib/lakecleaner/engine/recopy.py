@@ -36,7 +36,7 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.engine.gate_rows import Expectation, Expected, GateRules
-from lakecleaner.engine.keys import in_sorted
+from lakecleaner.engine.keys import in_sorted, rows_where
 from lakecleaner.engine.offset_map import MapResult, MapTask, bucket_winners
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.sparkio import run_tasks
@@ -114,7 +114,7 @@ def clean_rows(
     if stamp.any():
         stamped = pa.array(np.where(stamp, horizon_ms, horizons), pa.int64(), mask=~(has_horizon | stamp))
         table = table.set_column(table.schema.get_field_index("delete_horizon_ms"), "delete_horizon_ms", stamped)
-    return table.filter(pa.array(keep))
+    return rows_where(table, keep)
 
 
 def _tombstones_change(store: ObjectStore, task: RecopyTask, now_ms: int) -> bool:

@@ -34,7 +34,7 @@ from lakecleaner.config import (
 )
 from lakecleaner.engine.commit import InputsChanged, apply_compaction
 from lakecleaner.engine.gate_rows import GateGroup, GateTask
-from lakecleaner.engine.offset_map import MapBudget, build_offset_map, map_tasks, more_buckets, planned_buckets
+from lakecleaner.engine.offset_map import MapBudget, build_offset_map, map_task, more_buckets, planned_buckets
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import Group, PartitionPlan, StalePlan, plan_partition
 from lakecleaner.engine.quality import UncleanableSegment, run_gate
@@ -105,9 +105,8 @@ class _Partition:
     outputs: list[tuple[Segment, ...]] = field(default_factory=list)
     #: The staged files as the store had them just before the gate read them.
     gated: dict[str, ObjectInfo | None] = field(default_factory=dict)
-    #: Pass 1's winners over the partition's range, when found by key-bucket tasks; the buckets.
+    #: Pass 1's winners over the partition's range, when found by key-bucket tasks.
     winners: OffsetSet | None = None
-    buckets: int = 1
 
     @property
     def written(self) -> list[str]:
@@ -209,7 +208,15 @@ class _Run:
             return
         plans = [self.active[p].plan for p in buckets]
         result = build_offset_map(
-            self.spark, self.spec, self.topic.name, self.config, plans, buckets, self.options.budget
+            self.spark,
+            self.spec,
+            self.topic.name,
+            self.config,
+            plans,
+            buckets,
+            self.options.budget,
+            parallelism=self.options.parallelism or parallelism(self.spark),
+            run_id=self.report.run_id,
         )
         for partition, winners in result.kept.items():
             state = self.active[partition]
@@ -220,7 +227,6 @@ class _Run:
 
     @staticmethod
     def _mapped(state: _Partition, buckets: int, malformed: int, map_bytes: int) -> None:
-        state.buckets = buckets
         state.report.stats.malformed_version_headers = malformed
         state.report.key_buckets, state.report.max_map_bytes = buckets, map_bytes
 
@@ -234,8 +240,9 @@ class _Run:
             if state.winners is not None:
                 items.extend(group_tasks(state.tasks, state.winners))
             else:
-                map_task = map_tasks(self.topic.name, state.plan, 1, self.options.budget)[0]
-                items.append(PartitionTask(map_task, tuple(state.tasks)))
+                items.append(
+                    PartitionTask(map_task(self.topic.name, state.plan, self.options.budget), tuple(state.tasks))
+                )
         try:
             outcomes = run_recopy(
                 self.spark, self.spec, self.config, items, self.now_ms, self.config.delete_retention_ms
@@ -393,15 +400,16 @@ class _Run:
         ]
 
     def _gate_tasks(self, state: _Partition) -> list[GateTask]:
-        """The partition's groups as the new log would hold them, checked by a task per key bucket
-        of pass 1."""
+        """The partition's groups as the new log would hold them, checked by a task per key bucket:
+        as many as the output's keys need within the offset map's budget."""
         groups = []
         for g, r in zip(state.plan.groups, state.results, strict=True):
             reused = r.status == UNCHANGED
             files = g.files if reused else tuple(f for f in [r.file] if f is not None)
             groups.append(GateGroup(g.base_offset, g.next_offset, files, reused, g.tombstone_count, r.expected))
         prefix = partition_prefix(self.topic.name, state.plan.partition)
-        return [GateTask(state.plan.partition, prefix, tuple(groups), b, state.buckets) for b in range(state.buckets)]
+        buckets = self.options.budget.buckets(state.report.stats.records_written)
+        return [GateTask(state.plan.partition, prefix, tuple(groups), b, buckets) for b in range(buckets)]
 
     def staged_files(self, state: _Partition) -> dict[str, ObjectInfo | None]:
         """Each file this run wrote for the partition, as the store has it now (None: missing); one

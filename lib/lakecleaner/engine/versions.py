@@ -22,9 +22,11 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from lakecleaner.config import TopicConfig
-from lakecleaner.engine.keys import key_codes
+from lakecleaner.engine.keys import key_hash, key_order
 
 VERSION_BYTES = 8
+#: The column of `keys.key_hash` values pass 1 keeps beside the keys.
+HASH = "hash"
 
 
 def order_columns(strategy: str) -> tuple[str, ...]:
@@ -92,17 +94,15 @@ def order_table(table: pa.Table, config: TopicConfig) -> tuple[pa.Table, int]:
 
 def latest_per_key(ordered: pa.Table) -> pa.Table:
     """The winning row of each key of an `order_table` (null keys are dropped): the row with
-    the highest (order columns…, offset). A partial offset map: merging partial winners with
-    the same rule gives the winners of the union."""
+    the highest (order columns…, offset). A `hash` column (`keys.key_hash`), when present, saves
+    hashing the keys again. A partial offset map: merging partial winners with the same rule
+    gives the winners of the union."""
     keyed = ordered.filter(pc.is_valid(ordered.column("key")))
     if keyed.num_rows == 0:
         return keyed
-    if keyed.column_names == ["key", "offset"]:  # the highest offset: a hash aggregation
-        best = keyed.group_by("key", use_threads=False).aggregate([("offset", "max")])
-        return pa.table({"key": best.column("key"), "offset": best.column("offset_max")})
-    codes, _ = key_codes(keyed.column("key"))
-    sort_keys = [keyed.column(c).to_numpy() for c in reversed(keyed.column_names[1:])]
-    order = np.lexsort((*sort_keys, codes))
-    sorted_codes = codes[order]
-    last = np.append(sorted_codes[1:] != sorted_codes[:-1], True)
+    keys = keyed.column("key")
+    hashes = keyed.column(HASH).to_numpy() if HASH in keyed.column_names else key_hash(keys)
+    ranks = [keyed.column(c).to_numpy() for c in keyed.column_names[1:] if c != HASH]
+    order, same_as_previous = key_order(keys, hashes, ranks)
+    last = np.append(~same_as_previous, True)
     return keyed.take(pa.array(order[last]))

@@ -28,11 +28,14 @@ from lakecleaner.io import ObjectInfo, ObjectStore
 
 LEASE_TTL_MS = 10 * 60_000
 LEASE_SUFFIX = ".lease"
+#: The folder of a partition where runs keep their leases and scratch files (gc leaves it alone
+#: while a lease is live).
+STAGING = "_staging/"
 log = logging.getLogger(__name__)
 
 
 def lease_key(partition_prefix: str, run_id: str) -> str:
-    return f"{partition_prefix}_staging/{run_id}{LEASE_SUFFIX}"
+    return f"{partition_prefix}{STAGING}{run_id}{LEASE_SUFFIX}"
 
 
 @dataclass(frozen=True)
