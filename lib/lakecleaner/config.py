@@ -464,11 +464,9 @@ class SparkSettings:
         return self.ship_package == "always"
 
 
-#: The cleaner's offset map (Kafka's broker configs). Kafka's 128 MiB buffer is shared by all its
-#: cleaner threads; here each pass-1 task holds its own, and the default is sized for Spark
-#: executors of 2 GB with two cores: two maps of 256 MiB, each with as much again of rows read
-#: but not yet reduced, leave room for the reads.
-DEFAULT_DEDUPE_BUFFER_SIZE = 256 * 1024 * 1024
+#: Kafka's defaults for the cleaner's offset map (broker configs). Kafka's buffer is shared by its
+#: cleaner threads; here each pass-1 task holds one (two per 2-core executor: 256 MiB of maps).
+DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
 DEFAULT_IO_BUFFER_LOAD_FACTOR = 0.9
 MIN_DEDUPE_BUFFER_SIZE = 1024
 

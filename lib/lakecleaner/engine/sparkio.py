@@ -44,7 +44,6 @@ class _TaskRunner(Generic[T, R]):
             for task in batch.column(0).to_pylist():
                 for index in self.packs[task]:
                     result = pickle.dumps(self.fn(self.items[index]), protocol=pickle.HIGHEST_PROTOCOL)
-                    pa.default_memory_pool().release_unused()  # Spark reuses the worker: give back what it freed
                     columns = [pa.array([index], pa.int64()), pa.array([result], pa.large_binary())]
                     yield pa.RecordBatch.from_arrays(columns, schema=_RESULT_SCHEMA)
 
