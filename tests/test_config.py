@@ -217,3 +217,34 @@ def test_every_yaml_shape_mistake_is_one_line_naming_the_key(data: object, probl
 def test_a_bad_default_is_reported_once_however_many_topics_use_it() -> None:
     problems = problems_of({"defaults": {"log.cleaner.min.cleanable.ratio": 3}, "topics": {"a": {}, "b": {}}})
     assert len(problems) == 1 and "log.cleaner.min.cleanable.ratio=3" in problems[0]
+
+
+def test_the_cleaner_section_takes_kafkas_broker_names_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """log.cleaner.dedupe.buffer.size and log.cleaner.io.buffer.load.factor keep Kafka's meaning
+    and defaults (128 MiB, 0.9); LAKECLEANER_DEDUPE_BUFFER_SIZE overrides the first."""
+    default = parse_config({}).cleaner
+    assert (default.dedupe_buffer_size, default.io_buffer_load_factor) == (128 * 1024 * 1024, 0.9)
+    set_ = parse_config(
+        {"cleaner": {"log.cleaner.dedupe.buffer.size": 65536, "log.cleaner.io.buffer.load.factor": 0.5}}
+    )
+    assert (set_.cleaner.dedupe_buffer_size, set_.cleaner.io_buffer_load_factor) == (65536, 0.5)
+    monkeypatch.setenv("LAKECLEANER_DEDUPE_BUFFER_SIZE", "1048576")
+    assert parse_config({"cleaner": {"log.cleaner.dedupe.buffer.size": 65536}}).cleaner.dedupe_buffer_size == 1048576
+
+
+def test_bad_cleaner_values_name_the_key_and_the_rule() -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config(
+            {
+                "cleaner": {
+                    "log.cleaner.dedupe.buffer.size": 10,
+                    "log.cleaner.io.buffer.load.factor": 0,
+                    "log.cleaner.dedup.buffer.size": 1,
+                }
+            },
+            "x.yaml",
+        )
+    text = str(error.value)
+    assert "x.yaml: cleaner.log.cleaner.dedupe.buffer.size=10: must be at least 1024" in text
+    assert "cleaner.log.cleaner.io.buffer.load.factor=0: must be greater than 0 and at most 1" in text
+    assert "unknown key 'log.cleaner.dedup.buffer.size'" in text and "log.cleaner.dedupe.buffer.size" in text

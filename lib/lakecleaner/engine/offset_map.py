@@ -300,8 +300,7 @@ def _too_small(budget: MapBudget, topic: str, partition: int, buckets: int) -> s
 def map_task(topic: str, plan: PartitionPlan, budget: MapBudget) -> MapTask:
     """The task of a partition whose map fits one bucket: every file of its range."""
     files = tuple(f for g in plan.groups for f in g.files)
-    low, high = plan.groups[0].base_offset, plan.groups[-1].next_offset
-    return MapTask(topic, plan.partition, plan.log_start_offset, low, high, files, 0, 1, budget.bytes)
+    return MapTask(topic, plan.partition, plan.log_start_offset, *_range(plan), files, 0, 1, budget.bytes)
 
 
 def planned_buckets(plans: Sequence[PartitionPlan], budget: MapBudget, parallelism: int) -> dict[int, int]:
@@ -383,34 +382,13 @@ def _scatter_and_map(
     result: OffsetMap,
 ) -> dict[int, int]:
     """One round of pass 1 in key buckets; returns the partitions to run again, with their buckets."""
-    scattered = run_tasks(
-        spark,
-        scatters,
-        partial(scatter, spec, config),
-        f"lakecleaner pass 1 (scatter keys) of {topic}",
-        weight=lambda t: sum(f.size_bytes for f in t.files),
-    )
-    malformed: dict[int, int] = {}
-    spills: dict[tuple[int, int], list[Spill]] = {}
-    for found in scattered:
-        if found.error is not None:
-            result.errors.setdefault(found.partition, found.error)
-            continue
-        malformed[found.partition] = malformed.get(found.partition, 0) + found.malformed
-        for b, spill in enumerate(found.spills):
-            spills.setdefault((found.partition, b), []).append(spill)
-    tasks = []
-    for p, n in buckets.items():
-        if p in result.errors:
-            continue
-        plan = plans[p]
-        low, high = plan.groups[0].base_offset, plan.groups[-1].next_offset
-        for b in range(n):
-            tasks.append(
-                MapTask(
-                    topic, p, plan.log_start_offset, low, high, (), b, n, budget.bytes, tuple(spills.get((p, b), ()))
-                )
-            )
+    spills, malformed = _scatter(spark, spec, topic, config, scatters, result)
+    tasks = [
+        MapTask(topic, p, plans[p].log_start_offset, *_range(plans[p]), (), b, n, budget.bytes, spills.get((p, b), ()))
+        for p, n in buckets.items()
+        if p not in result.errors
+        for b in range(n)
+    ]
     outcomes = run_tasks(
         spark,
         tasks,
@@ -442,6 +420,40 @@ def _scatter_and_map(
         result.malformed[p] = malformed.get(p, 0)
         result.map_bytes[p] = max(o.map_bytes for o in mine)
     return again
+
+
+def _scatter(
+    spark: SparkSession,
+    spec: StoreSpec,
+    topic: str,
+    config: TopicConfig,
+    scatters: list[ScatterTask],
+    result: OffsetMap,
+) -> tuple[dict[tuple[int, int], tuple[Spill, ...]], dict[int, int]]:
+    """The scatter step: each (partition, bucket)'s spills, and each partition's malformed version
+    headers; partitions whose files cannot be read go to `result.errors`."""
+    scattered = run_tasks(
+        spark,
+        scatters,
+        partial(scatter, spec, config),
+        f"lakecleaner pass 1 (scatter keys) of {topic}",
+        weight=lambda t: sum(f.size_bytes for f in t.files),
+    )
+    malformed: dict[int, int] = {}
+    spills: dict[tuple[int, int], tuple[Spill, ...]] = {}
+    for found in scattered:
+        if found.error is not None:
+            result.errors.setdefault(found.partition, found.error)
+            continue
+        malformed[found.partition] = malformed.get(found.partition, 0) + found.malformed
+        for b, spill in enumerate(found.spills):
+            spills[(found.partition, b)] = (*spills.get((found.partition, b), ()), spill)
+    return spills, malformed
+
+
+def _range(plan: PartitionPlan) -> tuple[int, int]:
+    """The offsets [low, high) the partition's groups span."""
+    return plan.groups[0].base_offset, plan.groups[-1].next_offset
 
 
 def more_buckets(buckets: int, needed_bytes: int, budget: MapBudget) -> int:

@@ -160,7 +160,17 @@ class _Run:
 
     # -- the steps -------------------------------------------------------------------------------
     def plan(self, requests: Sequence[CompactionRequest]) -> None:
-        for request in requests:
+        """Each requested partition's plan, on its manifest as it is now (read all at once over
+        the bounded metadata pool)."""
+
+        def read(request: CompactionRequest) -> Manifest | LakeCleanerError:
+            try:
+                return self.topic.partition(request.partition).manifest()
+            except LakeCleanerError as exc:
+                return exc
+
+        manifests = map_ordered(read, requests, self.lake.config.storage.max_concurrency)
+        for request, found in zip(requests, manifests, strict=True):
             report = PartitionReport(
                 request.partition,
                 NOTHING_TO_DO,
@@ -169,7 +179,9 @@ class _Run:
             )
             self.report.partitions.append(report)
             try:
-                manifest = self.topic.partition(request.partition).manifest()
+                if isinstance(found, LakeCleanerError):
+                    raise found
+                manifest = found
                 report.manifest_version_before = manifest.version
                 plan = plan_partition(manifest, request, self.config.segment_bytes)
             except StalePlan as exc:
@@ -359,19 +371,25 @@ class _Run:
         )
 
     def gate(self) -> None:
-        """The quality gate over every partition still in the run."""
+        """The quality gate over every partition still in the run. The manifests and the staged
+        files' HEADs of all partitions are read at once, over the bounded metadata pool."""
+        read = self.topic.read_manifests(list(self.active))
+        for partition, reason in read.failures.items():
+            self.finish(partition, FAILED, f"{reason}; nothing was committed")
+        staged = self.staged_files(list(self.active.values()))
         tasks: list[GateTask] = []
         segments: list[UncleanableSegment] = []
         for partition, state in list(self.active.items()):
             try:
-                segments.extend(self._uncleanable_segments(state))
-                state.gated = self.staged_files(state)
+                segments.extend(self._uncleanable_segments(state, read.manifests[partition]))
             except InputsChanged as exc:
                 self.finish(partition, ABORTED, str(exc))
                 continue
-            except StorageError as exc:
-                self.finish(partition, FAILED, f"{exc}; nothing was committed")
+            found = staged[partition]
+            if isinstance(found, StorageError):
+                self.finish(partition, FAILED, f"{found}; nothing was committed")
                 continue
+            state.gated = found
             tasks.extend(self._gate_tasks(state))
         verdicts = run_gate(
             self.spark,
@@ -388,8 +406,7 @@ class _Run:
             if not verdict.success:
                 self.finish(partition, FAILED_QUALITY, verdict.summary())
 
-    def _uncleanable_segments(self, state: _Partition) -> list[UncleanableSegment]:
-        current = self.topic.partition(state.plan.partition).manifest()
+    def _uncleanable_segments(self, state: _Partition, current: Manifest) -> list[UncleanableSegment]:
         after = self.candidate(state, current)
         u = state.plan.first_uncleanable_offset
         planned = {s.id: s for s in after.segments if s.base_offset >= u}
@@ -411,75 +428,92 @@ class _Run:
         buckets = self.options.budget.buckets(state.report.stats.records_written)
         return [GateTask(state.plan.partition, prefix, tuple(groups), b, buckets) for b in range(buckets)]
 
-    def staged_files(self, state: _Partition) -> dict[str, ObjectInfo | None]:
-        """Each file this run wrote for the partition, as the store has it now (None: missing); one
-        HEAD each, in flight at once over the bounded metadata pool."""
+    def staged_files(self, states: list[_Partition]) -> dict[int, dict[str, ObjectInfo | None] | StorageError]:
+        """Each file the run wrote for `states`, as the store has it now (None: missing), by
+        partition, or the storage error that kept a partition's HEADs from answering; one HEAD per
+        file, all in flight at once over the bounded metadata pool."""
         store = self.lake.store
-        prefix = partition_prefix(self.topic.name, state.plan.partition)
-        paths = sorted(set(state.written))
+        wanted = [(s.plan.partition, path) for s in states for path in sorted(set(s.written))]
 
-        def head(path: str) -> ObjectInfo | None:
+        def head(item: tuple[int, str]) -> ObjectInfo | StorageError | None:
+            partition, path = item
             try:
-                return store.stat(prefix + path)
+                return store.stat(partition_prefix(self.topic.name, partition) + path)
             except ObjectNotFound:
                 return None
+            except StorageError as exc:
+                return exc
 
-        return dict(zip(paths, map_ordered(head, paths, self.lake.config.storage.max_concurrency), strict=True))
+        files: dict[int, dict[str, ObjectInfo | None]] = {s.plan.partition: {} for s in states}
+        errors: dict[int, StorageError] = {}
+        infos = map_ordered(head, wanted, self.lake.config.storage.max_concurrency)
+        for (partition, path), info in zip(wanted, infos, strict=True):
+            if isinstance(info, StorageError):
+                errors.setdefault(partition, info)
+            else:
+                files[partition][path] = info
+        return {p: errors.get(p, found) for p, found in files.items()}
 
-    def staged_problems(self, state: _Partition) -> list[str]:
+    def staged_problems(self, state: _Partition, now: dict[str, ObjectInfo | None] | StorageError) -> list[str]:
         """Each staged file that is no longer the one the gate validated: missing, of another size
         than the writer reported, or replaced since the gate (another size or version tag)."""
+        if isinstance(now, StorageError):
+            return [str(now)]
         location = self.lake.store.location
         prefix = partition_prefix(self.topic.name, state.plan.partition)
         sizes = {f.path: f.size_bytes for group in state.outputs for s in group for f in s.files}
         problems = []
-        for path, now in self.staged_files(state).items():
+        for path, info in now.items():
             gated = state.gated.get(path)
-            if now is None:
+            if info is None:
                 problems.append(f"staged file {location(prefix + path)} is missing")
-            elif now.size != sizes.get(path, now.size):
-                problems.append(f"staged file {path} has {now.size} bytes, not the {sizes[path]} the gate validated")
-            elif gated is not None and (now.size, now.version_tag) != (gated.size, gated.version_tag):
+            elif info.size != sizes.get(path, info.size):
+                problems.append(f"staged file {path} has {info.size} bytes, not the {sizes[path]} the gate validated")
+            elif gated is not None and (info.size, info.version_tag) != (gated.size, gated.version_tag):
                 problems.append(f"staged file {path} was replaced after the gate validated it")
         return problems
 
     def commit(self) -> None:
         """One conditional manifest write per partition that passed the gate, after checking that
-        every file it will reference is still the one the gate read."""
+        every file it will reference is still the one the gate read; the partitions' commits run
+        at once over the bounded metadata pool (each is its own conditional write)."""
+        staged = self.staged_files(list(self.active.values()))
+        ready = []
         for partition, state in list(self.active.items()):
-            try:
-                problems = self.staged_problems(state)
-            except StorageError as exc:
-                problems = [str(exc)]
+            problems = self.staged_problems(state, staged[partition])
             if problems:
                 self.finish(partition, FAILED, "; ".join(problems) + "; nothing was committed")
-                continue
-            unchanged = all(r.status == UNCHANGED for r in state.results)
-            wrote: list[Manifest] = []
+            else:
+                ready.append(state)
+        outcomes = map_ordered(self._commit_one, ready, self.lake.config.storage.max_concurrency)
+        for state, (status, message, version) in zip(ready, outcomes, strict=True):
+            state.report.manifest_version_after = version
+            self.finish(state.plan.partition, status, message, discard=status == ABORTED)
 
-            def change(
-                current: Manifest, state: _Partition = state, unchanged: bool = unchanged, wrote: list[Manifest] = wrote
-            ) -> Manifest | None:
-                after = self.candidate(state, current)
-                if unchanged and current.cleaner_checkpoint == after.cleaner_checkpoint:
-                    return None
-                wrote[:] = [after]
-                return after
+    def _commit_one(self, state: _Partition) -> tuple[str, str, int | None]:
+        """Commit one partition: (status, message, manifest version written). Its files are kept
+        unless the commit proved it lost (aborted): when the outcome is unknown they may be
+        referenced now."""
+        unchanged = all(r.status == UNCHANGED for r in state.results)
+        wrote: list[Manifest] = []
 
-            try:
-                committed = self.topic.partition(partition).commit(change, wrote=tuple(state.written))
-            except InputsChanged as exc:
-                self.finish(partition, ABORTED, str(exc))
-                continue
-            except CommitStateUnknown as exc:  # its files may be referenced now: keep them
-                self.finish(partition, FAILED, str(exc), discard=False)
-                continue
-            if not wrote:
-                self.finish(partition, NOTHING_TO_DO, "every group was already clean", discard=False)
-                continue
-            state.report.manifest_version_after = committed.version
-            message = "every group was already clean: only the cleaner checkpoint moved" if unchanged else ""
-            self.finish(partition, COMMITTED, message, discard=False)
+        def change(current: Manifest) -> Manifest | None:
+            after = self.candidate(state, current)
+            if unchanged and current.cleaner_checkpoint == after.cleaner_checkpoint:
+                return None
+            wrote[:] = [after]
+            return after
+
+        try:
+            committed = self.topic.partition(state.plan.partition).commit(change, wrote=tuple(state.written))
+        except InputsChanged as exc:
+            return ABORTED, str(exc), None
+        except CommitStateUnknown as exc:
+            return FAILED, str(exc), None
+        if not wrote:
+            return NOTHING_TO_DO, "every group was already clean", None
+        message = "every group was already clean: only the cleaner checkpoint moved" if unchanged else ""
+        return COMMITTED, message, committed.version
 
 
 def compact_topic(

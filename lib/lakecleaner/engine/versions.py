@@ -94,15 +94,22 @@ def order_table(table: pa.Table, config: TopicConfig) -> tuple[pa.Table, int]:
 
 def latest_per_key(ordered: pa.Table) -> pa.Table:
     """The winning row of each key of an `order_table` (null keys are dropped): the row with
-    the highest (order columns…, offset). A `hash` column (`keys.key_hash`), when present, saves
-    hashing the keys again. A partial offset map: merging partial winners with the same rule
-    gives the winners of the union."""
+    the highest (order columns…, offset). By offset alone, an Arrow hash aggregation; with order
+    columns, a sort of the keys' hashes and ranks (`keys.key_order`), for which a `hash` column
+    (`keys.key_hash`), when present, saves hashing the keys again. A partial offset map: merging
+    partial winners with the same rule gives the winners of the union."""
     keyed = ordered.filter(pc.is_valid(ordered.column("key")))
     if keyed.num_rows == 0:
         return keyed
+    ranked = [c for c in keyed.column_names[1:] if c != HASH]
+    if ranked == ["offset"]:  # the highest offset: a hash aggregation, faster than sorting
+        extra = [(HASH, "max")] if HASH in keyed.column_names else []  # one hash per key
+        best = keyed.group_by("key", use_threads=False).aggregate([("offset", "max"), *extra])
+        columns = {"key": best.column("key"), "offset": best.column("offset_max")}
+        return pa.table(columns | ({HASH: best.column(f"{HASH}_max")} if extra else {}))
     keys = keyed.column("key")
     hashes = keyed.column(HASH).to_numpy() if HASH in keyed.column_names else key_hash(keys)
-    ranks = [keyed.column(c).to_numpy() for c in keyed.column_names[1:] if c != HASH]
+    ranks = [keyed.column(c).to_numpy() for c in ranked]
     order, same_as_previous = key_order(keys, hashes, ranks)
     last = np.append(~same_as_previous, True)
     return keyed.take(pa.array(order[last]))
