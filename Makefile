@@ -10,7 +10,7 @@ export PYSPARK_PYTHON := $(CURDIR)/.venv/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/.venv/bin/python
 export UV_LINK_MODE := copy
 
-.PHONY: setup demo test lint typecheck unit airflow-ui clean
+.PHONY: setup demo test lint typecheck unit airflow-ui spark-connect spark-connect-stop clean
 
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -47,5 +47,20 @@ airflow-ui: setup
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS=lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS \
 	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; airflow db migrate >/dev/null && lakecleaner airflow setup && airflow standalone'
 
+# A Spark Connect server from pyspark's own distribution, on local[*] at sc://127.0.0.1:15002, its
+# logs and pid under .spark-connect/: `lakecleaner compact --remote sc://127.0.0.1:15002` (or
+# spark.remote in lakecleaner.yaml) then sends runs to it instead of starting a Spark application.
+SPARK_CONNECT_DIR := $(CURDIR)/.spark-connect
+SPARK_CONNECT_ENV = SPARK_HOME="$$($(UV) run python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" \
+	SPARK_LOG_DIR=$(SPARK_CONNECT_DIR)/logs SPARK_PID_DIR=$(SPARK_CONNECT_DIR)/pid
+
+spark-connect: setup
+	mkdir -p $(SPARK_CONNECT_DIR)
+	$(SPARK_CONNECT_ENV) sh -c '"$$SPARK_HOME/sbin/start-connect-server.sh" --master "local[*]" --conf spark.connect.grpc.binding.port=15002'
+	@echo "Spark Connect: sc://127.0.0.1:15002 (logs in $(SPARK_CONNECT_DIR)/logs; make spark-connect-stop stops it)"
+
+spark-connect-stop: setup
+	$(SPARK_CONNECT_ENV) sh -c '"$$SPARK_HOME/sbin/stop-connect-server.sh"'
+
 clean:
-	rm -rf lake lakecleaner.yaml .venv .pytest_cache .mypy_cache .ruff_cache
+	rm -rf lake lakecleaner.yaml .venv .pytest_cache .mypy_cache .ruff_cache .spark-connect

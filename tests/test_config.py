@@ -248,3 +248,13 @@ def test_bad_cleaner_values_name_the_key_and_the_rule() -> None:
     assert "x.yaml: cleaner.log.cleaner.dedupe.buffer.size=10: must be at least 1024" in text
     assert "cleaner.log.cleaner.io.buffer.load.factor=0: must be greater than 0 and at most 1" in text
     assert "unknown key 'log.cleaner.dedup.buffer.size'" in text and "log.cleaner.dedupe.buffer.size" in text
+
+
+def test_spark_remote_is_a_connect_url_from_the_file_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse_config({}).spark.remote is None
+    assert parse_config({"spark": {"remote": "sc://spark-connect:15002"}}).spark.remote == "sc://spark-connect:15002"
+    monkeypatch.setenv("LAKECLEANER_SPARK_REMOTE", "sc://other:15002")
+    assert parse_config({"spark": {"remote": "sc://spark-connect:15002"}}).spark.remote == "sc://other:15002"
+    monkeypatch.delenv("LAKECLEANER_SPARK_REMOTE")
+    with pytest.raises(ConfigError, match=r"x.yaml: spark.remote='http://h:1': must be a Spark Connect URL"):
+        parse_config({"spark": {"remote": "http://h:1"}}, "x.yaml")

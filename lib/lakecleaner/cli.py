@@ -496,9 +496,16 @@ def plan(
 @click.option("--partitions", "partition_list", default="", help="Comma-separated partitions (default: the due ones).")
 @click.option("--force", is_flag=True, help="Compact every partition with cleanable bytes, ignoring the ratio.")
 @click.option("--master", help="Spark master (default: the config's spark.master).")
+@click.option("--remote", help="Spark Connect server, sc://host:port (default: the config's spark.remote).")
 @pass_ctx
 def compact(
-    ctx: Context, topic: str, now_text: str | None, partition_list: str, force: bool, master: str | None
+    ctx: Context,
+    topic: str,
+    now_text: str | None,
+    partition_list: str,
+    force: bool,
+    master: str | None,
+    remote: str | None,
 ) -> None:
     """Compact a topic's due partitions on Spark (one application), as the DAG's compact task does."""
     from lakecleaner.engine import EngineOptions, compact_topic, print_report, requests_for
@@ -517,7 +524,7 @@ def compact(
         ctx.emit({"topic": topic, "partitions": []}, lambda: console.print(f"{topic}: no partition is due"))
         _exit_on_failures(unreadable)
         return
-    spark = build_session(ctx.config.spark, f"lakecleaner-{topic}", master)
+    spark = build_session(ctx.config.spark, f"lakecleaner-{topic}", master, remote)
     try:
         report = compact_topic(spark, ctx.lake, topic, requests, now, options=EngineOptions.of(ctx.config.cleaner))
     finally:

@@ -33,6 +33,7 @@ ENV_LAKE_URI = "LAKECLEANER_LAKE_URI"
 ENV_S3_ENDPOINT = "LAKECLEANER_S3_ENDPOINT_URL"
 ENV_MAX_CONCURRENCY = "LAKECLEANER_MAX_CONCURRENCY"
 ENV_DEDUPE_BUFFER_SIZE = "LAKECLEANER_DEDUPE_BUFFER_SIZE"
+ENV_SPARK_REMOTE = "LAKECLEANER_SPARK_REMOTE"
 ENV_AWS_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
 ENV_AWS_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
 ENV_AWS_SESSION_TOKEN = "AWS_SESSION_TOKEN"
@@ -44,6 +45,7 @@ ENVIRONMENT_VARIABLES = (
     ENV_S3_ENDPOINT,
     ENV_MAX_CONCURRENCY,
     ENV_DEDUPE_BUFFER_SIZE,
+    ENV_SPARK_REMOTE,
     ENV_AWS_ACCESS_KEY,
     ENV_AWS_SECRET_KEY,
     ENV_AWS_SESSION_TOKEN,
@@ -456,6 +458,9 @@ class SparkSettings:
     master: str = "local[*]"
     conf: Mapping[str, str] = field(default_factory=dict)
     ship_package: str = "auto"
+    #: A Spark Connect server (sc://host:port) to send the compaction to instead of starting a
+    #: Spark application; None: a classic session on `master`.
+    remote: str | None = None
 
     def ships_package(self, master: str) -> bool:
         """Whether a run on `master` sends the package zip to its executors."""
@@ -522,7 +527,7 @@ _CLEANER_KEYS = {"log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.f
 _LAKE_KEYS = {"uri", "storage"}
 _STORAGE_KEYS = {f for f in StorageSettings.__dataclass_fields__}
 _TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups"}
-_SPARK_KEYS = {"master", "conf", "ship_package"}
+_SPARK_KEYS = {"master", "conf", "ship_package", "remote"}
 _AIRFLOW_KEYS = {"pool", "pool_slots"}
 _POOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -638,7 +643,13 @@ def _parse_spark(raw: dict[str, Any], source: str, problems: list[str]) -> Spark
     if ship not in SHIP_PACKAGE:
         problems.append(f"{source}: spark.ship_package={ship!r}: must be one of {', '.join(SHIP_PACKAGE)}")
         ship = "auto"
-    return SparkSettings(master=master, conf={k: str(v) for k, v in conf.items()}, ship_package=ship)
+    remote = os.environ.get(ENV_SPARK_REMOTE) or raw.get("remote")
+    if remote is not None and (not isinstance(remote, str) or not remote.startswith("sc://")):
+        problems.append(
+            f"{source}: spark.remote={remote!r}: must be a Spark Connect URL such as sc://spark-connect:15002"
+        )
+        remote = None
+    return SparkSettings(master=master, conf={k: str(v) for k, v in conf.items()}, ship_package=ship, remote=remote)
 
 
 def _parse_airflow(raw: dict[str, Any], where: str, problems: list[str]) -> AirflowSettings:

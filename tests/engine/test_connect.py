@@ -106,3 +106,23 @@ def test_compaction_on_spark_connect_matches_the_reference_model(connect_url: st
         assert status == "committed", message
         assert (buckets > 1) == (buffer < 1024 * 1024)
         assert rows(lake.topic("changes"), p) == expected[p].rows
+
+
+def test_the_cli_compacts_through_a_connect_server(connect_url: str, tmp_path: Path) -> None:
+    """`lakecleaner compact --remote sc://…` sends the run to the server: no Spark application of
+    its own, the same report."""
+    spec = WorkloadSpec(keys=500, records=4_000, partitions=1, value_size=8, seed=6)
+    lake = Lake.open(f"file://{tmp_path}")
+    topic = lake.create_topic("changes", partitions=1, config={"cleanup.policy": "compact"})
+    for partition, batch in generate(spec, 1_000):
+        topic.partition(partition).append(batch, now_ms=spec.start_ms)
+    topic.partition(0).roll(now_ms=spec.start_ms)
+    now = spec.start_ms + spec.timestamp_spread_ms + 1
+    command = [sys.executable, "-m", "lakecleaner.cli", "--lake", f"file://{tmp_path}", "--json", "compact"]
+    command += ["--topic", "changes", "--now", str(now), "--remote", connect_url]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert [p["status"] for p in report["partitions"]] == ["committed"]
+    assert report["partitions"][0]["stats"]["records_written"] == 500
+    assert len(rows(lake.topic("changes"))) == 500

@@ -38,6 +38,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--now", help="'now' of every decision: epoch ms or ISO 8601 (default: the wall clock)")
     parser.add_argument("--run-id", help="run id (default: generated)")
     parser.add_argument("--master", help="Spark master when not set by spark-submit")
+    parser.add_argument("--remote", help="Spark Connect server, sc://host:port (default: the config's spark.remote)")
     return parser.parse_args(argv)
 
 
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     for partition, reason in read.failures.items():  # the others are compacted
         print(f"{topic.name}-{partition}: FAILED: {reason}", file=sys.stderr)
     requests = [r for m in read.manifests.values() if (r := requests_for(m, topic.config, now))]
-    session = spark or build_session(config.spark, f"lakecleaner-{topic.name}", args.master)
+    session = spark or build_session(config.spark, f"lakecleaner-{topic.name}", args.master, args.remote)
     try:
         options = EngineOptions.of(config.cleaner)
         report = compact_topic(session, lake, topic.name, requests, now, run_id=args.run_id, options=options)
