@@ -443,7 +443,7 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     args = parse_args(argv)
     console = Console()
     started = time.perf_counter()
-    importlib.import_module("lakecleaner.quality")
+    importlib.import_module("great_expectations")
     session_ = spark or session(args.master)
     cases = list(CASES.values()) if args.case == "all" else [CASES[args.case]]
     runs: list[tuple[Case, int, int]] = [(c, args.records or c.records, args.keys or c.keys) for c in cases]

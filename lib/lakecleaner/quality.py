@@ -4,6 +4,9 @@ Every rewrite (compaction) and every retention result is checked before it is co
 A check is a list of `Check`s — a GX expectation plus the sentence a user reads when it
 fails — run against one DataFrame in an ephemeral GX context. The result is a
 `QualityReport`: JSON-serialisable, stored with the run report, printable.
+
+Great Expectations takes seconds to import, so it is imported on the first validation, not with
+this module: reports can be read, and validations sent to another process, without it.
 """
 
 from __future__ import annotations
@@ -12,13 +15,12 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
-import great_expectations as gx
-from great_expectations.data_context.types.base import ProgressBarsConfig
-from great_expectations.expectations.expectation import Expectation
+if TYPE_CHECKING:
+    from great_expectations.expectations.expectation import Expectation
 
 logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
@@ -90,6 +92,9 @@ _context_cache: list[Any] = []
 def _context() -> Any:
     """One ephemeral GX context per process (creating one makes a temporary docs directory)."""
     if not _context_cache:
+        import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
         context = gx.get_context(mode="ephemeral")
         context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
         _context_cache.append(context)
@@ -105,6 +110,8 @@ def validate(
     computed (the fastest); with unexpected_index_column_names, a failed check's sample lists
     the offending rows by those columns instead of bare values.
     """
+    import great_expectations as gx
+
     context = _context()
     name = f"lakecleaner-{uuid.uuid4().hex[:8]}"
     is_spark = type(dataframe).__module__.startswith("pyspark")

@@ -126,3 +126,41 @@ def test_the_cli_compacts_through_a_connect_server(connect_url: str, tmp_path: P
     assert [p["status"] for p in report["partitions"]] == ["committed"]
     assert report["partitions"][0]["stats"]["records_written"] == 500
     assert len(rows(lake.topic("changes"))) == 500
+
+
+def test_the_gate_stops_a_wrong_output_on_connect(connect_url: str, tmp_path: Path) -> None:
+    """A staged value changed behind the engine's back (a fault hook in the client process): on a
+    Connect session, where the gate's Great Expectations run in a Python worker of the server, that
+    partition fails the gate with the offending record named, and the other commits."""
+    spec = WorkloadSpec(keys=200, records=2_000, partitions=2, value_size=8, seed=7)
+    root = tmp_path / "lake"
+    lake = Lake.open(f"file://{root}")
+    topic = lake.create_topic("changes", partitions=2, config={"cleanup.policy": "compact"})
+    for partition, batch in generate(spec, 500):
+        topic.partition(partition).append(batch, now_ms=spec.start_ms)
+    for log in topic.partition_logs():
+        log.roll(now_ms=spec.start_ms)
+    before = rows(topic, 0)
+    config = tmp_path / "lakecleaner.yaml"
+    config.write_text(f"lake:\n  uri: file://{root}\n")
+    env = {
+        **os.environ,
+        "LAKECLEANER_CONFIG": str(config),
+        "LAKECLEANER_FAULT_HOOKS": "engine.after_staging=tests.fault_hooks:tamper_partition_0_staged_output",
+        "LAKECLEANER_TEST_TAMPER_TOPIC": "changes",
+    }
+    now = spec.start_ms + spec.timestamp_spread_ms + 1
+    client = subprocess.run(
+        [sys.executable, "-c", CLIENT, connect_url, str(root), str(now), str(128 * 1024 * 1024)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert client.returncode == 0, client.stderr[-3000:]
+    outcome = json.loads(client.stdout.strip().splitlines()[-1])
+    assert outcome["0"][0] == "failed-quality"
+    assert "every output record is the input record at its offset, unchanged" in outcome["0"][1]
+    assert outcome["1"][0] == "committed"
+    assert rows(lake.topic("changes"), 0) == before

@@ -28,10 +28,10 @@ A partition also fails when one of its files cannot be read back.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa
@@ -39,8 +39,9 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.gate_rows import VIOLATION_SCHEMA, GateRules, GateTask, gate_check
-from lakecleaner.engine.sparkio import run_tasks
+from lakecleaner.engine.sparkio import is_connect, run_tasks
 from lakecleaner.engine.storage import StoreSpec
+from lakecleaner.quality import SAMPLE_SIZE
 
 if TYPE_CHECKING:
     from lakecleaner.quality import Check, QualityReport
@@ -164,6 +165,36 @@ def _with_unreadable(report: QualityReport, message: str) -> QualityReport:
     return QualityReport(report.subject, (*report.outcomes, failed))
 
 
+@dataclass(frozen=True)
+class Validation:
+    """One GX validation of the gate: `checks` ("counts" or "rows") on a pandas DataFrame."""
+
+    subject: str
+    frame: pd.DataFrame
+    checks: str
+    result_format: dict[str, Any] | None = None
+
+
+def validate_frame(validation: Validation) -> QualityReport:
+    """Run one of the gate's validations, wherever this runs (GX is imported on first use)."""
+    from lakecleaner.quality import validate
+
+    checks = _count_checks() if validation.checks == "counts" else _row_checks()
+    return validate(validation.subject, validation.frame, checks, result_format=validation.result_format)
+
+
+def _validator(spark: SparkSession) -> Callable[[list[Validation]], list[QualityReport]]:
+    """Where the gate's validations run: on the driver of a classic session, which imports Great
+    Expectations while Spark starts; for a Spark Connect client, in a Python worker of the server,
+    which Spark keeps between tasks and runs, so GX's seconds of import are paid once per worker,
+    not once per run."""
+    if is_connect(spark):
+        return lambda validations: run_tasks(
+            spark, validations, validate_frame, "lakecleaner quality gate: expectations"
+        )
+    return lambda validations: [validate_frame(v) for v in validations]
+
+
 def run_gate(
     spark: SparkSession,
     spec: StoreSpec,
@@ -175,15 +206,14 @@ def run_gate(
     now_ms: int,
 ) -> dict[int, QualityReport]:
     """Validate the staged output of `partitions`; one report per partition."""
-    from lakecleaner.quality import SAMPLE_SIZE, validate
-
     partitions = sorted(partitions)
     if not partitions:
         return {}
+    validate = _validator(spark)
     violations, unreadable = _violations(spark, spec, tasks, GateRules.of(config, now_ms))
     counts = violation_counts(violations, partitions, segments)
     subject = f"compaction of {topic} partitions {','.join(map(str, partitions))}"
-    together = validate(subject, counts, _count_checks())
+    (together,) = validate([Validation(subject, counts, "counts")])
     if together.success and not unreadable:
         return dict.fromkeys(partitions, together)
     detailed = {
@@ -192,9 +222,13 @@ def run_gate(
         "partial_unexpected_count": SAMPLE_SIZE,
     }
     flags = flag_frame(violations, segments)
-    reports: dict[int, QualityReport] = {}
-    for p in partitions:
-        one = flags[flags["partition"] == p].reset_index(drop=True)
-        report = validate(f"compaction of {topic}-{p}", one, _row_checks(), result_format=detailed)
-        reports[p] = _with_unreadable(report, unreadable[p]) if p in unreadable else report
+    one = [
+        Validation(
+            f"compaction of {topic}-{p}", flags[flags["partition"] == p].reset_index(drop=True), "rows", detailed
+        )
+        for p in partitions
+    ]
+    reports = dict(zip(partitions, validate(one), strict=True))
+    for p, message in unreadable.items():
+        reports[p] = _with_unreadable(reports[p], message)
     return reports

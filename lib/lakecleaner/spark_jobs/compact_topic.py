@@ -49,8 +49,10 @@ def _config(args: argparse.Namespace) -> LakeConfig:
 
 def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
     args = parse_args(argv)
-    # The quality gate's Great Expectations takes seconds to import: do it while Spark starts.
-    threading.Thread(target=importlib.import_module, args=("lakecleaner.quality",), daemon=True).start()
+    # The quality gate's Great Expectations takes seconds to import: do it while Spark starts (a
+    # Connect client leaves it to the server's Python workers).
+    if not args.remote:
+        threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
     config = _config(args)
     lake = Lake.open(config)
     topic = lake.topic(args.topic)
