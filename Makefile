@@ -26,8 +26,12 @@ lint: setup
 typecheck: setup
 	$(UV) run mypy lib
 
+# The whole suite, then the engine's tests again on a Spark Connect session (a server the tests
+# start), on the local lake: the engine must work unchanged on both kinds of session.
 unit: setup
 	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder
+	LAKECLEANER_TEST_SPARK=connect LAKECLEANER_TEST_BACKENDS=local \
+	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/engine
 
 test: lint typecheck unit
 
@@ -47,20 +51,16 @@ airflow-ui: setup
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS=lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS \
 	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; airflow db migrate >/dev/null && lakecleaner airflow setup && airflow standalone'
 
-# A Spark Connect server from pyspark's own distribution, on local[*] at sc://127.0.0.1:15002, its
-# logs and pid under .spark-connect/: `lakecleaner compact --remote sc://127.0.0.1:15002` (or
-# spark.remote in lakecleaner.yaml) then sends runs to it instead of starting a Spark application.
-SPARK_CONNECT_DIR := $(CURDIR)/.spark-connect
-SPARK_CONNECT_ENV = SPARK_HOME="$$($(UV) run python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" \
-	SPARK_LOG_DIR=$(SPARK_CONNECT_DIR)/logs SPARK_PID_DIR=$(SPARK_CONNECT_DIR)/pid
-
+# A Spark Connect server from pyspark's own distribution, set up for lakecleaner (`lakecleaner
+# connect-server`), on local[*] at sc://127.0.0.1:15002, its logs and pid under .spark-connect/:
+# `lakecleaner compact --remote sc://127.0.0.1:15002` (or spark.remote in lakecleaner.yaml) then
+# sends runs to it instead of starting a Spark application.
 spark-connect: setup
-	mkdir -p $(SPARK_CONNECT_DIR)
-	$(SPARK_CONNECT_ENV) sh -c '"$$SPARK_HOME/sbin/start-connect-server.sh" --master "local[*]" --conf spark.connect.grpc.binding.port=15002'
-	@echo "Spark Connect: sc://127.0.0.1:15002 (logs in $(SPARK_CONNECT_DIR)/logs; make spark-connect-stop stops it)"
+	$(UV) run lakecleaner connect-server start --folder .spark-connect --port 15002
+	@echo "logs in .spark-connect/logs; make spark-connect-stop stops it"
 
 spark-connect-stop: setup
-	$(SPARK_CONNECT_ENV) sh -c '"$$SPARK_HOME/sbin/stop-connect-server.sh"'
+	$(UV) run lakecleaner connect-server stop --folder .spark-connect
 
 clean:
 	rm -rf lake lakecleaner.yaml .venv .pytest_cache .mypy_cache .ruff_cache .spark-connect

@@ -64,6 +64,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lakecleaner.engine import EngineOptions, RunReport, compact_topic, requests_for
+from lakecleaner.engine.sparkio import parallelism
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import COMPRESSION, ROW_GROUP_SIZE
@@ -231,10 +232,10 @@ def warm_up(spark: SparkSession, workdir: Path) -> None:
     """Start the Python workers and import the engine's task modules in them, then compact a
     20k-record topic once, so that one-time costs (Spark's code generation and JIT, the first
     Great Expectations validation) are paid here, as part of start-up, and not by (a)."""
-    parallelism = spark.sparkContext.defaultParallelism
+    tasks = parallelism(spark)
     if __name__ != "__main__":  # imported (by the smoke test): ship this module's functions by value
         cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    spark.range(0, parallelism, 1, parallelism).mapInArrow(_import_engine, "id long").count()
+    spark.range(0, tasks, 1, tasks).mapInArrow(_import_engine, "id long").count()
     spec = WorkloadSpec(keys=2_000, records=20_000, partitions=2, value_size=100, tombstone_share=0.05, seed=1)
     lake = Lake.open(f"file://{workdir / 'lake'}")
     compact_all(

@@ -210,6 +210,9 @@ def seaweedfs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3E
 #: adds the real object store with `pytestmark = pytest.mark.backends(*ALL_BACKENDS)`.
 DEFAULT_BACKENDS = ("local", "s3")
 ALL_BACKENDS = ("local", "s3", "seaweedfs")
+#: Runs only these of them (comma-separated), e.g. `make test`'s second run of the engine tests,
+#: on Spark Connect, which checks the session and not the storage again.
+ENV_TEST_BACKENDS = "LAKECLEANER_TEST_BACKENDS"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -235,7 +238,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
         marker = metafunc.definition.get_closest_marker("backends")
-        metafunc.parametrize("backend", marker.args if marker else DEFAULT_BACKENDS, indirect=True)
+        names = marker.args if marker else DEFAULT_BACKENDS
+        chosen = os.environ.get(ENV_TEST_BACKENDS)
+        if chosen:
+            names = tuple(n for n in names if n in chosen.split(","))
+        metafunc.parametrize("backend", names, indirect=True)
 
 
 @pytest.fixture

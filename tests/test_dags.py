@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lakecleaner.orchestration.dags import dags_folder
 from tests.conftest import write_sample
 
@@ -112,3 +114,29 @@ def test_a_topic_airflow_rejects_is_an_import_error_naming_it_and_the_others_kee
     assert len(long_id) == 250 and long_id == dag_id_of(long_name)  # stable
     assert set(result["dags"]) == {long_id, "lakecleaner__fine"}
     assert "compact" in result["dags"][long_id]["tasks"] and "compact" in result["dags"]["lakecleaner__fine"]["tasks"]
+
+
+def test_a_spark_connect_connection_gives_the_providers_url_and_back() -> None:
+    """A `spark_connect` connection becomes the URL the Spark provider's SparkConnectHook builds
+    (host, port, user id, token, use_ssl), and the demo's --spark-remote goes the other way."""
+    from lakecleaner.orchestration.compact_task import connect_url_from_connection, connection_of_url
+
+    assert connect_url_from_connection("spark-connect", 15002, None, None, {}) == "sc://spark-connect:15002/"
+    url = connect_url_from_connection("sc://h", 1, "ana", "t/k", {"use_ssl": True})
+    assert url == "sc://h:1/;user_id=ana;token=t%2Fk;use_ssl=True"
+    back = connection_of_url(url)
+    assert back == {
+        "conn_type": "spark_connect",
+        "host": "h",
+        "port": 1,
+        "login": "ana",
+        "password": "t/k",
+        "extra": {"use_ssl": "True"},
+    }
+    assert (
+        connect_url_from_connection(back["host"], back["port"], back["login"], back["password"], back["extra"]) == url
+    )
+    with pytest.raises(ValueError, match="names no host"):
+        connect_url_from_connection(None, 15002, None, None, {})
+    with pytest.raises(ValueError, match="not a Spark Connect URL"):
+        connection_of_url("spark://master:7077")

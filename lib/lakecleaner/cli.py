@@ -760,6 +760,50 @@ def write_sample_config(path: Path) -> Path:
     return path
 
 
+# -- a Spark Connect server -------------------------------------------------------------------
+@cli.group("connect-server")
+def connect_server() -> None:
+    """A Spark Connect server for compaction runs (pyspark's bundled one, set up for lakecleaner)."""
+
+
+_SERVER_FOLDER = click.option(
+    "--folder",
+    default=".spark-connect",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the server keeps its logs and pid.",
+)
+
+
+@connect_server.command("start")
+@_SERVER_FOLDER
+@click.option("--port", default=15002, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master the server runs on.")
+@click.option("--conf", "pairs", multiple=True, help="Extra Spark setting, key=value (repeatable).")
+@click.option("--foreground", is_flag=True, help="Run in this process's place (a container's main process).")
+def connect_server_start(
+    folder: Path, port: int, host: str, master: str, pairs: tuple[str, ...], foreground: bool
+) -> None:
+    """Start the server and wait until it listens; prints its URL (for spark.remote / --remote)."""
+    from lakecleaner.engine.connect_server import ConnectServer
+
+    conf = {key: str(value) for key, value in parse_config_pairs(pairs).items()}
+    server = ConnectServer(folder.resolve(), port=port, master=master, host=host, conf=conf)
+    if foreground:
+        server.run_foreground()
+    click.echo(server.start())
+
+
+@connect_server.command("stop")
+@_SERVER_FOLDER
+def connect_server_stop(folder: Path) -> None:
+    """Stop the server started with this folder."""
+    from lakecleaner.engine.connect_server import ConnectServer
+
+    ConnectServer(folder.resolve()).stop()
+
+
 # -- the main job ------------------------------------------------------------------------------
 @cli.command()
 @click.option("--records", default=200_000, show_default=True, help="Records in the CDC topic.")
@@ -771,8 +815,13 @@ def write_sample_config(path: Path) -> Path:
     help="Where the embedded Airflow keeps its SQLite database and logs.",
 )
 @click.option("--no-airflow", is_flag=True, help="Only build the sample topics and show their status.")
+@click.option(
+    "--spark-remote",
+    help="Run the compact tasks on this Spark Connect server (sc://host:port; the Airflow connection "
+    "spark_lakecleaner becomes a spark_connect one) instead of spark-submit to local Spark.",
+)
 @pass_ctx
-def demo(ctx: Context, records: int, airflow_home: str, no_airflow: bool) -> None:
+def demo(ctx: Context, records: int, airflow_home: str, no_airflow: bool, spark_remote: str | None) -> None:
     """The main job: build the sample topics, run both topics' DAGs in Airflow, summarise.
 
     Without a config file (--config, $LAKECLEANER_CONFIG, ./lakecleaner.yaml) it writes the sample
@@ -794,7 +843,7 @@ def demo(ctx: Context, records: int, airflow_home: str, no_airflow: bool) -> Non
         show_status(ctx, [job.CDC_TOPIC, job.EVENTS_TOPIC])
         return
     before = {t: job.topic_snapshot(lake, t) for t in (job.CDC_TOPIC, job.EVENTS_TOPIC)}
-    _run_demo_dags(ctx, Path(airflow_home).resolve(), now)
+    _run_demo_dags(ctx, Path(airflow_home).resolve(), now, spark_remote)
     after = {t: job.topic_snapshot(lake, t) for t in before}
     runs = {t: job.run_summaries(lake, t) for t in before}
     sections = {t: job.summary_rows(before[t], after[t], runs[t]) for t in before}
@@ -808,13 +857,17 @@ def demo(ctx: Context, records: int, airflow_home: str, no_airflow: bool) -> Non
     console.print(f"HTML report: {lake.store.location('_lakecleaner/report.html')}", markup=False)
 
 
-def _run_demo_dags(ctx: Context, airflow_home: Path, now: int) -> None:
+def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str | None) -> None:
     """Both DAGs at now and two hours later (tombstones stamped in the first run expire in the second)."""
     from lakecleaner import demo as job
+    from lakecleaner.orchestration.compact_task import connection_of_url
     from lakecleaner.orchestration.local import prepare_airflow, run_dag
 
     config_path = Path(ctx.config.source).resolve()
     env = {"LAKECLEANER_LAKE_URI": ctx.lake.uri}
+    if spark_remote:
+        env["AIRFLOW_CONN_SPARK_LAKECLEANER"] = json.dumps(connection_of_url(spark_remote))
+        err_console.print("compact tasks: on the Spark Connect server of --spark-remote")
     airflow_home.mkdir(parents=True, exist_ok=True)
     err_console.print(f"airflow: {airflow_home} (SQLite)")
     prepare_airflow(airflow_home, config_path)

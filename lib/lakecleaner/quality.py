@@ -101,6 +101,16 @@ def _context() -> Any:
     return _context_cache[0]
 
 
+def warm_up() -> None:
+    """Import GX and run one tiny validation, so that what GX loads on first use is loaded now
+    (the Spark worker daemon calls this before it forks workers: `engine.worker_daemon`)."""
+    import pandas as pd
+    from great_expectations import expectations as gxe
+
+    frame = pd.DataFrame({"flag": [True]})
+    validate("warm-up", frame, [Check("warm-up", gxe.ExpectColumnValuesToBeInSet(column="flag", value_set=[True]))])
+
+
 def validate(
     subject: str, dataframe: Any, checks: list[Check], *, result_format: str | dict[str, Any] | None = None
 ) -> QualityReport:

@@ -1,32 +1,91 @@
-"""Engine test fixtures: one local SparkSession for the whole session (local[2], no UI, few
-shuffle partitions) and helpers to build and compact logs."""
+"""Engine test fixtures: one SparkSession for the whole test session, and helpers to build and
+compact logs.
+
+The session is classic (local[2], no UI, few shuffle partitions) unless
+LAKECLEANER_TEST_SPARK=connect: then a Spark Connect server set up as `lakecleaner connect-server`
+sets it up (on local[2]) is started for the test session and the tests get a client of it, so the
+same engine tests run on both kinds of session (`make test` runs them both ways). Tests that need
+a classic session (they start their own Spark applications or servers) are marked
+`classic_only` and skipped on Connect.
+"""
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+
+from lakecleaner.engine.connect_server import ConnectServer
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
+ENV_TEST_SPARK = "LAKECLEANER_TEST_SPARK"
+ON_CONNECT = os.environ.get(ENV_TEST_SPARK) == "connect"
+#: What the tests' classic session and the tests' Connect server run with.
+TEST_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.driver.memory": "1g",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if ON_CONNECT:
+        skip = pytest.mark.skip(reason="needs a classic Spark session (it starts its own Spark)")
+        for item in items:
+            if item.get_closest_marker("classic_only"):
+                item.add_marker(skip)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("lakecleaner-engine-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server for the test session (`lakecleaner connect-server`'s set-up), on local[2]."""
+    folder = Path(tmp_path_factory.mktemp("spark-connect"))
+    server = ConnectServer(folder, port=free_port(), master="local[2]", conf=TEST_CONF)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
+    if ON_CONNECT:
+        from lakecleaner.engine.session import connect_session
+
+        session = connect_session(request.getfixturevalue("connect_server").url)
+        yield session
+        session.stop()
+        return
+    builder = SparkSession.builder.master("local[2]").appName("lakecleaner-engine-tests")
+    for key, value in TEST_CONF.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def job_spark_args(request: pytest.FixtureRequest) -> list[str]:
+    """Where a test's own run of the spark job (a child process) computes: the same kind of
+    session as the tests' (`--remote` the test server on Connect), on one core."""
+    if ON_CONNECT:
+        return ["--remote", request.getfixturevalue("connect_server").url]
+    return ["--master", "local[1]"]

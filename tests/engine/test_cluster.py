@@ -21,11 +21,11 @@ import pytest
 from lakecleaner.config import SparkSettings
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
-from lakecleaner.orchestration.spark_submit import SubmitTarget, spark_submit_binary, spark_submit_command
+from lakecleaner.orchestration.compact_task import SubmitTarget, spark_submit_binary, spark_submit_command
 from lakecleaner.spark_jobs import compact_topic_path
 from tests.conftest import write_sample
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.classic_only]
 REPO = Path(__file__).resolve().parents[2]
 LATEST = {f"k{i % 7}".encode(): f"v{i}".encode() for i in range(200)}  # each key's last value
 CORE_DEPENDENCIES = ["pyarrow", "numpy", "boto3", "pyyaml", "click", "rich"]

@@ -65,17 +65,17 @@ def _dirty_topic(lake: Lake) -> Topic:
     return topic
 
 
-def _run_job(config_file: Path, topic: Topic, crash_at: str | None) -> subprocess.Popen[bytes]:
+def _run_job(config_file: Path, topic: Topic, crash_at: str | None, spark_args: list[str]) -> subprocess.Popen[bytes]:
     env = {**os.environ, ENV_CRASH_AT: crash_at or ""}
     env.pop("LAKECLEANER_CONFIG", None)
-    args = ["--config", str(config_file), "--topic", topic.name, "--now", str(NOW), "--master", "local[1]"]
+    args = ["--config", str(config_file), "--topic", topic.name, "--now", str(NOW), *spark_args]
     return subprocess.Popen(
         [sys.executable, str(JOB), *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
 
 
 def test_a_crash_at_any_step_leaves_the_old_or_the_new_log(
-    spark: SparkSession, lake: Lake, lake_config: LakeConfig, backend: str, tmp_path: Path
+    spark: SparkSession, lake: Lake, lake_config: LakeConfig, backend: str, tmp_path: Path, job_spark_args: list[str]
 ) -> None:
     points = POINTS[backend]
     config_file = _config_file(lake_config, tmp_path / "lakecleaner.yaml")
@@ -86,7 +86,7 @@ def test_a_crash_at_any_step_leaves_the_old_or_the_new_log(
         request = requests(t, NOW)[0]
         manifest = t.partition(0).manifest()
         after[point] = expected_pass(before[point], manifest, request.first_uncleanable_offset, t.config, NOW).rows
-    children = {point: _run_job(config_file, t, point) for point, t in topics.items()}
+    children = {point: _run_job(config_file, t, point, job_spark_args) for point, t in topics.items()}
     for point, child in children.items():
         _, err = child.communicate(timeout=300)
         assert child.returncode == CRASH_EXIT_STATUS, f"{point}: {err.decode()[-2000:]}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from typing import Any
 
 import pytest
@@ -28,7 +30,9 @@ def _options(config: LakeConfig, **more: Any) -> dict[str, str]:
 
 def _read(spark: SparkSession, config: LakeConfig, **options: Any) -> list[dict[str, Any]]:
     df = spark.read.format("lakecleaner").options(**_options(config, **options)).load()
-    plan = df._jdf.queryExecution().toString()
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        df.explain("extended")
+    plan = printed.getvalue()
     assert not config.storage.secret_access_key or config.storage.secret_access_key not in plan
     return [r.asDict(recursive=True) for r in df.orderBy("partition", "offset").collect()]
 

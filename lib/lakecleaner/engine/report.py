@@ -125,6 +125,9 @@ class RunReport:
     #: Storage operations of the driver retried after a transient error (the Parquet reads and
     #: writes of Spark tasks are retried by pyarrow's S3 client, which does not count them).
     storage_retries: int = 0
+    #: Where the run computed: "connect" (a client of a Spark Connect server) or the classic
+    #: session's master (local[*], spark://host:7077, yarn, …). Never a URL: it may hold a token.
+    spark: str = ""
 
     @property
     def statuses(self) -> dict[str, int]:
@@ -156,6 +159,7 @@ class RunReport:
             "failed": self.failed,
             "statuses": self.statuses,
             "storage_retries": self.storage_retries,
+            "spark": self.spark,
             "totals": self.totals.to_dict(),
             "partitions": [p.to_dict() for p in self.partitions],
         }
@@ -172,7 +176,8 @@ def _mb(n: int) -> str:
 
 def report_table(report: RunReport) -> Table:
     """The run as a rich table: one row per partition and a total."""
-    table = Table(title=f"compaction of {report.topic}, run {report.run_id} ({report.duration_ms / 1000:.1f} s)")
+    title = f"compaction of {report.topic}, run {report.run_id} ({report.duration_ms / 1000:.1f} s on {report.spark})"
+    table = Table(title=title)
     for name in (
         "partition",
         "status",

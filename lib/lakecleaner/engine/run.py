@@ -59,7 +59,7 @@ from lakecleaner.engine.report import (
     RunReport,
 )
 from lakecleaner.engine.requests import CompactionRequest
-from lakecleaner.engine.sparkio import describe, parallelism
+from lakecleaner.engine.sparkio import describe, parallelism, session_kind
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget
 from lakecleaner.errors import CommitStateUnknown, LakeCleanerError, ObjectNotFound, StorageError
@@ -122,7 +122,7 @@ class _Run:
         self.spec = StoreSpec.of(lake)
         self.options = options
         self.started = time.monotonic()
-        self.report = RunReport(run_id, topic.name, now_ms, wall_clock_ms())
+        self.report = RunReport(run_id, topic.name, now_ms, wall_clock_ms(), spark=session_kind(spark))
         self.active: dict[int, _Partition] = {}
 
     # -- bookkeeping -----------------------------------------------------------------------------

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import logging
+import uuid
+
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
@@ -10,6 +13,12 @@ from lakecleaner.config import SparkSettings
 from lakecleaner.spark_jobs import package_zip
 
 PY_FILES = "spark.submit.pyFiles"
+log = logging.getLogger(__name__)
+
+#: Names lakecleaner's shared server session: uuid5(SHARED_SESSION_NAMESPACE, "shared/<generation>").
+SHARED_SESSION_NAMESPACE = uuid.UUID("6f1c2c3e-3a4d-4f41-9a55-1c7d6c1f0e2b")
+#: How many generations of the shared session a client tries before it uses a session of its own.
+SHARED_SESSION_GENERATIONS = 32
 
 
 def build_session(
@@ -23,7 +32,7 @@ def build_session(
     lacks lakecleaner import it from there."""
     url = remote or settings.remote
     if url:
-        return SparkSession.builder.remote(url).getOrCreate()
+        return connect_session(url)
     submitted = SparkConf()
     builder = SparkSession.builder
     if not submitted.contains("spark.app.name"):
@@ -36,3 +45,51 @@ def build_session(
     if settings.ships_package(chosen) and not any(f.endswith(package_zip().name) for f in py_files):
         builder = builder.config(PY_FILES, ",".join([*py_files, str(package_zip())]))
     return builder.getOrCreate()
+
+
+def shared_session_id(generation: int) -> str:
+    return str(uuid.uuid5(SHARED_SESSION_NAMESPACE, f"shared/{generation}"))
+
+
+def connect_session(url: str) -> SparkSession:
+    """A client of the Spark Connect server at `url`, in lakecleaner's shared server session.
+
+    Every run joins the same server-side session instead of opening its own, and leaves it open
+    when it stops. Spark (4.3, SPARK-54055) starts a Python worker daemon per server session and
+    never stops it, so a session per run would leave a daemon behind on the server at every run;
+    and the shared session's daemon, lakecleaner's (`engine.worker_daemon`), has Great
+    Expectations loaded for every run after the first. The engine sets no session state (no
+    configuration, views or caches), so runs sharing a session do not see each other.
+
+    A URL that names its own `session_id` is used as it is. When the server has closed the
+    shared session (it was idle past spark.connect.session.manager.defaultSessionTimeout, and
+    Spark never lets a closed session's id be used again), the client moves on to the next
+    generation; after `SHARED_SESSION_GENERATIONS` it opens a session of its own, released at stop.
+    """
+    if "session_id=" in url:
+        return SparkSession.builder.remote(url).getOrCreate()
+    base = url if ";" in url else url.rstrip("/") + "/"
+    for generation in range(SHARED_SESSION_GENERATIONS):
+        session = SparkSession.builder.remote(f"{base};session_id={shared_session_id(generation)}").create()
+        session.release_session_on_close = False  # type: ignore[attr-defined]  # a Connect session's
+        if _usable(session):
+            return session
+        session.stop()
+    log.warning(
+        "the first %d generations of lakecleaner's shared Spark Connect session are closed on the server; "
+        "this run uses a session of its own (restart the server to share one again)",
+        SHARED_SESSION_GENERATIONS,
+    )
+    return SparkSession.builder.remote(url).create()
+
+
+def _usable(session: SparkSession) -> bool:
+    """Whether the server accepts requests in this session (not one it has closed)."""
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+    try:
+        return bool(session.version)
+    except SparkConnectGrpcException as exc:
+        if "SESSION_CLOSED" in str(exc.getCondition() or exc):
+            return False
+        raise

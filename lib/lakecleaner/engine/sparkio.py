@@ -87,6 +87,12 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def session_kind(spark: SparkSession) -> str:
+    """ "connect" for a Spark Connect client, else the classic session's master (no URL of a
+    Connect server: it may hold a token)."""
+    return "connect" if is_connect(spark) else str(spark.sparkContext.master)
+
+
 def describe(spark: SparkSession, description: str | None) -> None:
     """Name the jobs that follow in Spark's UI (a classic session's job description; a Connect
     session has none to set)."""

@@ -1,7 +1,7 @@
 """The DAG factory: one DAG per topic of the config file (DESIGN section 6).
 
-    assess ─► compaction_gate ─► compact (spark-submit) ─► retention ─► physical_deletion ─► report
-                                                                                          └► publish_change (Asset)
+    assess ─► compaction_gate ─► compact (Spark) ─► retention ─► physical_deletion ─► report
+                                                                                      └► publish_change (Asset)
 
 * "now" is the run's `data_interval_end` for every task; a run without a logical date (a REST
   trigger with `"logical_date": null`) has no data interval, and its now is the run's `run_after`.
@@ -14,10 +14,11 @@
   invalid trigger parameters, configuration errors, Airflow not set up), which fail the task at once.
 * Skipped work is visible: `compaction_gate` is skipped (with the reason in its log) when no
   partition is due or in a dry run, which skips `compact`; `physical_deletion` is skipped in a dry run.
-* `compact` runs the packaged spark_jobs/compact_topic.py with spark-submit (`spark_submit.py`) in
-  the pool `airflow.pool` of the config file (`lakecleaner_spark` unless set). The Spark master
-  comes from the Airflow connection `spark_lakecleaner`; without one, from the config file's
-  `spark.master` (local[*]).
+* `compact` runs the packaged spark_jobs/compact_topic.py (`compact_task.py`) in the pool
+  `airflow.pool` of the config file (`lakecleaner_spark` unless set): as a client of a Spark
+  Connect server when the Airflow connection `spark_lakecleaner` is of type `spark_connect`, with
+  spark-submit when it is of type `spark`; without one, on the config file's `spark.remote`, else
+  with spark-submit to its `spark.master` (local[*]).
 * A partition that fails compaction (quality gate, unreadable segment) fails `compact`, but
   retention and physical deletion still run for every partition (trigger rule all_done), and
   `report` fails the run afterwards, naming the failures.
@@ -47,8 +48,8 @@ from lakecleaner.errors import ConfigError
 from lakecleaner.metrics import emit_topic_metrics
 from lakecleaner.orchestration import tasks
 from lakecleaner.orchestration.airflow_setup import SETUP_VARIABLE, AirflowNotSetUp, check_setup
+from lakecleaner.orchestration.compact_task import Compact
 from lakecleaner.orchestration.naming import dag_id_of, report_run_id
-from lakecleaner.orchestration.spark_submit import SparkSubmit
 from lakecleaner.orchestration.tasks import InvalidRunParams
 from lakecleaner.spark_jobs import compact_topic_path
 
@@ -149,7 +150,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
             return ",".join(str(p) for p in assessment["selected"])
 
         gate = compaction_gate(assess())  # type: ignore[arg-type]  # XComArg at build time
-        compact = SparkSubmit(
+        compact = Compact(
             task_id="compact",
             application=str(compact_topic_path()),
             conn_id=SPARK_CONN_ID,

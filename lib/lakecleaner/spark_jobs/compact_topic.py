@@ -26,6 +26,7 @@ from lakecleaner.clock import parse_time_ms, wall_clock_ms
 from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.engine import EngineOptions, compact_topic, print_report, requests_for
 from lakecleaner.engine.session import build_session
+from lakecleaner.engine.sparkio import is_connect
 from lakecleaner.lake import Lake
 
 
@@ -49,11 +50,11 @@ def _config(args: argparse.Namespace) -> LakeConfig:
 
 def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
     args = parse_args(argv)
+    config = _config(args)
     # The quality gate's Great Expectations takes seconds to import: do it while Spark starts (a
     # Connect client leaves it to the server's Python workers).
-    if not args.remote:
+    if not (is_connect(spark) if spark is not None else bool(args.remote or config.spark.remote)):
         threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
-    config = _config(args)
     lake = Lake.open(config)
     topic = lake.topic(args.topic)
     now = parse_time_ms(args.now) if args.now else wall_clock_ms()
