@@ -20,7 +20,9 @@ Builds a compacted topic in a local lake from the vectorised workload generator 
 values, 5% tombstones by default), seals every segment, and measures in one process:
 
   (a) lakecleaner: `compact_topic` end to end — both passes, the quality gate and the commit —
-      as a Spark application (`--master`, default local[*]). Spark session start-up, the
+      as a Spark application (`--master`, default local[*]), or as a client of a Spark Connect
+      server (`--remote sc://host:port`; a server on this machine, e.g. `make spark-connect`,
+      counts in (a)'s peak memory). Spark session start-up, the
       one-time imports and a 20k-record warm-up compaction are measured on their own line, not
       in (a).
   (b) the copy floor: the same segment files read and rewritten with pyarrow (zstd, one
@@ -64,6 +66,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lakecleaner.engine import EngineOptions, RunReport, compact_topic, requests_for
+from lakecleaner.engine.session import connect_session
 from lakecleaner.engine.sparkio import parallelism
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
@@ -118,9 +121,23 @@ class Measure:
         return self.input_bytes / MB / self.seconds if self.seconds else 0.0
 
 
+def listening_process(url: str) -> psutil.Process | None:
+    """The process of this machine that listens on a Spark Connect URL's port (the server), if any."""
+    port = int(url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+    for connection in psutil.net_connections(kind="tcp"):
+        if connection.status == psutil.CONN_LISTEN and connection.laddr.port == port and connection.pid:
+            return psutil.Process(connection.pid)
+    return None
+
+
+#: Processes whose whole trees (a) also uses: a local Spark Connect server under --remote.
+ENGINE_ROOTS: list[psutil.Process] = []
+
+
 class PeakMemory:
     """Peak resident memory, sampled every 100 ms: of this process alone (pyarrow and DuckDB run
-    in it), or with all its descendants (`tree`: the Spark JVM and its Python workers)."""
+    in it), or with all its descendants (`tree`: the Spark JVM and its Python workers, and under
+    --remote the local Connect server's tree, `ENGINE_ROOTS`)."""
 
     def __init__(self, tree: bool) -> None:
         self.tree = tree
@@ -130,9 +147,10 @@ class PeakMemory:
 
     def _sample(self) -> None:
         me = psutil.Process()
+        roots = [me, *ENGINE_ROOTS] if self.tree else [me]
         while not self._stop.is_set():
             total = 0
-            for p in [me, *(me.children(recursive=True) if self.tree else [])]:
+            for p in [*roots, *(c for r in roots for c in r.children(recursive=True) if self.tree)]:
                 with contextlib.suppress(psutil.Error):
                     total += p.memory_info().rss
             self.peak = max(self.peak, total)
@@ -431,6 +449,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-records", type=int, default=250_000, help="records per append (one file each)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument(
+        "--remote",
+        help="run (a) on this Spark Connect server (sc://host:port, e.g. `make spark-connect`'s) instead of "
+        "its own Spark application; a server on this machine counts in (a)'s memory",
+    )
     parser.add_argument("--scaling", action="store_true", help="also run 1M, 4M and 16M records (keys = records/10)")
     parser.add_argument(
         "--runs", type=int, default=5, help="runs of each of (a), (b) and (c) per size; the median is reported"
@@ -444,8 +467,13 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     args = parse_args(argv)
     console = Console()
     started = time.perf_counter()
-    importlib.import_module("great_expectations")
-    session_ = spark or session(args.master)
+    if args.remote:
+        session_ = spark or connect_session(args.remote)
+        server = listening_process(args.remote)
+        ENGINE_ROOTS.extend([server] if server else [])
+    else:
+        importlib.import_module("great_expectations")  # the driver runs the gate's validations
+        session_ = spark or session(args.master)
     cases = list(CASES.values()) if args.case == "all" else [CASES[args.case]]
     runs: list[tuple[Case, int, int]] = [(c, args.records or c.records, args.keys or c.keys) for c in cases]
     if args.scaling:

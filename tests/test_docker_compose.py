@@ -315,22 +315,31 @@ def test_mounted_config_parses_under_the_compose_environment(monkeypatch: pytest
     assert config.storage.endpoint_url == "http://minio:9000"
     assert config.storage.access_key_id == env["AWS_ACCESS_KEY_ID"]
     assert config.topics, "the docker config declares example topics"
-    assert config.spark.master == env[SPARK_CONN_VAR], "the CLI and the DAGs use the same Spark master"
+    connection = urlsplit(env[SPARK_CONN_VAR])
+    assert connection.scheme == "spark-connect", "the DAGs' compact tasks are Spark Connect clients by default"
+    assert config.spark.remote == f"sc://{connection.netloc}", "the CLI and the DAGs use the same Connect server"
 
 
-def test_spark_connection_points_at_the_spark_master_service() -> None:
+def test_spark_connection_points_at_the_connect_server_on_the_spark_master() -> None:
+    """The Airflow connection (conn type spark_connect, from the URI's scheme) names the
+    spark-connect service and its port; that server runs on the standalone master, which the
+    worker joins."""
     compose = load_compose()
     defined = services(compose)
     for name in ("airflow-scheduler", "airflow-api-server", "airflow-dag-processor", "airflow-triggerer"):
         assert SPARK_CONN_VAR in environment(defined[name]), name
-    uri = urlsplit(environment(defined["airflow-scheduler"])[SPARK_CONN_VAR])
-    assert uri.scheme == "spark"
+    uri = urlsplit(interpolate(environment(defined["airflow-scheduler"])[SPARK_CONN_VAR]))
+    assert uri.scheme.replace("-", "_") == "spark_connect"  # Airflow's reading of a URI's scheme
     assert uri.hostname in defined
-    master_command = defined[uri.hostname]["command"]
+    server = [str(part) for part in defined[uri.hostname]["command"]]
+    assert server[:3] == ["lakecleaner", "connect-server", "start"] and "--foreground" in server
+    assert server[server.index("--port") + 1] == str(uri.port)
+    assert depends_on(defined["airflow-scheduler"])[uri.hostname] == "service_healthy"
+    master = urlsplit(server[server.index("--master") + 1])
+    master_command = defined[str(master.hostname)]["command"]
     assert "org.apache.spark.deploy.master.Master" in master_command
-    assert str(uri.port) == master_command[master_command.index("--port") + 1]
-    worker_command = defined["spark-worker"]["command"]
-    assert f"spark://{uri.hostname}:{uri.port}" in worker_command
+    assert str(master.port) == master_command[master_command.index("--port") + 1]
+    assert f"spark://{master.hostname}:{master.port}" in defined["spark-worker"]["command"]
 
 
 def test_minio_init_creates_the_lake_bucket() -> None:
