@@ -30,6 +30,18 @@ def test_write_read_stat_list_delete(store: ObjectStore) -> None:
     assert [o.key for o in store.list("a/")] == ["a/b/one.bin"]
 
 
+def test_list_folders_names_the_folders_under_a_prefix_and_list_takes_partial_names(store: ObjectStore) -> None:
+    """One delimited listing names the folders directly under a prefix (not the objects in
+    them); `list` with a prefix that ends inside a name finds the keys that start with it."""
+    for key in ("t/a/topic.json", "t/a/p=0/m.json", "t/b/topic.json", "t/file.bin", "u/c/x.bin"):
+        store.write(key, b"x")
+    assert store.list_folders("t/") == ("a", "b")
+    assert store.list_folders("t/a/") == ("p=0",)
+    assert store.list_folders("nothing/") == ()
+    assert [o.key for o in store.list("t/a/p=0/m")] == ["t/a/p=0/m.json"]
+    assert [o.key for o in store.list("t/fi")] == ["t/file.bin"]
+
+
 def test_missing_object_is_object_not_found_naming_the_key(store: ObjectStore) -> None:
     with pytest.raises(ObjectNotFound) as exc:
         store.read("nowhere/missing.json")

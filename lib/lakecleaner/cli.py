@@ -349,11 +349,15 @@ def show_status(ctx: Context, names: list[str]) -> None:
     """Each topic's partitions; a partition that cannot be read is a FAILED row with the reason,
     the others are shown, and the command exits 1 at the end."""
     now = wall_clock_ms()
+    topics, unopened = ctx.lake.read_topics(names)
+    if unopened:  # a topic that cannot be opened at all (e.g. not in the lake) is an error, as before
+        raise LakeCleanerError(unopened[next(n for n in names if n in unopened)])
+    reads = ctx.lake.read_manifests_of(dict.fromkeys(topics.values()))
     result: dict[str, list[dict[str, Any]]] = {}
     failed: dict[str, dict[int, str]] = {}
     for name in names:
-        read = ctx.lake.topic(name).read_manifests()
-        result[name] = [asdict(partition_status(p, m, now)) for p, m in read.manifests.items()]
+        read = reads[name]
+        result[name] = [asdict(partition_status(p, m, now)) for p, m in sorted(read.manifests.items())]
         failed[name] = read.failures
 
     def human() -> None:

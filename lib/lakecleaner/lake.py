@@ -121,18 +121,7 @@ class Topic:
         manifest cannot be read (missing, corrupt, or the storage failing after its retries) is
         reported in `failures` with the reason, and the others are still returned: one damaged
         partition never hides the rest of the topic."""
-        numbers = list(range(self.partitions) if partitions is None else partitions)
-
-        def read(partition: int) -> Manifest | LakeCleanerError:
-            try:
-                return self.partition(partition).manifest()
-            except LakeCleanerError as exc:
-                return exc
-
-        results = map_ordered(read, numbers, self.lake.config.storage.max_concurrency)
-        read_ok = {p: r for p, r in zip(numbers, results, strict=True) if isinstance(r, Manifest)}
-        failures = {p: str(r) for p, r in zip(numbers, results, strict=True) if not isinstance(r, Manifest)}
-        return PartitionManifests(read_ok, failures)
+        return self.lake.read_manifests_of({self: partitions})[self.name]
 
     def manifests(self) -> dict[int, Manifest]:
         """Every partition's manifest; raises the first partition's error when any cannot be read
@@ -197,8 +186,7 @@ class Lake:
                 raise TopicExists(f"topic {name} already exists in {self.uri}") from None
             metadata = self._load_metadata(name)
         topic = Topic(self, metadata)
-        for log in topic.partition_logs():
-            log.create(now)
+        map_ordered(lambda log: log.create(now), topic.partition_logs(), self.config.storage.max_concurrency)
         return topic
 
     def alter_topic(self, name: str, config: Mapping[str, object]) -> Topic:
@@ -229,12 +217,49 @@ class Lake:
     def topic(self, name: str) -> Topic:
         return Topic(self, self._load_metadata(name))
 
+    def read_topics(self, names: Iterable[str]) -> tuple[dict[str, Topic], dict[str, str]]:
+        """The named topics, their topic.json files read concurrently, and why each other one
+        could not be opened (no such topic, a corrupt topic.json, the storage failing)."""
+        wanted = list(names)
+
+        def read(name: str) -> Topic | LakeCleanerError:
+            try:
+                return self.topic(name)
+            except LakeCleanerError as exc:
+                return exc
+
+        results = dict(zip(wanted, map_ordered(read, wanted, self.config.storage.max_concurrency), strict=True))
+        topics = {n: r for n, r in results.items() if isinstance(r, Topic)}
+        return topics, {n: str(r) for n, r in results.items() if not isinstance(r, Topic)}
+
+    def read_manifests_of(self, topics: Mapping[Topic, Iterable[int] | None]) -> dict[str, PartitionManifests]:
+        """Every (or the given) partition's manifest of each topic, all read in one concurrent
+        fan-out (a lake-wide view costs one round of requests, not one per topic). A partition
+        whose manifest cannot be read is in its topic's `failures` with the reason."""
+        work = [
+            (topic, p)
+            for topic, chosen in topics.items()
+            for p in (range(topic.partitions) if chosen is None else chosen)
+        ]
+
+        def read(item: tuple[Topic, int]) -> Manifest | LakeCleanerError:
+            try:
+                return item[0].partition(item[1]).manifest()
+            except LakeCleanerError as exc:
+                return exc
+
+        out = {topic.name: PartitionManifests({}, {}) for topic in topics}
+        for (topic, p), result in zip(work, map_ordered(read, work, self.config.storage.max_concurrency), strict=True):
+            if isinstance(result, Manifest):
+                out[topic.name].manifests[p] = result
+            else:
+                out[topic.name].failures[p] = str(result)
+        return out
+
     def list_topics(self) -> list[str]:
-        return sorted(
-            o.key[len(TOPICS_PREFIX) : -len("/topic.json")]
-            for o in self.store.list(TOPICS_PREFIX)
-            if o.key.endswith("/topic.json") and o.key.count("/") == 2
-        )
+        """The topics in the lake: the folders under topics/, by one delimited listing (a folder
+        without a readable topic.json is listed, and fails where it is opened, saying why)."""
+        return list(self.store.list_folders(TOPICS_PREFIX))
 
 
 __all__ = ["RUNS_PREFIX", "Lake", "Topic", "TopicMetadata", "topic_metadata_key"]

@@ -188,15 +188,16 @@ class OffsetStore:
         )
 
     def subscribed_offsets(
-        self, topic: str
+        self, topic: str, groups: Mapping[str, GroupOffsets | str] | None = None
     ) -> tuple[list[str], dict[str, Mapping[int, CommittedOffset]], dict[str, str]]:
         """Groups subscribed to `topic` (declared in the config, or with an entry for it), their
         committed offsets on it, and the groups whose offsets could not be read with the reason.
-        Each group's file is read once."""
+        Each group's file is read once, or not at all when `groups` (`read_all_groups`) is given
+        (a view of many topics reads them once for all)."""
         subscribed = set(self.config.topics[topic].consumer_groups) if topic in self.config.topics else set()
         offsets: dict[str, Mapping[int, CommittedOffset]] = {}
         failures: dict[str, str] = {}
-        for group, read in self.read_all_groups().items():
+        for group, read in (self.read_all_groups() if groups is None else groups).items():
             if isinstance(read, str):
                 failures[group] = read
             elif topic in read.topics:
@@ -234,9 +235,12 @@ class OffsetStore:
         """
         return self.consumed_positions(topic, [partition])[partition]
 
-    def consumed_positions(self, topic: str, partitions: list[int]) -> dict[int, ConsumedPosition]:
-        """`consumed_position` for several partitions, reading each group's offsets once."""
-        subscribed, offsets, failures = self.subscribed_offsets(topic)
+    def consumed_positions(
+        self, topic: str, partitions: list[int], groups: Mapping[str, GroupOffsets | str] | None = None
+    ) -> dict[int, ConsumedPosition]:
+        """`consumed_position` for several partitions, reading each group's offsets once (or
+        using `groups`, from `read_all_groups`)."""
+        subscribed, offsets, failures = self.subscribed_offsets(topic, groups)
         return {p: _min_position(p, subscribed, offsets, failures) for p in partitions}
 
 

@@ -20,12 +20,14 @@ from lakecleaner.dashboard.data import (
     PartitionView,
     TopicState,
     load_topic,
+    load_topics,
     partition_view,
     topic_overview,
 )
 from lakecleaner.dashboard.runs import AirflowRun, RunRecord, run_history, run_record, run_reports
 from lakecleaner.dashboard.svg import legend, render_partition_svg
 from lakecleaner.errors import LakeCleanerError
+from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake
 from lakecleaner.orchestration.naming import dag_id_of
 from lakecleaner.policy.text import format_timestamp_ms
@@ -98,31 +100,49 @@ class Pages:
     def _state(self, topic: str) -> TopicState:
         return load_topic(self.lake, topic, self.context.now_ms)
 
-    def runs(self, topic: str) -> list[RunRecord]:
-        """The topic's run history, newest first."""
-        return run_history(self.lake.store, topic, self.dag_runs(dag_id_of(topic), RUN_HISTORY), RUN_HISTORY)
+    def runs(self, topic: str, airflow_runs: list[AirflowRun] | None = None) -> list[RunRecord]:
+        """The topic's run history, newest first (`airflow_runs`: its DAG's runs, when already listed)."""
+        if airflow_runs is None:
+            airflow_runs = self.dag_runs(dag_id_of(topic), RUN_HISTORY)
+        return run_history(self.lake.store, topic, airflow_runs, RUN_HISTORY, self.lake.config.storage.max_concurrency)
 
     def _has_dag(self, topic: str) -> bool:
         """Whether the topic has a DAG: the DAGs are built from the config file's topics."""
         return topic in self.lake.config.topics
 
-    def _overview_row(self, topic: str, in_lake: bool) -> dict[str, Any]:
+    def _overview_row(
+        self, topic: str, in_lake: bool, state: TopicState | str | None, airflow_runs: list[AirflowRun]
+    ) -> dict[str, Any]:
         has_dag = self._has_dag(topic)
         row = {"topic": topic, "dag_id": dag_id_of(topic), "has_dag": has_dag, "in_lake": in_lake, "error": None}
         if not in_lake:
             return row
+        if not isinstance(state, TopicState):
+            return {**row, "error": state}
         try:
-            return {**row, **topic_overview(self._state(topic), self.runs(topic))}
+            return {**row, **topic_overview(state, self.runs(topic, airflow_runs))}
         except LakeCleanerError as exc:
             return {**row, "error": str(exc)}
 
     def overview(self) -> dict[str, Any]:
         """Every topic the user may read (the config file's, each with a DAG, and those only in the
-        lake), with its overview figures."""
+        lake), with its overview figures. The topics' state is read in a few concurrent rounds
+        for all of them (`load_topics`), their run histories concurrently."""
         in_lake = set(self.lake.list_topics())
-        names = sorted(set(self.lake.config.topics) | in_lake)
-        topics = [self._overview_row(t, t in in_lake) for t in names if self.context.can_read(dag_id_of(t))]
-        return {**self._header(), "topics": topics}
+        names = [t for t in sorted(set(self.lake.config.topics) | in_lake) if self.context.can_read(dag_id_of(t))]
+        stored = [t for t in names if t in in_lake]
+        states: dict[str, TopicState | str]
+        try:
+            states = load_topics(self.lake, stored, self.context.now_ms)
+        except LakeCleanerError as exc:  # the consumer offsets cannot be listed: every topic says why
+            states = dict.fromkeys(names, str(exc))
+        airflow = {t: self.dag_runs(dag_id_of(t), RUN_HISTORY) for t in stored}  # Airflow's database
+        rows = map_ordered(
+            lambda t: self._overview_row(t, t in in_lake, states.get(t), airflow.get(t, [])),
+            names,
+            self.lake.config.storage.max_concurrency,
+        )
+        return {**self._header(), "topics": rows}
 
     def _header(self) -> dict[str, Any]:
         return {"now_ms": self.context.now_ms, "now": format_timestamp_ms(self.context.now_ms), "lake": self.lake.uri}

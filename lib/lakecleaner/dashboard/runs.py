@@ -16,6 +16,7 @@ from typing import Any
 
 from lakecleaner.errors import ObjectNotFound
 from lakecleaner.io import ObjectStore
+from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.metrics import Reclaimed, reclaimed
 from lakecleaner.orchestration.naming import report_run_id
 from lakecleaner.orchestration.tasks import failures
@@ -206,22 +207,27 @@ def _summary(store: ObjectStore, topic: str, run_id: str, reports: Iterable[str]
     return parts or None
 
 
-def run_history(store: ObjectStore, topic: str, airflow_runs: Sequence[AirflowRun], limit: int) -> list[RunRecord]:
+def run_history(
+    store: ObjectStore, topic: str, airflow_runs: Sequence[AirflowRun], limit: int, concurrency: int
+) -> list[RunRecord]:
     """The topic's `limit` most recent runs, newest first: every DAG run Airflow listed, with its
-    reports when they exist, and the runs that only the lake knows about."""
+    reports when they exist, and the runs that only the lake knows about. Their summaries are
+    read concurrently (`concurrency` at a time)."""
     stored = _stored_runs(store, topic)
-    records = []
+    chosen: list[tuple[str, AirflowRun | None, _StoredRun | None]] = []
     for run in airflow_runs:
         key = report_run_id(run.run_id)
-        found = stored.pop(key, None)
-        reports = found.reports if found else ()
-        written = found.written_ms if found else None
-        records.append(RunRecord(key, run, _summary(store, topic, key, reports) if found else None, reports, written))
+        chosen.append((key, run, stored.pop(key, None)))
     newest = sorted(stored.items(), key=lambda item: item[1].written_ms, reverse=True)[:limit]
-    for run_id, found in newest:
-        records.append(
-            RunRecord(run_id, None, _summary(store, topic, run_id, found.reports), found.reports, found.written_ms)
-        )
+    chosen += [(run_id, None, found) for run_id, found in newest]
+
+    def record(item: tuple[str, AirflowRun | None, _StoredRun | None]) -> RunRecord:
+        key, run, found = item
+        if found is None:
+            return RunRecord(key, run, None, (), None)
+        return RunRecord(key, run, _summary(store, topic, key, found.reports), found.reports, found.written_ms)
+
+    records = map_ordered(record, chosen, concurrency)
     return sorted(records, key=lambda r: r.time_ms, reverse=True)[:limit]
 
 

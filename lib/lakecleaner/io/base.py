@@ -133,6 +133,11 @@ class ObjectStore(ABC):
         """Every object whose key starts with `prefix` (recursive), sorted by key."""
 
     @abstractmethod
+    def list_folders(self, prefix: str) -> tuple[str, ...]:
+        """The names of the folders directly under `prefix` (which ends with "/"), sorted: one
+        delimited LIST per page of a thousand, however many objects lie below them."""
+
+    @abstractmethod
     def delete(self, key: str) -> None:
         """Delete an object; deleting a missing object is not an error (idempotent)."""
 

@@ -124,9 +124,11 @@ class LocalStore(ObjectStore):
         return self._retrying("replace", key, attempt)
 
     def list(self, prefix: str) -> list[ObjectInfo]:
+        start = self.root / prefix.rpartition("/")[0]  # the deepest folder the prefix names
+
         def walk() -> list[ObjectInfo]:
             out = []
-            for dirpath, _dirs, files in os.walk(self.root):
+            for dirpath, _dirs, files in os.walk(start):
                 for name in files:
                     if name.startswith(_TMP_PREFIX):
                         continue
@@ -138,6 +140,17 @@ class LocalStore(ObjectStore):
             return sorted(out, key=lambda o: o.key)
 
         return self._retrying("list", prefix, walk)
+
+    def list_folders(self, prefix: str) -> tuple[str, ...]:
+        folder = self.root / prefix
+
+        def attempt() -> tuple[str, ...]:
+            try:
+                return tuple(sorted(entry.name for entry in os.scandir(folder) if entry.is_dir()))
+            except FileNotFoundError:
+                return ()
+
+        return self._retrying("list", prefix, attempt)
 
     def delete(self, key: str) -> None:
         path = self._path(key)

@@ -260,6 +260,17 @@ class S3Store(ObjectStore):
 
         return self._retrying("list", prefix, attempt)
 
+    def list_folders(self, prefix: str) -> tuple[str, ...]:
+        def attempt() -> tuple[str, ...]:
+            base = self._key(prefix)
+            paginator = self._client.get_paginator("list_objects_v2")
+            names: set[str] = set()
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=base, Delimiter="/"):
+                names.update(p["Prefix"][len(base) :].rstrip("/") for p in page.get("CommonPrefixes", []))
+            return tuple(sorted(n for n in names if n))
+
+        return self._retrying("list", prefix, attempt)
+
     def delete(self, key: str) -> None:
         self._retrying("delete", key, lambda: self._client.delete_object(Bucket=self.bucket, Key=self._key(key)))
 

@@ -74,7 +74,9 @@ def connect_url_from_connection(
     host: str | None, port: int | None, login: str | None, password: str | None, extra: Mapping[str, Any]
 ) -> str:
     """The Spark Connect URL of a `spark_connect` connection, as the provider's SparkConnectHook
-    builds it: sc://host:port/;user_id=login;token=password;use_ssl=extra's use_ssl."""
+    builds it: sc://host:port/;user_id=login;token=password;use_ssl=extra's use_ssl. Unlike the
+    provider, values are percent-encoded with no safe characters: a "/" left in a token would end
+    the URL's parameters early when pyspark parses it."""
     if not host:
         raise ValueError("the Airflow connection of type spark_connect names no host")
     address = host if "://" in host else f"sc://{host}"
@@ -85,19 +87,20 @@ def connect_url_from_connection(
         raise ValueError(f"a spark_connect connection's host takes no path ({parsed.path!r})")
     params = []
     if login:
-        params.append(f"user_id={quote(login)}")
+        params.append(f"user_id={quote(login, safe='')}")
     if password:
-        params.append(f"token={quote(password)}")
+        params.append(f"token={quote(password, safe='')}")
     if extra.get("use_ssl") is not None:
-        params.append(f"use_ssl={quote(str(extra['use_ssl']))}")
+        params.append(f"use_ssl={quote(str(extra['use_ssl']), safe='')}")
     return f"sc://{parsed.netloc}/" + "".join(f";{p}" for p in params)
 
 
 def connection_of_url(url: str) -> dict[str, Any]:
     """The `spark_connect` Airflow connection (as JSON fields) for a Spark Connect URL: the
     inverse of `connect_url_from_connection`."""
-    parsed = urlparse(url)
-    if parsed.scheme != "sc" or not parsed.hostname:
+    # As pyspark does: urlparse splits ;params only for http-like schemes.
+    parsed = urlparse("http" + url[2:] if url.startswith("sc://") else url)
+    if not url.startswith("sc://") or not parsed.hostname:
         raise ValueError(f"{url.split(';')[0]!r} is not a Spark Connect URL such as sc://host:15002")
     params = dict(p.split("=", 1) for p in parsed.params.split(";") if "=" in p)
     connection: dict[str, Any] = {"conn_type": SPARK_CONNECT, "host": parsed.hostname, "port": parsed.port or 15002}

@@ -13,7 +13,8 @@ from typing import Any
 
 from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.errors import LakeCleanerError, ObjectNotFound
-from lakecleaner.lake import Lake
+from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy import plan_topic
 from lakecleaner.policy.roll import apply_roll, plan_roll
@@ -99,24 +100,13 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
     topic = lake.topic(topic_name)
     params = parse_run_params(raw_params, topic.partitions)
     chosen = params.partitions or tuple(range(topic.partitions))
-    unreadable: dict[int, str] = {}
-    rolled = []
-    if not params.dry_run:
-
-        def roll_if_idle(manifest: Manifest) -> Manifest | None:
-            return apply_roll(manifest, now_ms) if plan_roll(manifest, topic.config, now_ms).roll else None
-
-        for p in chosen:
-            log = topic.partition(p)
-            try:
-                before = log.manifest().version
-                if log.commit(roll_if_idle).version != before:
-                    rolled.append(p)
-            except LakeCleanerError as exc:
-                unreadable[p] = str(exc)
-    read = topic.read_manifests(p for p in chosen if p not in unreadable)
-    unreadable.update(read.failures)
+    read = topic.read_manifests(chosen)
+    unreadable = dict(read.failures)
     manifests = read.manifests
+    rolled: list[int] = []
+    if not params.dry_run:
+        manifests, rolled, failed = roll_idle(topic, manifests, now_ms, lake.config.storage.max_concurrency)
+        unreadable.update(failed)
     consumed = (
         lake.offsets.consumed_positions(topic_name, sorted(manifests))
         if topic.config.consumed_retention_enabled
@@ -135,6 +125,35 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
         "unreadable": {str(p): reason for p, reason in sorted(unreadable.items())},
         "metrics": plan.metrics.to_dict(),
     }
+
+
+def roll_idle(
+    topic: Topic, manifests: Mapping[int, Manifest], now_ms: int, concurrency: int
+) -> tuple[dict[int, Manifest], list[int], dict[int, str]]:
+    """Roll every partition whose active segment is due (★ KIP-354 for silent partitions), each
+    by its own conditional commit, concurrently; only the partitions due are written to. Returns
+    the manifests after the rolls, the partitions rolled, and why a roll failed."""
+    due = [p for p, m in manifests.items() if plan_roll(m, topic.config, now_ms).roll]
+
+    def roll(p: int) -> Manifest | LakeCleanerError:
+        def roll_if_idle(manifest: Manifest) -> Manifest | None:
+            return apply_roll(manifest, now_ms) if plan_roll(manifest, topic.config, now_ms).roll else None
+
+        try:
+            return topic.partition(p).commit(roll_if_idle)
+        except LakeCleanerError as exc:
+            return exc
+
+    after = dict(manifests)
+    failed: dict[int, str] = {}
+    for p, result in zip(due, map_ordered(roll, due, concurrency), strict=True):
+        if isinstance(result, Manifest):
+            after[p] = result
+        else:
+            failed[p] = str(result)
+            del after[p]
+    rolled = [p for p in due if p in after and after[p].version != manifests[p].version]
+    return after, rolled, failed
 
 
 def retention(

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError, StorageError
+from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.segment_files import read_failure
@@ -259,8 +260,9 @@ def retain_topic(
     dry_run: bool = False,
     run_id: str | None = None,
 ) -> RetentionRunReport:
-    """Retention for every (or the given) partition of a topic; a failing partition does not stop
-    the others. The report is stored under _lakecleaner/runs/<topic>/<run id>/retention.json."""
+    """Retention for every (or the given) partition of a topic, the partitions concurrently over
+    the bounded metadata pool; a failing partition does not stop the others. The report is
+    stored under _lakecleaner/runs/<topic>/<run id>/retention.json."""
     now = wall_clock_ms() if now_ms is None else now_ms
     topic = lake.topic(topic_name)
     chosen = sorted(partitions) if partitions is not None else list(range(topic.partitions))
@@ -268,12 +270,14 @@ def retain_topic(
     positions: dict[int, ConsumedPosition] = {}
     if topic.config.consumed_retention_enabled:
         positions = lake.offsets.consumed_positions(topic_name, chosen)
-    results = []
-    for p in chosen:
+
+    def retain(p: int) -> PartitionRetentionResult:
         try:
-            results.append(retain_partition(lake, topic, p, now, positions.get(p), dry_run=dry_run))
+            return retain_partition(lake, topic, p, now, positions.get(p), dry_run=dry_run)
         except LakeCleanerError as exc:
-            results.append(PartitionRetentionResult(topic_name, p, FAILED, None, error=str(exc)))
+            return PartitionRetentionResult(topic_name, p, FAILED, None, error=str(exc))
+
+    results = map_ordered(retain, chosen, lake.config.storage.max_concurrency)  # each its own commit
     run = run_id or new_run_id(now)
     retries = lake.store.retries - retries_before
     report = RetentionRunReport(topic_name, run, now, tuple(results), storage_retries=retries)

@@ -33,6 +33,7 @@ from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectInfo
+from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import LEASE_SUFFIX, live_leases
 from lakecleaner.log.manifest import Manifest
@@ -204,19 +205,23 @@ def gc_topic(
     orphan_min_age_ms: int = ORPHAN_MIN_AGE_MS,
     dry_run: bool = False,
 ) -> GcRunReport:
-    """`collect_garbage` for every (or the given) partition, each on its own: a partition that
-    fails is reported (`error`) and the others proceed. The report goes to gc.json."""
+    """`collect_garbage` for every (or the given) partition, each on its own, concurrently over
+    the bounded metadata pool: a partition that fails is reported (`error`) and the others
+    proceed. The report goes to gc.json."""
     now = wall_clock_ms() if now_ms is None else now_ms
     ensure_deletes_are_final(lake)
     topic = lake.topic(topic_name)
     retries_before = lake.store.retries
-    results = []
-    for p in sorted(partitions) if partitions is not None else range(topic.partitions):
+
+    def collect(p: int) -> GcResult:
         try:
-            results.append(collect_garbage(lake, topic, p, now, orphan_min_age_ms=orphan_min_age_ms, dry_run=dry_run))
+            return collect_garbage(lake, topic, p, now, orphan_min_age_ms=orphan_min_age_ms, dry_run=dry_run)
         except LakeCleanerError as exc:
             logger.warning("gc of %s-%d: %s", topic_name, p, exc)
-            results.append(GcResult(topic_name, p, error=str(exc)))
+            return GcResult(topic_name, p, error=str(exc))
+
+    chosen = sorted(partitions) if partitions is not None else range(topic.partitions)
+    results = map_ordered(collect, chosen, lake.config.storage.max_concurrency)
     run = run_id or new_run_id(now)
     report = GcRunReport(
         topic_name, run, now, tuple(results), dry_run=dry_run, storage_retries=lake.store.retries - retries_before

@@ -1,0 +1,368 @@
+"""Benchmark: the control plane (plan, status, retention, listings, the DAG's assessment, the
+dashboard, a compaction's commit) at many partitions on an object store far away.
+
+    uv run python bench/control_plane.py                          # 1,000 partitions, 20 ms per request
+    uv run python bench/control_plane.py --partitions 5000 --no-compaction
+    uv run python bench/control_plane.py --latency-ms 0            # the store itself, no added latency
+
+Starts an S3 server (moto's server mode, in a process of its own) on 127.0.0.1 and, in front of it, a proxy that holds
+every request `--latency-ms` before forwarding it, as a bucket in another zone or region would
+answer (tests/flaky_proxy.py). Builds, straight on the server, a topic `big` of `--partitions`
+partitions (three sealed segments each, committed offsets of three consumer groups) and
+`--small-topics` topics of 10 partitions, then times each command against the proxy, in this
+process, on a fresh Lake (no cache carries over), and counts the requests it made:
+
+  plan, status, retain --dry-run, topics list, offsets list: the CLI commands on `big`;
+  assess: the DAG's first task on `big` (roll idle segments, read offsets, plan);
+  dashboard: the overview and `big`'s page, JSON and HTML (the FastAPI app, signed-in user stubbed);
+  commit: the commit step of a compaction of every partition of `big` (a Spark run on local[*];
+          only its commit phase is the figure; `--no-compaction` skips it).
+
+Target (issue 17): every figure under 5 s at 1,000 partitions and 20 ms a request. Prints a table
+with met / MISSED; `--json FILE` also writes the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.flaky_proxy, when run as a script
+
+import boto3
+from click.testing import CliRunner
+from rich.console import Console
+from rich.table import Table
+from tests.flaky_proxy import STATS_PATH
+
+from lakecleaner.cli import cli
+from lakecleaner.config import LakeConfig, load_config
+from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.lake import Lake
+from lakecleaner.workload import WorkloadSpec, generate
+
+TARGET_S = 5.0
+BIG = "big"
+GROUPS = ("billing", "analytics", "audit")
+ACCESS_KEY, SECRET_KEY, BUCKET = "bench-access", "bench-secret", "lakecleaner-bench"  # moto's
+SEGMENTS = 3
+RECORDS_PER_SEGMENT = 20
+NOW_MS = 1_800_000_000_000
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    seconds: float
+    requests: int
+    detail: str = ""
+
+    @property
+    def met(self) -> bool:
+        return self.seconds < TARGET_S
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--partitions", type=int, default=1000, help="partitions of the big topic")
+    parser.add_argument("--small-topics", type=int, default=100, help="topics of 10 partitions beside it")
+    parser.add_argument("--latency-ms", type=float, default=20.0, help="added to every request")
+    parser.add_argument(
+        "--server",
+        choices=["moto", "seaweedfs"],
+        default="moto",
+        help="the S3 server: moto's server mode (Python), or SeaweedFS (the real object store the tests use)",
+    )
+    parser.add_argument("--no-compaction", action="store_true", help="skip the compaction (its commit step)")
+    parser.add_argument("--dir", help="work directory (default: a temporary one)")
+    parser.add_argument("--json", help="also write the figures to this file")
+    return parser.parse_args(argv)
+
+
+@dataclass(frozen=True)
+class S3Server:
+    url: str
+    access_key: str
+    secret_key: str
+    bucket: str
+    stop: Callable[[], None]
+
+
+def start_moto() -> S3Server:
+    """moto's S3 server in a process of its own (so its CPU is not this process's)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    client = boto3.client(
+        "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            client.create_bucket(Bucket=BUCKET)
+            break
+        except Exception:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise
+            time.sleep(0.3)
+
+    def stop() -> None:
+        process.terminate()
+        process.wait()
+
+    return S3Server(url, ACCESS_KEY, SECRET_KEY, BUCKET, stop)
+
+
+def start_seaweedfs(work: Path) -> S3Server:
+    """SeaweedFS as the test suite runs it (tests/conftest.py)."""
+    from tests.conftest import SeaweedFS
+
+    server = SeaweedFS(work / "seaweedfs")
+    endpoint = server.start()
+    return S3Server(endpoint.url, endpoint.access_key, endpoint.secret_key, endpoint.bucket, server.stop)
+
+
+def write_config(path: Path, server: S3Server, endpoint: str, partitions: int, small_topics: int) -> Path:
+    """A lakecleaner.yaml on the bucket through `endpoint`, declaring every topic (the DAGs and the
+    dashboard's overview are built from the config's topics)."""
+    topics: dict[str, Any] = {
+        BIG: {"partitions": partitions, "config": {"cleanup.policy": "compact,delete"}, "consumer_groups": list(GROUPS)}
+    }
+    topics |= {f"small-{i:03d}": {"partitions": 10} for i in range(small_topics)}
+    config = {
+        "lake": {
+            "uri": f"s3://{server.bucket}/lake",
+            "storage": {
+                "endpoint_url": endpoint,
+                "region": "us-east-1",
+                "access_key_id": server.access_key,
+                "secret_access_key": server.secret_key,
+            },
+        },
+        "topics": topics,
+    }
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def build_lake(config: LakeConfig, partitions: int, small_topics: int) -> None:
+    """The big topic (every partition: SEGMENTS sealed segments), the small topics (one segment
+    per partition), and the groups' committed offsets on the big topic; written concurrently."""
+    lake = Lake.open(config)
+    big = lake.create_topic(BIG, partitions=partitions, config={"cleanup.policy": "compact,delete"})
+    spec = WorkloadSpec(keys=10, records=SEGMENTS * RECORDS_PER_SEGMENT, partitions=1, value_size=20, seed=1)
+    batches = [batch for _, batch in generate(spec, RECORDS_PER_SEGMENT)]
+
+    def fill(partition: int) -> None:
+        log = big.partition(partition)
+        for batch in batches:
+            log.append(batch, now_ms=NOW_MS - 3_600_000)
+            log.roll(now_ms=NOW_MS - 3_600_000)
+
+    map_ordered(fill, range(partitions), 64)
+    for i, group in enumerate(GROUPS):
+        lake.offsets.commit(group, BIG, {p: RECORDS_PER_SEGMENT * (i + 1) for p in range(partitions)}, now_ms=NOW_MS)
+
+    def small(index: int) -> None:
+        topic = lake.create_topic(f"small-{index:03d}", partitions=10)
+        for p in range(10):
+            topic.partition(p).append(batches[0], now_ms=NOW_MS - 3_600_000)
+
+    map_ordered(small, range(small_topics), 64)
+
+
+class LatencyProxy:
+    """tests/flaky_proxy.py in a process of its own, holding every request `latency_ms`."""
+
+    def __init__(self, target: str, latency_ms: float) -> None:
+        command = [sys.executable, "-m", "tests.flaky_proxy", target, "--latency-ms", str(latency_ms)]
+        root = Path(__file__).resolve().parents[1]
+        self.process = subprocess.Popen(command, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        self.url = self.process.stdout.readline().strip()
+
+    @property
+    def requests(self) -> int:
+        with urllib.request.urlopen(self.url + STATS_PATH) as reply:
+            return int(json.load(reply)["requests"])  # the stats requests are not counted
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def timed(proxy: LatencyProxy, name: str, action: Callable[[], str]) -> Figure:
+    before = proxy.requests
+    start = time.perf_counter()
+    detail = action()
+    seconds = time.perf_counter() - start
+    return Figure(name, seconds, proxy.requests - before, detail)
+
+
+def cli_action(config_file: Path, *args: str) -> Callable[[], str]:
+    def run() -> str:
+        result = CliRunner().invoke(cli, ["--config", str(config_file), "--json", *args], catch_exceptions=False)
+        if result.exit_code != 0:
+            raise RuntimeError(f"lakecleaner {' '.join(args)} exited {result.exit_code}: {result.output[-2000:]}")
+        return f"{len(result.output):,} bytes of JSON"
+
+    return run
+
+
+def assess_action(config_file: Path) -> Callable[[], str]:
+    from lakecleaner.orchestration import tasks
+
+    def run() -> str:
+        result = tasks.assess(load_config(str(config_file)), BIG, NOW_MS, {})
+        return f"{len(result['selected'])} partitions selected, {len(result['rolled'])} rolled"
+
+    return run
+
+
+def dashboard_client(config_file: Path) -> Any:
+    """The dashboard app with a signed-in user who may read everything, and no Airflow runs."""
+    from fastapi.testclient import TestClient
+
+    from lakecleaner.dashboard.app import Backend, create_app
+
+    class Everyone:
+        def can_read(self, user: Any, dag_id: str | None) -> bool:
+            return True
+
+        def can_trigger(self, user: Any, dag_id: str) -> bool:
+            return False
+
+    backend = Backend(
+        current_user=lambda: "bench",
+        access=Everyone(),
+        dag_runs=lambda dag_id, limit: [],
+        open_lake=lambda: Lake.open(load_config(str(config_file))),
+    )
+    return TestClient(create_app(backend))
+
+
+def dashboard_action(client: Any, path: str) -> Callable[[], str]:
+    def run() -> str:
+        response = client.get(path, params={"now": str(NOW_MS)})
+        if response.status_code != 200:
+            raise RuntimeError(f"GET {path}: {response.status_code} {response.text[:500]}")
+        return f"{len(response.content):,} bytes"
+
+    return run
+
+
+def compaction_commit(config_file: Path) -> Figure:
+    """Compact every partition of the big topic on local[*]; the figure is the commit phase."""
+    from lakecleaner.engine import compact_topic, requests_for
+    from lakecleaner.engine.session import build_session
+
+    config = load_config(str(config_file))
+    lake = Lake.open(config)
+    topic = lake.topic(BIG)
+    manifests = topic.read_manifests().manifests
+    requests = [r for m in manifests.values() if (r := requests_for(m, topic.config, NOW_MS))]
+    spark = build_session(config.spark, "lakecleaner-bench-control-plane")
+    try:
+        report = compact_topic(spark, lake, BIG, requests, NOW_MS)
+    finally:
+        spark.stop()
+    committed = report.statuses.get("committed", 0)
+    whole = report.duration_ms / 1000
+    return Figure(
+        "commit step of a compaction of every partition",
+        report.phases_ms.get("commit", 0) / 1000,
+        0,
+        f"{committed} partitions committed; the whole run {whole:.1f} s ({report.phases_ms})",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> list[Figure]:
+    args = parse_args(argv)
+    console = Console()
+    work = Path(args.dir or f"/tmp/lakecleaner-bench-cp-{uuid.uuid4().hex[:8]}")
+    work.mkdir(parents=True, exist_ok=True)
+    server = start_seaweedfs(work) if args.server == "seaweedfs" else start_moto()
+    figures: list[Figure] = []
+    try:
+        started = time.perf_counter()
+        direct = write_config(work / "direct.yaml", server, server.url, args.partitions, args.small_topics)
+        build_lake(load_config(str(direct)), args.partitions, args.small_topics)
+        console.print(
+            f"built {BIG} ({args.partitions} partitions x {SEGMENTS} segments, {len(GROUPS)} groups) and "
+            f"{args.small_topics} topics x 10 partitions in {time.perf_counter() - started:.0f} s",
+            highlight=False,
+        )
+        proxy = LatencyProxy(server.url, args.latency_ms)
+        try:
+            config_file = write_config(work / "lakecleaner.yaml", server, proxy.url, args.partitions, args.small_topics)
+            client = dashboard_client(config_file)
+            steps: list[tuple[str, Callable[[], str]]] = [
+                ("topics list", cli_action(config_file, "topics", "list")),
+                ("plan --topic big", cli_action(config_file, "plan", "--topic", BIG, "--now", str(NOW_MS))),
+                ("status --topic big", cli_action(config_file, "status", "--topic", BIG)),
+                (
+                    "retain --topic big --dry-run",
+                    cli_action(config_file, "retain", "--topic", BIG, "--dry-run", "--now", str(NOW_MS)),
+                ),
+                ("offsets list --topic big", cli_action(config_file, "offsets", "list", "--topic", BIG)),
+                ("DAG assess (roll idle + plan)", assess_action(config_file)),
+                ("dashboard overview, JSON", dashboard_action(client, "/api/topics")),
+                ("dashboard overview, HTML", dashboard_action(client, "/")),
+                ("dashboard topic page, JSON", dashboard_action(client, f"/api/topics/{BIG}")),
+                ("dashboard topic page, HTML", dashboard_action(client, f"/topics/{BIG}")),
+            ]
+            for name, action in steps:
+                figures.append(timed(proxy, name, action))
+                show_last(console, figures[-1])
+            if not args.no_compaction:
+                before = proxy.requests
+                figure = compaction_commit(config_file)
+                requests = proxy.requests - before
+                figures.append(Figure(figure.name, figure.seconds, requests, figure.detail + " (requests: whole run)"))
+                show_last(console, figures[-1])
+        finally:
+            proxy.close()
+    finally:
+        server.stop()
+    print_table(console, args, figures)
+    if args.json:
+        Path(args.json).write_text(json.dumps([f.__dict__ for f in figures], indent=1))
+    return figures
+
+
+def show_last(console: Console, figure: Figure) -> None:
+    console.print(f"  {figure.name}: {figure.seconds:.2f} s, {figure.requests} requests", highlight=False)
+
+
+def print_table(console: Console, args: argparse.Namespace, figures: list[Figure]) -> None:
+    shape = f"{args.partitions} partitions + {args.small_topics} topics x 10"
+    table = Table(title=f"{shape} on {args.server}, {args.latency_ms:g} ms a request")
+    for column in ("command", "seconds", "requests", f"< {TARGET_S:g} s", "detail"):
+        table.add_column(column)
+    for f in figures:
+        table.add_row(f.name, f"{f.seconds:.2f}", str(f.requests), "met" if f.met else "MISSED", f.detail)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    main()
