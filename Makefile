@@ -29,9 +29,9 @@ typecheck: setup
 # The whole suite, then the engine's tests again on a Spark Connect session (a server the tests
 # start), on the local lake: the engine must work unchanged on both kinds of session.
 unit: setup
-	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder
+	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder
 	LAKECLEANER_TEST_SPARK=connect LAKECLEANER_TEST_BACKENDS=local \
-	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadfile tests/engine
+	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests/engine
 
 test: lint typecheck unit
 

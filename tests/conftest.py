@@ -15,7 +15,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,7 +36,8 @@ from lakecleaner.config import (
     StorageSettings,
     parse_config,
 )
-from lakecleaner.dashboard.local_airflow import LocalAirflow
+from lakecleaner.dashboard.local_airflow import LocalAirflow, free_port
+from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.io import LocalStore, ObjectStore, S3Store
 from lakecleaner.lake import Lake
 
@@ -147,7 +147,7 @@ class SeaweedFS:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.ports = [_free_port() for _ in range(9)]
+        self.ports = [free_port() for _ in range(9)]
         self.url = f"http://127.0.0.1:{self.ports[6]}"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -191,10 +191,29 @@ class SeaweedFS:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+#: What the tests' classic Spark sessions and the tests' Spark Connect server run with.
+TEST_SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.driver.memory": "1g",
+}
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: S3Endpoint) -> Iterator[ConnectServer]:
+    """A Spark Connect server for the test session (`lakecleaner connect-server`'s set-up), on local[2],
+    with the S3 endpoint's credentials in its environment (as docker-compose's spark-connect service
+    has the lake's), for the clients whose lake settings carry none (Airflow's, from the environment)."""
+    folder = Path(tmp_path_factory.mktemp("spark-connect"))
+    credentials = {"AWS_ACCESS_KEY_ID": s3_endpoint.access_key, "AWS_SECRET_ACCESS_KEY": s3_endpoint.secret_key}
+    server = ConnectServer(folder, port=free_port(), master="local[2]", conf=TEST_SPARK_CONF, env=credentials)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -220,19 +239,34 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 #: Test files that take minutes, collected first: `make test` runs two pytest-xdist workers with
-#: `--dist loadfile --no-loadscope-reorder`, which hands out files in collection order (xdist's default
+#: `--dist loadgroup --no-loadscope-reorder`, which hands out groups in collection order (xdist's default
 #: order is most tests first, which left these few long ones for last), so none of them ends the run.
 LONG_FIRST = ("tests/scheduler/", "tests/dashboard/", "tests/test_airflow_e2e.py", "tests/test_wheel.py")
+#: Packages whose tests share package-scoped servers (a whole Airflow): each is one unit of
+#: distribution. Split over two workers, each worker would start its own Airflow and, for the
+#: scheduler's package, run every scenario's DAG runs again.
+SHARED_PACKAGES = ("tests/scheduler/", "tests/dashboard/")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the long files first and give every test its unit of distribution (`xdist_group`):
+    its package when that shares servers (`SHARED_PACKAGES`), else its file, as `--dist loadfile`
+    would."""
     root = Path(__file__).parent.parent
 
+    def path_of(item: pytest.Item) -> str:
+        return Path(str(item.path)).relative_to(root).as_posix()
+
     def rank(item: pytest.Item) -> int:
-        path = Path(str(item.path)).relative_to(root).as_posix()
+        path = path_of(item)
         return next((i for i, prefix in enumerate(LONG_FIRST) if path.startswith(prefix)), len(LONG_FIRST))
 
     items.sort(key=rank)  # stable: the rest keep their order
+    for item in items:
+        path = path_of(item)
+        group = next((prefix for prefix in SHARED_PACKAGES if path.startswith(prefix)), path)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

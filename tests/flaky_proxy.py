@@ -59,6 +59,7 @@ class FlakyProxy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # answers botocore's Expect: 100-continue at once
+            upstream: http.client.HTTPConnection | None = None
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -102,18 +103,15 @@ class FlakyProxy:
                     self.end_headers()
                     self.wfile.write(payload)
                     return
-                conn = http.client.HTTPConnection(proxy.target.hostname, proxy.target.port, timeout=30)
                 dropped = ("host", "transfer-encoding") + (
                     ("if-match", "if-none-match") if proxy.strip_conditions else ()
                 )
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
                 headers["Content-Length"] = str(len(body))
                 headers["Host"] = self.headers.get("Host", "")
-                conn.request(self.command, self.path, body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
+                resp, data = self._forward(body, headers)
                 if lose:  # applied by the store; the client never hears of it
-                    conn.close()
+                    self._close_upstream()
                     proxy.lost.append((self.command, self.path))
                     self.close_connection = True
                     return
@@ -126,7 +124,38 @@ class FlakyProxy:
                 self.send_header("Content-Length", length or str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-                conn.close()
+
+            def _forward(self, body: bytes, headers: dict[str, str]) -> tuple[http.client.HTTPResponse, bytes]:
+                """Send the request upstream on this client connection's own upstream connection, kept
+                open between its requests as the client keeps its own; when the store has closed an
+                idle one, once more on a new connection."""
+                reused = self.upstream is not None
+                try:
+                    return self._exchange(body, headers)
+                except (http.client.RemoteDisconnected, ConnectionError):
+                    self._close_upstream()
+                    if not reused:
+                        raise
+                    return self._exchange(body, headers)
+
+            def _exchange(self, body: bytes, headers: dict[str, str]) -> tuple[http.client.HTTPResponse, bytes]:
+                if self.upstream is None:
+                    self.upstream = http.client.HTTPConnection(proxy.target.hostname, proxy.target.port, timeout=30)
+                self.upstream.request(self.command, self.path, body=body, headers=headers)
+                resp = self.upstream.getresponse()
+                data = resp.read()
+                if resp.will_close:
+                    self._close_upstream()
+                return resp, data
+
+            def _close_upstream(self) -> None:
+                if self.upstream is not None:
+                    self.upstream.close()
+                    self.upstream = None
+
+            def finish(self) -> None:
+                self._close_upstream()
+                super().finish()
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.orchestration.airflow_setup import SETUP_VARIABLE
+from lakecleaner.orchestration.compact_task import connection_of_url
 from lakecleaner.orchestration.local import DagRunResult, airflow_env, prepare_airflow, run_dag
 from tests.conftest import write_sample
 
@@ -104,6 +108,13 @@ def bases(h: Harness) -> list[int]:
     return [s.base_offset for s in h.lake.topic("page-views").partition(0).manifest().segments]
 
 
+def test_the_prepared_sqlite_database_is_in_wal_mode(airflow_home: Path) -> None:
+    """`prepare_airflow` switches the local metadata database to write-ahead logging, so readers
+    (the API server, the UI) never hold the scheduler's and the tasks' writes off."""
+    with closing(sqlite3.connect(airflow_home / "airflow.db")) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
 def test_delete_topic_consumed_retention_idempotence_and_dry_run(harness: Harness) -> None:
     fill_events(harness)
     dry = harness.run("page-views", T0_ISO, {"dry_run": True})
@@ -190,10 +201,20 @@ def log_contents(h: Harness, partition: int) -> dict[bytes, tuple[bytes | None, 
     return out
 
 
-@pytest.mark.parametrize("harness", ["s3", "seaweedfs"], indirect=True)  # issue #15: and a real object store
-def test_compacted_topic_ends_with_exactly_the_winners(harness: Harness) -> None:
+@pytest.mark.parametrize(  # issue #15: and a real object store; issue #18: and a Spark Connect server
+    ("harness", "spark"), [("s3", "spark-submit"), ("seaweedfs", "connect")], indirect=["harness"]
+)
+def test_compacted_topic_ends_with_exactly_the_winners(
+    harness: Harness, spark: str, request: pytest.FixtureRequest
+) -> None:
+    """The compact task spark-submits the job (the `spark` connection), or, given a `spark_connect`
+    connection, runs it as a client of the test session's Connect server."""
+    env = {}
+    if spark == "connect":
+        server = request.getfixturevalue("connect_server")
+        env["AIRFLOW_CONN_SPARK_LAKECLEANER"] = json.dumps(connection_of_url(server.url))
     expected = fill_cdc(harness)
-    result = harness.run("customers-cdc", T0_ISO)
+    result = harness.run("customers-cdc", T0_ISO, extra_env=env)
     assert result.state == "success", result.log[-4000:]
     assert result.tasks["compact"] == "success" and result.tasks["publish_change"] == "success"
     for p in range(2):
@@ -202,10 +223,15 @@ def test_compacted_topic_ends_with_exactly_the_winners(harness: Harness) -> None
             harness.lake.topic("customers-cdc").partition(p).read().filter(pc.is_null(pc.field("value"))).to_pylist()
         )
         assert [t["delete_horizon_ms"] for t in tombstone] == [T0 + HOUR]  # stamped now + delete.retention.ms
-    later = harness.run("customers-cdc", "2026-03-01T02:00:00+00:00")  # past the horizon: the tombstone goes
+    # Past the horizon: the tombstone goes.
+    later = harness.run("customers-cdc", "2026-03-01T02:00:00+00:00", extra_env=env)
     assert later.state == "success", later.log[-4000:]
     for p in range(2):
         assert log_contents(harness, p) == {k: v for k, v in expected[p].items() if v[0] is not None}
+    runs = harness.lake.store.list("_lakecleaner/runs/customers-cdc/")
+    reports = [json.loads(harness.lake.store.read(o.key)) for o in runs if o.key.endswith("/report.json")]
+    # Where each compaction ran: the Connect server, or spark-submit's master (airflow_env's connection).
+    assert [r["spark"] for r in reports] == [{"connect": "connect", "spark-submit": "local[2]"}[spark]] * 2
 
 
 def test_quality_gate_failure_in_one_partition_leaves_the_others_committed(harness: Harness) -> None:

@@ -12,15 +12,13 @@ a classic session (they start their own Spark applications or servers) are marke
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from lakecleaner.engine.connect_server import ConnectServer
+from tests.conftest import TEST_SPARK_CONF
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -28,14 +26,6 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
 ENV_TEST_SPARK = "LAKECLEANER_TEST_SPARK"
 ON_CONNECT = os.environ.get(ENV_TEST_SPARK) == "connect"
-#: What the tests' classic session and the tests' Connect server run with.
-TEST_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "2",
-    "spark.driver.memory": "1g",
-}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -44,24 +34,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for item in items:
             if item.get_closest_marker("classic_only"):
                 item.add_marker(skip)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
-    """A Spark Connect server for the test session (`lakecleaner connect-server`'s set-up), on local[2]."""
-    folder = Path(tmp_path_factory.mktemp("spark-connect"))
-    server = ConnectServer(folder, port=free_port(), master="local[2]", conf=TEST_CONF)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +46,7 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
         session.stop()
         return
     builder = SparkSession.builder.master("local[2]").appName("lakecleaner-engine-tests")
-    for key, value in TEST_CONF.items():
+    for key, value in TEST_SPARK_CONF.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -9,7 +9,6 @@ and the DAG's spark-submit add for every non-local master (`spark.ship_package: 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from lakecleaner.config import SparkSettings
+from lakecleaner.dashboard.local_airflow import free_port
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.orchestration.compact_task import SubmitTarget, spark_submit_binary, spark_submit_command
@@ -29,12 +29,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.classic_only]
 REPO = Path(__file__).resolve().parents[2]
 LATEST = {f"k{i % 7}".encode(): f"v{i}".encode() for i in range(200)}  # each key's last value
 CORE_DEPENDENCIES = ["pyarrow", "numpy", "boto3", "pyyaml", "click", "rich"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +53,7 @@ def cluster(bare_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """A standalone master and one worker (2 cores, 1 GB) on loopback; yields the master URL."""
     work = tmp_path_factory.mktemp("spark-standalone")
     spark_class = Path(spark_submit_binary()).with_name("spark-class")
-    port = _free_port()
+    port = free_port()
     master_url = f"spark://127.0.0.1:{port}"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": str(bare_python)}
     master = subprocess.Popen(
@@ -71,7 +65,7 @@ def cluster(bare_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
             "--port",
             str(port),
             "--webui-port",
-            str(_free_port()),
+            str(free_port()),
         ],
         env=env,
         stdout=(work / "master.log").open("wb"),
@@ -91,7 +85,7 @@ def cluster(bare_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
             "--work-dir",
             str(work / "work"),
             "--webui-port",
-            str(_free_port()),
+            str(free_port()),
         ],
         env=env,
         stdout=(work / "worker.log").open("wb"),

@@ -1,6 +1,7 @@
 """One real Airflow for every test of this package: API server, scheduler, DAG processor, LocalExecutor
 on SQLite (`LocalAirflow`), set up the way `make airflow-ui` and docker-compose set it up (`airflow db
-migrate`, then `lakecleaner airflow setup`), serving one lake on the S3 endpoint.
+migrate`, then `lakecleaner airflow setup`), serving one lake on the S3 endpoint, with the compact
+tasks as clients of the test session's Spark Connect server (a `spark_connect` connection).
 
 Every topic of the lake has its own DAG, and every test its own topics, so tests do not see each
 other's runs. All DAGs are paused at creation: nothing runs until a test unpauses a DAG or triggers it.
@@ -11,6 +12,7 @@ when the DAG is unpaused, catchup being off) stays `ticks[-1]` throughout.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -22,7 +24,9 @@ import yaml
 
 from lakecleaner.config import load_config
 from lakecleaner.dashboard.local_airflow import LocalAirflow
+from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.lake import Lake
+from lakecleaner.orchestration.compact_task import connection_of_url
 from lakecleaner.orchestration.naming import dag_id_of
 from tests.conftest import S3Endpoint
 from tests.scheduler.topics import (
@@ -74,7 +78,9 @@ def world_config(endpoint: S3Endpoint, prefix: str, topics: dict[str, Any]) -> d
 
 
 @pytest.fixture(scope="package")
-def world(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: S3Endpoint) -> Iterator[World]:
+def world(
+    tmp_path_factory: pytest.TempPathFactory, s3_endpoint: S3Endpoint, connect_server: ConnectServer
+) -> Iterator[World]:
     cron, latest = daily_schedule(datetime.now(UTC))
     ticks = [latest - timedelta(days=2), latest - timedelta(days=1), latest]
     home = tmp_path_factory.mktemp("scheduler")
@@ -96,6 +102,9 @@ def world(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: S3Endpoint) -> 
         "AWS_REGION": "us-east-1",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # nothing runs before a test says so
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",  # parse once: it costs seconds of CPU
+        # The compact tasks are clients of the session's Spark Connect server (no JVM per run); the
+        # spark-submit task runs in real Airflow in test_airflow_e2e.py and test_wheel.py.
+        "AIRFLOW_CONN_SPARK_LAKECLEANER": json.dumps(connection_of_url(connect_server.url)),
     }
     with LocalAirflow(home / "airflow", config_path, extra_env=env) as airflow:
         airflow.wait_for_dags([dag_id_of(t) for t in topics])

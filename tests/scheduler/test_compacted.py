@@ -5,7 +5,7 @@ scheduler creates itself, a REST trigger with a logical date, one with `"logical
 (whose "now" is the run's `run_after`), and a backfill of two intervals. Every run must pass
 through the `compact` task, which waits for a slot of the pool `lakecleaner airflow setup` created,
 commit, and leave the KIP-280 winners. The runs are all started first (conftest's `started`, with
-the backfill test's), so their Spark applications overlap within the pool's two slots; each test
+the backfill test's), so their Spark jobs overlap within the pool's two slots; each test
 then waits for its own.
 """
 
@@ -42,13 +42,14 @@ def finished_runs(world: World, topic: str, count: int) -> list[dict[str, Any]]:
 
 
 def compacted(world: World, topic: str, run: dict[str, Any]) -> dict[str, Any]:
-    """What a run's summary (run.json) says: its now, the compact task's state and the outcome of
-    partition 0's compaction, with the range it cleaned."""
+    """What a run's summary (run.json) says: its now, the compact task's state, where the
+    compaction ran and the outcome of partition 0's compaction, with the range it cleaned."""
     summary = load_report(world.lake.store, topic, report_run_id(run["dag_run_id"]), "run")
     (partition,) = summary["compaction"]["partitions"]
     return {
         "now_ms": summary["assess"]["now_ms"],
         "selected": summary["assess"]["selected"],
+        "spark": summary["compaction"]["spark"],
         "status": partition["status"],
         "range": (partition["first_dirty_offset"], partition["first_uncleanable_offset"]),
     }
@@ -63,7 +64,13 @@ def task_states(world: World, topic: str, run: dict[str, Any]) -> dict[str, str]
 
 def assert_compacted_to_the_winners(world: World, topic: str, run: dict[str, Any], now_ms: int) -> None:
     assert task_states(world, topic, run)["compact"] == "success"
-    assert compacted(world, topic, run) == {"now_ms": now_ms, "selected": [0], "status": "committed", "range": (0, 9)}
+    assert compacted(world, topic, run) == {
+        "now_ms": now_ms,
+        "selected": [0],
+        "spark": "connect",  # the world's spark_lakecleaner connection (conftest.py)
+        "status": "committed",
+        "range": (0, 9),
+    }
     assert cdc_log(world.lake, topic) == CDC_WINNERS
     (tombstone,) = [r for r in world.lake.topic(topic).partition(0).read().to_pylist() if r["value"] is None]
     assert tombstone["delete_horizon_ms"] == now_ms + CDC_CONFIG["delete.retention.ms"]
@@ -103,12 +110,14 @@ def test_a_backfill_of_two_intervals_compacts_what_each_interval_allows(world: W
     assert compacted(world, CDC_BACKFILLED, runs[0]) == {
         "now_ms": earlier,
         "selected": [0],
+        "spark": "connect",
         "status": "committed",
         "range": (0, 4),
     }
     assert compacted(world, CDC_BACKFILLED, runs[1]) == {
         "now_ms": latest,
         "selected": [0],
+        "spark": "connect",
         "status": "committed",
         "range": (4, 9),
     }

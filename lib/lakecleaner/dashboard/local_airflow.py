@@ -29,11 +29,14 @@ from typing import Any
 from urllib.parse import quote
 
 from lakecleaner.orchestration.local import airflow_env, prepare_airflow
+from lakecleaner.orchestration.sqlite import SQLITE_CONNECT_ARGS
 
 #: Simple auth manager users: name → role ("" signs in with no permission at all).
 USERS = {"admin": "ADMIN", "viewer": "VIEWER", "outsider": ""}
 _COMPONENTS = ("api-server", "scheduler", "dag-processor")
 BUSY_ATTEMPTS = 5
+#: How long an API call may take: longer than a request waits for SQLite's lock, so its 500 arrives.
+API_TIMEOUT_S = SQLITE_CONNECT_ARGS["timeout"] + 30
 
 #: Debian's Chromium, driven by Playwright (never `playwright install`: no browser download).
 CHROMIUM = Path("/usr/bin/chromium")
@@ -185,7 +188,7 @@ class LocalAirflow:
         for attempt in range(BUSY_ATTEMPTS):
             request = urllib.request.Request(self.base_url + path, data, headers, method=method)
             try:
-                with urllib.request.urlopen(request, timeout=60) as response:
+                with urllib.request.urlopen(request, timeout=API_TIMEOUT_S) as response:
                     status, text = int(response.status), response.read().decode()
             except urllib.error.HTTPError as exc:
                 status, text = exc.code, exc.read().decode()

@@ -45,6 +45,9 @@ class ConnectServer:
     master: str = "local[*]"
     host: str = "127.0.0.1"
     conf: Mapping[str, str] = field(default_factory=dict)
+    #: Added to the server's environment, which its Python workers inherit: where the tasks find
+    #: the lake's credentials when the lake's settings carry none (as a container's environment).
+    env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def reachable_host(self) -> str:
@@ -63,6 +66,7 @@ class ConnectServer:
             "SPARK_LOG_DIR": str(self.folder / "logs"),
             "SPARK_PID_DIR": str(self.folder / "pid"),
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable,
+            **self.env,
         }
         if foreground:
             env["SPARK_NO_DAEMONIZE"] = "1"

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 
 from pyspark import SparkConf
+from pyspark.core.context import SparkContext
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import SparkSettings
@@ -33,7 +35,7 @@ def build_session(
     url = remote or settings.remote
     if url:
         return connect_session(url)
-    submitted = SparkConf()
+    submitted = submitted_conf()
     builder = SparkSession.builder
     if not submitted.contains("spark.app.name"):
         builder = builder.appName(app_name)
@@ -45,6 +47,21 @@ def build_session(
     if settings.ships_package(chosen) and not any(f.endswith(package_zip().name) for f in py_files):
         builder = builder.config(PY_FILES, ",".join([*py_files, str(package_zip())]))
     return builder.getOrCreate()
+
+
+def submitted_conf() -> SparkConf:
+    """What spark-submit set (--master, --name, --conf) when it started this driver, else nothing.
+
+    spark-submit starts the JVM first and hands the Python driver its gateway (PYSPARK_GATEWAY_PORT);
+    its settings are the JVM's system properties, which a SparkConf reads only once pyspark has
+    connected to that JVM, so connect first. Without it the builder's master and name would
+    override spark-submit's (a `spark` connection's master ignored for the config's spark.master).
+    Outside spark-submit no JVM is started here: the builder's settings (driver memory among them)
+    must be there when it starts."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return SparkConf(loadDefaults=False)
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM
+    return SparkConf()
 
 
 def shared_session_id(generation: int) -> str:

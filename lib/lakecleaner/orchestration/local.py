@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lakecleaner.orchestration.dags import build_dags, dags_folder
+from lakecleaner.orchestration.sqlite import use_write_ahead_log
 
 RESULT_PREFIX = "RESULT "
 
@@ -62,14 +63,20 @@ def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] 
 
 def prepare_airflow(airflow_home: Path, config_path: Path, env: Mapping[str, str] | None = None) -> None:
     """Create (or upgrade) the metadata database and set Airflow up for the DAGs (`airflow db
-    migrate`, then `lakecleaner airflow setup`), in the environment `airflow_env` gives plus `env`."""
+    migrate`, then `lakecleaner airflow setup`), in the environment `airflow_env` gives plus `env`;
+    the home's SQLite database is put in WAL mode (`orchestration/sqlite.py`)."""
     environment = airflow_env(airflow_home, config_path, env)
-    for command in (["airflow", "db", "migrate"], ["lakecleaner.cli", "airflow", "setup"]):
+
+    def run(*command: str) -> None:
         done = subprocess.run(
             [sys.executable, "-m", *command], env=environment, capture_output=True, text=True, timeout=600
         )
         if done.returncode != 0:
             raise RuntimeError(f"`{' '.join(command)}` failed:\n{(done.stdout + done.stderr)[-3000:]}")
+
+    run("airflow", "db", "migrate")
+    use_write_ahead_log(airflow_home / "airflow.db")
+    run("lakecleaner.cli", "airflow", "setup")
 
 
 def run_dag(
