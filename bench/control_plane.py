@@ -5,18 +5,24 @@ dashboard, a compaction's commit) at many partitions on an object store far away
     uv run python bench/control_plane.py --partitions 5000 --no-compaction
     uv run python bench/control_plane.py --latency-ms 0            # the store itself, no added latency
 
-Starts an S3 server (moto's server mode, in a process of its own) on 127.0.0.1 and, in front of it, a proxy that holds
-every request `--latency-ms` before forwarding it, as a bucket in another zone or region would
-answer (tests/flaky_proxy.py). Builds, straight on the server, a topic `big` of `--partitions`
-partitions (three sealed segments each, committed offsets of three consumer groups) and
-`--small-topics` topics of 10 partitions, then times each command against the proxy, in this
-process, on a fresh Lake (no cache carries over), and counts the requests it made:
+Starts an S3 server on 127.0.0.1 (SeaweedFS, or with `--server moto` moto's server mode) and, in
+front of it, a proxy that holds every request `--latency-ms` before forwarding it, as a bucket in
+another zone or region would answer (bench/latency_proxy.py: a TCP proxy on one asyncio loop, so
+the simulated network takes little of the machine's CPU); each in a process of its own. Builds,
+straight on the server, a topic `big` of `--partitions` partitions (three sealed segments each,
+committed offsets of three consumer groups) and `--small-topics` topics of 10 partitions, then
+times each command against the proxy, in this process, on a fresh Lake (no cache carries over),
+and counts the requests it made:
 
   plan, status, retain --dry-run, topics list, offsets list: the CLI commands on `big`;
   assess: the DAG's first task on `big` (roll idle segments, read offsets, plan);
   dashboard: the overview and `big`'s page, JSON and HTML (the FastAPI app, signed-in user stubbed);
   commit: the commit step of a compaction of every partition of `big` (a Spark run on local[*];
           only its commit phase is the figure; `--no-compaction` skips it).
+
+Before measuring, it waits for the machine to go idle (the S3 server keeps working for a while
+after the build). Each command runs `--repeat` times (default 3) and the median is its figure;
+the compaction runs once.
 
 Target (issue 17): every figure under 5 s at 1,000 partitions and 20 ms a request. Prints a table
 with met / MISSED; `--json FILE` also writes the figures.
@@ -31,20 +37,18 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.flaky_proxy, when run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.conftest, when run as a script
 
 import boto3
 from click.testing import CliRunner
 from rich.console import Console
 from rich.table import Table
-from tests.flaky_proxy import STATS_PATH
 
 from lakecleaner.cli import cli
 from lakecleaner.config import LakeConfig, load_config
@@ -80,13 +84,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--latency-ms", type=float, default=20.0, help="added to every request")
     parser.add_argument(
         "--server",
-        choices=["moto", "seaweedfs"],
-        default="moto",
-        help="the S3 server: moto's server mode (Python), or SeaweedFS (the real object store the tests use)",
+        choices=["seaweedfs", "moto"],
+        default="seaweedfs",
+        help="the S3 server: SeaweedFS (the real object store the tests use), or moto's server mode (Python)",
     )
     parser.add_argument("--no-compaction", action="store_true", help="skip the compaction (its commit step)")
     parser.add_argument("--dir", help="work directory (default: a temporary one)")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each command; the median is the figure")
     return parser.parse_args(argv)
 
 
@@ -190,19 +195,21 @@ def build_lake(config: LakeConfig, partitions: int, small_topics: int) -> None:
 
 
 class LatencyProxy:
-    """tests/flaky_proxy.py in a process of its own, holding every request `latency_ms`."""
+    """bench/latency_proxy.py in a process of its own, holding every request `latency_ms`."""
 
     def __init__(self, target: str, latency_ms: float) -> None:
-        command = [sys.executable, "-m", "tests.flaky_proxy", target, "--latency-ms", str(latency_ms)]
-        root = Path(__file__).resolve().parents[1]
-        self.process = subprocess.Popen(command, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        command = [sys.executable, str(Path(__file__).with_name("latency_proxy.py")), target]
+        command += ["--latency-ms", str(latency_ms)]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         self.url = self.process.stdout.readline().strip()
 
     @property
     def requests(self) -> int:
-        with urllib.request.urlopen(self.url + STATS_PATH) as reply:
-            return int(json.load(reply)["requests"])  # the stats requests are not counted
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write("requests\n")
+        self.process.stdin.flush()
+        return int(self.process.stdout.readline())
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -210,12 +217,37 @@ class LatencyProxy:
         self.process.wait()
 
 
-def timed(proxy: LatencyProxy, name: str, action: Callable[[], str]) -> Figure:
-    before = proxy.requests
-    start = time.perf_counter()
-    detail = action()
-    seconds = time.perf_counter() - start
-    return Figure(name, seconds, proxy.requests - before, detail)
+def timed(proxy: LatencyProxy, name: str, action: Callable[[], str], repeat: int = 1) -> Figure:
+    """The median of `repeat` runs of `action`, with the requests of one run."""
+    runs = []
+    for _ in range(repeat):
+        before = proxy.requests
+        start = time.perf_counter()
+        detail = action()
+        runs.append((time.perf_counter() - start, proxy.requests - before, detail))
+    seconds, requests, detail = sorted(runs)[len(runs) // 2]
+    every = ", ".join(f"{r[0]:.2f}" for r in runs)
+    return Figure(name, seconds, requests, f"{detail}; runs {every} s" if repeat > 1 else detail)
+
+
+def wait_until_idle(console: Console, limit_s: float = 180.0) -> None:
+    """Wait until the machine's CPUs are at least 80% idle over two seconds (the S3 server goes on
+    working for a while after the build: a measurement must not share the cores with that)."""
+
+    def busy_and_total() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return sum(fields) - fields[3] - fields[4], sum(fields)  # all but idle and iowait
+
+    if not Path("/proc/stat").exists():
+        return
+    started = time.monotonic()
+    while time.monotonic() - started < limit_s:
+        busy0, total0 = busy_and_total()
+        time.sleep(2)
+        busy1, total1 = busy_and_total()
+        if (busy1 - busy0) <= 0.2 * max(total1 - total0, 1):
+            break
+    console.print(f"waited {time.monotonic() - started:.0f} s for the machine to go idle", highlight=False)
 
 
 def cli_action(config_file: Path, *args: str) -> Callable[[], str]:
@@ -311,6 +343,7 @@ def main(argv: Sequence[str] | None = None) -> list[Figure]:
             f"{args.small_topics} topics x 10 partitions in {time.perf_counter() - started:.0f} s",
             highlight=False,
         )
+        wait_until_idle(console)
         proxy = LatencyProxy(server.url, args.latency_ms)
         try:
             config_file = write_config(work / "lakecleaner.yaml", server, proxy.url, args.partitions, args.small_topics)
@@ -331,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> list[Figure]:
                 ("dashboard topic page, HTML", dashboard_action(client, f"/topics/{BIG}")),
             ]
             for name, action in steps:
-                figures.append(timed(proxy, name, action))
+                figures.append(timed(proxy, name, action, args.repeat))
                 show_last(console, figures[-1])
             if not args.no_compaction:
                 before = proxy.requests

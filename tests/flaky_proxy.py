@@ -6,30 +6,18 @@
   that ignores conditional writes (s3rver) behaves;
 * `lose_replies=N`: the first N requests that `lose_when(method, path)` selects ARE forwarded and
   applied, but their reply is dropped (the connection closes): a write whose outcome the client
-  cannot know, which its SDK retries;
-* `latency_ms=L`: every request waits L ms before it is forwarded, as a bucket in another zone or
-  region would answer (bench/control_plane.py).
+  cannot know, which its SDK retries.
 
-`requests` counts every request; `counts` counts them by method. Run as a process of its own
-(`python -m tests.flaky_proxy TARGET_URL --latency-ms L`), it prints its URL and answers
-`GET /__proxy_stats` with the counts as JSON (bench/control_plane.py: the proxy's CPU is then not
-the measured client's).
+`requests` counts every request.
 """
 
 from __future__ import annotations
 
-import argparse
 import http.client
-import json
-import sys
 import threading
-import time
-from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
-
-STATS_PATH = "/__proxy_stats"
 
 
 class FlakyProxy:
@@ -42,7 +30,6 @@ class FlakyProxy:
         lose_replies: int = 0,
         lose_when: Callable[[str, str], bool] = lambda method, path: True,
         strip_conditions: bool = False,
-        latency_ms: float = 0.0,
     ) -> None:
         self.target = urlparse(target_url)
         self.failures_left = failures
@@ -52,8 +39,6 @@ class FlakyProxy:
         self.lost: list[tuple[str, str]] = []
         self.strip_conditions = strip_conditions
         self.requests = 0
-        self.counts: Counter[str] = Counter()
-        self.latency_s = latency_ms / 1000
         self.lock = threading.Lock()
         proxy = self
 
@@ -79,19 +64,8 @@ class FlakyProxy:
 
             def _handle(self) -> None:
                 body = self._body()
-                if self.path == STATS_PATH:
-                    with proxy.lock:
-                        payload = json.dumps({"requests": proxy.requests, **proxy.counts}).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                    return
-                if proxy.latency_s:
-                    time.sleep(proxy.latency_s)
                 with proxy.lock:
                     proxy.requests += 1
-                    proxy.counts[self.command] += 1
                     fail = proxy.failures_left > 0 and proxy.fail_when(self.command, self.path)
                     proxy.failures_left -= 1 if fail else 0
                     lose = not fail and proxy.replies_to_lose > 0 and proxy.lose_when(self.command, self.path)
@@ -190,17 +164,3 @@ def parquet_read(method: str, path: str) -> bool:
 def parquet_upload(method: str, path: str) -> bool:
     """Selects the uploads of segment files (single PUTs and multipart requests)."""
     return method in ("PUT", "POST") and ".parquet" in path
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description="an HTTP proxy in front of an S3 endpoint, adding latency")
-    parser.add_argument("target")
-    parser.add_argument("--latency-ms", type=float, default=0.0)
-    args = parser.parse_args()
-    with FlakyProxy(args.target, latency_ms=args.latency_ms) as proxy:
-        print(proxy.url, flush=True)
-        sys.stdin.read()  # until the parent closes it
-
-
-if __name__ == "__main__":
-    main()

@@ -16,6 +16,7 @@ from lakecleaner.errors import (
 )
 from lakecleaner.faults import CRASH_EXIT_STATUS, on_crash_point
 from lakecleaner.lake import Lake
+from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.records import Record, encode_version, table_to_records
 from lakecleaner.log.repair import repair_partition
 from tests import lake_process
@@ -175,6 +176,31 @@ def test_two_processes_appending_at_once_get_unique_contiguous_offsets(lake: Lak
     referenced = log.manifest().referenced_paths()
     on_disk = {o.key[len(log.prefix) :] for o in lake.store.list(log.prefix + "segments/")}
     assert on_disk == referenced
+
+
+def test_a_commit_from_a_known_manifest_that_moved_on_applies_its_change_to_the_newest(lake: Lake) -> None:
+    """`commit(known=...)` starts from the manifest the caller read (a compaction's plan); when
+    another writer committed since, the change is applied again to the manifest read back, and
+    nothing the other writer committed is lost."""
+    log = lake.create_topic("orders").partition(0)
+    log.append(recs(3), now_ms=NOW)
+    known = log.load()
+    log.append(recs(2, prefix="late"), now_ms=NOW)  # another writer, after the caller's read
+    seen: list[int] = []
+
+    def move_checkpoint(manifest: Manifest) -> Manifest:
+        seen.append(manifest.version)
+        return manifest.next_version(NOW, cleaner_checkpoint=3)
+
+    committed = log.commit(move_checkpoint, known=known)
+    assert seen == [known[0].version, known[0].version + 1]  # the stale start, then the newest
+    assert committed.cleaner_checkpoint == 3 and committed.next_offset == 5
+    assert log.manifest() == committed
+    assert log.read().column("offset").to_pylist() == list(range(5))
+    fresh = log.load()
+    seen.clear()
+    assert log.commit(move_checkpoint, known=fresh).version == fresh[0].version + 1
+    assert seen == [fresh[0].version]  # unchanged since the read: one attempt
 
 
 def test_crash_between_data_write_and_manifest_commit_leaves_the_old_log(lake: Lake) -> None:

@@ -49,6 +49,15 @@ def test_missing_object_is_object_not_found_naming_the_key(store: ObjectStore) -
     assert store.location("nowhere/missing.json") in str(exc.value)
 
 
+def test_keys_with_reserved_characters_round_trip(store: ObjectStore) -> None:
+    """Reads sign and address the key exactly as writes do, whatever characters it holds."""
+    keys = ["t/partition=0/a b+c~d.json", "t/100%/é,x;y@z.bin", "t/(q)&[r]!$'*.bin"]
+    for n, key in enumerate(keys):
+        etag = store.create(key, f"v{n}".encode())
+        assert store.read_with_etag(key) == (f"v{n}".encode(), etag)
+    assert [o.key for o in store.list("t/")] == sorted(keys)
+
+
 def test_create_if_absent(store: ObjectStore) -> None:
     etag = store.create("m.json", b"v1")
     assert store.read_with_etag("m.json") == (b"v1", etag)
@@ -164,6 +173,10 @@ def test_wrong_credentials_are_a_permanent_error_without_the_secret(s3_endpoint,
         store.write("k", b"v")
     assert "no-such-bucket-for-lakecleaner" in str(exc.value)
     assert TEST_SECRET_KEY not in str(exc.value)
+    with pytest.raises(StorageError) as exc:
+        store.read("k")
+    assert not isinstance(exc.value, ObjectNotFound), "a missing bucket or refused key is not a missing object"
+    assert "no-such-bucket-for-lakecleaner" in str(exc.value) and TEST_SECRET_KEY not in str(exc.value)
 
 
 def test_versioning_detection(backend: str, store: ObjectStore, s3_endpoint) -> None:  # type: ignore[no-untyped-def]
@@ -191,7 +204,9 @@ def test_transient_s3_errors_are_retried_with_backoff(s3_endpoint) -> None:  # t
         store = open_store(f"s3://{s3_endpoint.bucket}/flaky", settings)
         store.write("k", b"survived")
         assert proxy.requests == 3  # two 503s, then the write went through
+        proxy.failures_left = 2
         assert store.read("k") == b"survived"
+        assert proxy.requests == 6  # and the same for a read
 
 
 def test_persistent_s3_outage_fails_after_the_configured_attempts(s3_endpoint) -> None:  # type: ignore[no-untyped-def]

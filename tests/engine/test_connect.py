@@ -91,6 +91,7 @@ from pyspark.sql import SparkSession
 from lakecleaner.engine.session import connect_session, shared_session_id
 url = sys.argv[1]
 closing = SparkSession.builder.remote(f"{url}/;session_id={shared_session_id(0)}").create()
+assert closing.range(1).count() == 1  # the server knows generation 0 (it may be the first use of it)
 closing.stop()  # releases (closes) generation 0 on the server
 session = connect_session(url)
 assert session.client._session_id == shared_session_id(1), session.client._session_id

@@ -41,7 +41,7 @@ from lakecleaner.config import TopicConfig
 from lakecleaner.engine.keys import key_hash, rows_where
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import PartitionPlan
-from lakecleaner.engine.sparkio import run_tasks
+from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import HASH, latest_per_key, order_table, source_columns
 from lakecleaner.errors import CorruptSegment, StorageError
@@ -438,6 +438,7 @@ def _scatter(
         partial(scatter, spec, config),
         f"lakecleaner pass 1 (scatter keys) of {topic}",
         weight=lambda t: sum(f.size_bytes for f in t.files),
+        overlap=Overlap(spec.settings.max_concurrency),
     )
     malformed: dict[int, int] = {}
     spills: dict[tuple[int, int], tuple[Spill, ...]] = {}

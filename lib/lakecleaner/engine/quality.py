@@ -39,7 +39,7 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.gate_rows import VIOLATION_SCHEMA, GateRules, GateTask, gate_check
-from lakecleaner.engine.sparkio import is_connect, run_tasks
+from lakecleaner.engine.sparkio import Overlap, is_connect, run_tasks
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.quality import SAMPLE_SIZE
 
@@ -100,6 +100,7 @@ def _violations(
         partial(gate_check, spec, rules),
         "lakecleaner quality gate: read back the output",
         weight=lambda t: sum(f.size_bytes for g in t.groups for f in g.files),
+        overlap=Overlap(spec.settings.max_concurrency),
     )
     unreadable = {o.partition: o.unreadable for o in outcomes if o.unreadable is not None}
     return pa.concat_tables([VIOLATION_SCHEMA.empty_table(), *[o.violations for o in outcomes]]), unreadable

@@ -39,7 +39,7 @@ from lakecleaner.engine.gate_rows import Expectation, Expected, GateRules
 from lakecleaner.engine.keys import in_sorted, rows_where
 from lakecleaner.engine.offset_map import MapResult, MapTask, bucket_winners
 from lakecleaner.engine.offset_set import OffsetSet
-from lakecleaner.engine.sparkio import run_tasks
+from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget, SegmentWriter
 from lakecleaner.errors import CorruptSegment, LakeCleanerError
@@ -249,4 +249,5 @@ def run_recopy(
 ) -> list[GroupResult | PartitionOutcome]:
     """Run pass 2 (with pass 1, for PartitionTasks) over `items`; one result per item, in order."""
     clean = partial(_clean, spec, config, now_ms, retention_ms)
-    return run_tasks(spark, items, clean, "lakecleaner pass 2 (recopy)", weight=_weight)
+    overlap = Overlap(spec.settings.max_concurrency)
+    return run_tasks(spark, items, clean, "lakecleaner pass 2 (recopy)", weight=_weight, overlap=overlap)

@@ -107,6 +107,8 @@ class _Partition:
     gated: dict[str, ObjectInfo | None] = field(default_factory=dict)
     #: Pass 1's winners over the partition's range, when found by key-bucket tasks.
     winners: OffsetSet | None = None
+    #: The manifest and its etag as the plan read them: the commit's first attempt starts there.
+    read: tuple[Manifest, str] | None = None
 
     @property
     def written(self) -> list[str]:
@@ -163,9 +165,9 @@ class _Run:
         """Each requested partition's plan, on its manifest as it is now (read all at once over
         the bounded metadata pool)."""
 
-        def read(request: CompactionRequest) -> Manifest | LakeCleanerError:
+        def read(request: CompactionRequest) -> tuple[Manifest, str] | LakeCleanerError:
             try:
-                return self.topic.partition(request.partition).manifest()
+                return self.topic.partition(request.partition).load()
             except LakeCleanerError as exc:
                 return exc
 
@@ -181,7 +183,7 @@ class _Run:
             try:
                 if isinstance(found, LakeCleanerError):
                     raise found
-                manifest = found
+                manifest = found[0]
                 report.manifest_version_before = manifest.version
                 plan = plan_partition(manifest, request, self.config.segment_bytes)
             except StalePlan as exc:
@@ -196,7 +198,7 @@ class _Run:
                 )
                 continue
             report.stats.records_read, report.stats.bytes_read = plan.record_count, plan.size_bytes
-            self.active[request.partition] = _Partition(plan, report)
+            self.active[request.partition] = _Partition(plan, report, read=found)
 
     def clean(self) -> None:
         """Passes 1 and 2. A partition whose offset map fits one task is cleaned by one task, pass 1
@@ -505,7 +507,8 @@ class _Run:
             return after
 
         try:
-            committed = self.topic.partition(state.plan.partition).commit(change, wrote=tuple(state.written))
+            partition = self.topic.partition(state.plan.partition)
+            committed = partition.commit(change, wrote=tuple(state.written), known=state.read)
         except InputsChanged as exc:
             return ABORTED, str(exc), None
         except CommitStateUnknown as exc:

@@ -8,6 +8,12 @@ before it does anything (measured on 2 cores: 200 empty tasks take 5.5 s, 4 take
 are packed into at most `TASKS_PER_CORE` tasks per core, heaviest first onto the least loaded
 task. The items travel inside the mapped function (Spark broadcasts a large one on a classic
 session), so they are kept small: file lists and compressed offset sets, never records.
+
+A task runs its items one after another, or, given an `Overlap`, several at once on the worker's
+I/O pool (`io.concurrent.map_bounded`): a thousand small partitions on a store 20 ms away spend
+their time waiting for replies, not computing, so their requests overlap, under
+lake.storage.max_concurrency across the call's tasks and `OVERLAP_BYTES` of input per task (a
+large item runs alone, so a task's memory stays that of its largest item).
 """
 
 from __future__ import annotations
@@ -16,10 +22,13 @@ import heapq
 import os
 import pickle
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
+
+from lakecleaner.io.concurrent import map_bounded
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -29,23 +38,52 @@ _RESULT_SCHEMA = pa.schema([("index", pa.int64()), ("result", pa.large_binary())
 
 #: Spark tasks per core a `run_tasks` call may use (a second wave evens out uneven items).
 TASKS_PER_CORE = 2
+#: Input bytes one Spark task may be reading at once across the items it overlaps.
+OVERLAP_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Items of a Spark task may run at once: their weights are the bytes they read, and at most
+    `max_concurrency` (lake.storage.max_concurrency) run at once across the call's tasks."""
+
+    max_concurrency: int
 
 
 class _TaskRunner(Generic[T, R]):
     """The mapInArrow function: each input row names a Spark task, which runs its items."""
 
-    def __init__(self, items: Sequence[T], fn: Callable[[T], R], packs: Sequence[Sequence[int]]) -> None:
+    def __init__(
+        self,
+        items: Sequence[T],
+        fn: Callable[[T], R],
+        packs: Sequence[Sequence[int]],
+        weights: Sequence[int],
+        overlap: Overlap | None,
+    ) -> None:
         self.items = list(items)
         self.fn = fn
         self.packs = [list(p) for p in packs]
+        self.weights = list(weights)
+        self.overlap = overlap
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                for index in self.packs[task]:
-                    result = pickle.dumps(self.fn(self.items[index]), protocol=pickle.HIGHEST_PROTOCOL)
+                for index, value in self._results(self.packs[task]):
+                    result = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                     columns = [pa.array([index], pa.int64()), pa.array([result], pa.large_binary())]
                     yield pa.RecordBatch.from_arrays(columns, schema=_RESULT_SCHEMA)
+
+    def _results(self, pack: list[int]) -> Iterator[tuple[int, R]]:
+        """(index, result) of a task's items: in order, or as they finish when they overlap."""
+        if self.overlap is None:
+            yield from ((index, self.fn(self.items[index])) for index in pack)
+            return
+        limit = max(1, self.overlap.max_concurrency // len(self.packs))
+        items, weights = [self.items[i] for i in pack], [self.weights[i] for i in pack]
+        for position, value in map_bounded(self.fn, items, weights, OVERLAP_BYTES, limit, self.overlap.max_concurrency):
+            yield pack[position], value
 
 
 def pack(weights: Sequence[int], tasks: int) -> list[list[int]]:
@@ -66,14 +104,17 @@ def run_tasks(
     fn: Callable[[T], R],
     description: str,
     weight: Callable[[T], int] | None = None,
+    overlap: Overlap | None = None,
 ) -> list[R]:
     """`fn(item)` for every item, in Spark tasks of about equal `weight` (default: one each),
-    returned to the driver in item order."""
+    returned to the driver in item order; with `overlap`, a task's items run at once (the
+    weights are then the bytes each reads)."""
     if not items:
         return []
     describe(spark, description)
-    packs = pack([weight(i) if weight else 1 for i in items], TASKS_PER_CORE * parallelism(spark))
-    runner = _TaskRunner(items, fn, packs)
+    weights = [weight(i) if weight else 1 for i in items]
+    packs = pack(weights, TASKS_PER_CORE * parallelism(spark))
+    runner = _TaskRunner(items, fn, packs, weights, overlap)
     frame = spark.range(0, len(packs), 1, len(packs)).mapInArrow(runner, "index long, result binary")
     table = frame.toArrow()
     results: list[Any] = [None] * len(items)

@@ -11,14 +11,19 @@ A `map_ordered` called from inside one of the pool's tasks runs its items in tha
 after another: a task waiting for tasks queued behind it on a full pool would wait forever. So a
 fan-out across topics should flatten its work (all topics' partitions in one `map_ordered`), as
 `Lake.read_topics` and `Lake.read_manifests_of` do, rather than nest one fan-out in another.
+
+`map_bounded` is the same pool for work items of uneven size (a Spark task's partitions): it
+yields each result as it finishes and keeps both the number of items and their total weight in
+flight under limits, so small items overlap their requests and a large one runs alone.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -45,6 +50,39 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], max_workers: int) -> l
     work = list(items)
     if len(work) <= 1 or getattr(_in_task, "active", False):
         return [fn(item) for item in work]
+    return list(executor(max_workers).map(_pool_task(fn), work))
+
+
+def map_bounded(
+    fn: Callable[[T], R], items: Sequence[T], weights: Sequence[int], budget: int, limit: int, max_workers: int
+) -> Iterator[tuple[int, R]]:
+    """(index, `fn(item)`) for every item, as each finishes, on the pool: at most `limit` items and
+    at most `budget` of weight at once (an item heavier than the budget runs alone). The first
+    exception is raised; items not yet started are then dropped."""
+    if len(items) <= 1 or limit <= 1 or getattr(_in_task, "active", False):
+        yield from ((index, fn(item)) for index, item in enumerate(items))
+        return
+    pool, task = executor(max_workers), _pool_task(fn)
+    waiting, running = deque(range(len(items))), dict[Future[R], int]()
+    in_flight = 0
+    try:
+        while waiting or running:
+            while waiting and len(running) < limit and (not running or in_flight + weights[waiting[0]] <= budget):
+                index = waiting.popleft()
+                running[pool.submit(task, items[index])] = index
+                in_flight += weights[index]
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                index = running.pop(future)
+                in_flight -= weights[index]
+                yield index, future.result()
+    finally:
+        for future in running:
+            future.cancel()
+
+
+def _pool_task(fn: Callable[[T], R]) -> Callable[[T], R]:
+    """`fn`, marked while it runs as one of the pool's tasks (its own fan-outs then run inline)."""
 
     def task(item: T) -> R:
         _in_task.active = True
@@ -53,4 +91,4 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], max_workers: int) -> l
         finally:
             _in_task.active = False
 
-    return list(executor(max_workers).map(task, work))
+    return task

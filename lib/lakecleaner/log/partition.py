@@ -121,8 +121,14 @@ class PartitionLog:
         *,
         on_conflict: Callable[[], None] | None = None,
         wrote: Collection[str] = (),
+        known: tuple[Manifest, str] | None = None,
     ) -> Manifest:
         """Apply `change` to the current manifest and commit the result conditionally.
+
+        `known` is the manifest and etag as the caller last read them (a compaction's plan): the
+        first attempt starts from it instead of reading the manifest again, so a commit costs one
+        request when nothing changed meanwhile; when something did, the condition fails and the
+        commit goes on from the manifest read back, as after a lost race, but without waiting.
 
         `change` returns the next manifest, or None when there is nothing to do. When another
         writer commits first, `on_conflict` runs (to discard files the attempt wrote) and the
@@ -146,7 +152,8 @@ class PartitionLog:
             referenced = manifest.referenced_paths()
             return any(path in referenced for path in wrote)
 
-        current, etag = self.load()
+        current, etag = known or self.load()
+        stale_start = known is not None
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             updated = change(current)
             if updated is None:
@@ -161,6 +168,11 @@ class PartitionLog:
                 if landed(current):
                     log.warning("%s: commit %s landed although its reply was lost", self, commit_id)
                     return current
+                if stale_start:  # the manifest moved on since the caller read it: no race lost
+                    stale_start = False
+                    if on_conflict is not None:
+                        on_conflict()
+                    continue
                 log.info(
                     "%s: lost a commit race (attempt %d); retrying on version %d", self, attempt + 1, current.version
                 )

@@ -1,0 +1,71 @@
+"""The process's I/O pool: `map_bounded` keeps items and weight in flight under its limits."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from lakecleaner.io.concurrent import map_bounded, map_ordered
+
+
+class Gauge:
+    """Counts items and weight running at once, and the most of each seen."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.items = self.weight = self.most_items = self.most_weight = 0
+
+    def run(self, weight: int) -> int:
+        with self.lock:
+            self.items += 1
+            self.weight += weight
+            self.most_items = max(self.most_items, self.items)
+            self.most_weight = max(self.most_weight, self.weight)
+        time.sleep(0.02)
+        with self.lock:
+            self.items -= 1
+            self.weight -= weight
+        return weight * 10
+
+
+def test_items_overlap_under_the_limit_and_every_result_comes_back_with_its_index() -> None:
+    gauge = Gauge()
+    weights = [1] * 40
+    results = dict(map_bounded(gauge.run, weights, weights, budget=100, limit=6, max_workers=16))
+    assert results == {i: 10 for i in range(40)}
+    assert 1 < gauge.most_items <= 6
+
+
+def test_weight_in_flight_stays_under_the_budget_and_a_heavier_item_runs_alone() -> None:
+    gauge = Gauge()
+    weights = [3, 3, 3, 50, 3, 3, 3, 3]
+    results = dict(map_bounded(gauge.run, weights, weights, budget=10, limit=8, max_workers=16))
+    assert results == {i: w * 10 for i, w in enumerate(weights)}
+    assert gauge.most_weight == 50  # the heavy item alone; the light ones at most 3 at once (9)
+    gauge = Gauge()
+    light = [3] * 8
+    list(map_bounded(gauge.run, light, light, budget=10, limit=8, max_workers=16))
+    assert gauge.most_weight == 9
+
+
+def test_the_first_exception_is_raised() -> None:
+    def fail_on_three(item: int) -> int:
+        if item == 3:
+            raise ValueError("item 3")
+        return item
+
+    with pytest.raises(ValueError, match="item 3"):
+        list(map_bounded(fail_on_three, list(range(10)), [1] * 10, budget=100, limit=4, max_workers=8))
+
+
+def test_inside_a_pool_task_items_run_inline_one_at_a_time() -> None:
+    """A fan-out nested in one of the pool's tasks runs in that task (no waiting on a full pool)."""
+
+    def nested(outer: int) -> int:
+        gauge = Gauge()
+        list(map_bounded(gauge.run, [1, 1, 1], [1, 1, 1], budget=100, limit=3, max_workers=2))
+        return gauge.most_items
+
+    assert map_ordered(nested, [0, 1], max_workers=2) == [1, 1]
