@@ -58,6 +58,21 @@ def test_keys_with_reserved_characters_round_trip(store: ObjectStore) -> None:
     assert [o.key for o in store.list("t/")] == sorted(keys)
 
 
+def test_object_requests_take_the_lean_signed_path(backend: str, store: ObjectStore) -> None:
+    """GET, HEAD and PUT go out signed on the boto3 client's own pool, not through boto3's call
+    machinery (a third of the CPU). It reads botocore's client internals; should an upgrade rename
+    them, every request would quietly take the slow path: this fails instead."""
+    if not isinstance(store, S3Store):
+        pytest.skip("an S3 concern")
+    put = store._signed("write", "PUT", "lean/k", b"lean", {"If-None-Match": "*"})
+    assert put is not None and put.status_code == 200
+    got = store._signed("read", "GET", "lean/k")
+    assert got is not None and got.content == b"lean" and got.headers["ETag"] == put.headers["ETag"]
+    assert store.stat("lean/k").version_tag == put.headers["ETag"]
+    with pytest.raises(ConditionFailed):
+        store._signed("create", "PUT", "lean/k", b"again", {"If-None-Match": "*"})
+
+
 def test_create_if_absent(store: ObjectStore) -> None:
     etag = store.create("m.json", b"v1")
     assert store.read_with_etag("m.json") == (b"v1", etag)
