@@ -2,9 +2,9 @@
 column-projected Parquet reads. Small-object reads (manifests, offsets, topic configs: the control
 plane reads one per partition), HEADs and PUTs (a commit's checks and its conditional manifest
 write) are requests signed with the client's own credentials and sent on its own connection pool,
-without boto3's per-call machinery (a third of its CPU per request): a 5xx or throttling reply is
-retried, a 404 is a missing object, 412 and 409 a failed condition, and any other answer is asked
-again through boto3, which classifies it. Each PUT carries its Content-MD5, which the store checks.
+without boto3's per-call machinery (a third of its CPU per request); their error replies mean
+what boto3's do (one classification, `_reply_error`), and a redirect is left to boto3, which
+follows S3's region redirects. Each PUT carries its Content-MD5, which the store checks.
 Works with AWS S3, MinIO and any S3-compatible endpoint that supports conditional writes
 (If-None-Match / If-Match on PutObject).
 
@@ -35,6 +35,7 @@ from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote
+from xml.etree import ElementTree
 
 import boto3
 import botocore.exceptions as bexc
@@ -85,6 +86,15 @@ ENV_CHECKSUM_CALCULATION = "AWS_REQUEST_CHECKSUM_CALCULATION"
 #: (endpoint, bucket) → None when the store honours conditional writes, else what it lacks.
 _PROBED: dict[tuple[str, str], str | None] = {}
 _PROBE_LOCK = threading.Lock()
+
+
+def _error_code_and_message(body: bytes) -> tuple[str, str | None]:
+    """The Code and Message of an S3 error reply's XML (empty for a HEAD's bodiless reply)."""
+    try:
+        error = ElementTree.fromstring(body)
+    except ElementTree.ParseError:
+        return "", None
+    return error.findtext("Code") or "", error.findtext("Message")
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -161,16 +171,8 @@ class S3Store(ObjectStore):
             return fn()
         except bexc.ClientError as exc:
             err = exc.response.get("Error", {})
-            code = str(err.get("Code", ""))
             status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-            if code in _NOT_FOUND_CODES or (status == "404" and code != "NoSuchBucket"):
-                raise ObjectNotFound(operation, self.location(key), "no such object") from None
-            if code in _CONDITION_CODES or status in ("412", "409"):
-                raise ConditionFailed(operation, self.location(key), f"condition not met ({code or status})") from None
-            if code in _TRANSIENT_CODES or status.startswith("5") or status == "429":
-                raise Transient(f"{code or status}") from None
-            reason = _HINTS.get(code, f"{code or status}: {err.get('Message', 'request failed')}")
-            raise StorageError(operation, self.location(key), reason) from None
+            raise self._reply_error(operation, key, str(err.get("Code", "")), status, err.get("Message")) from None
         except (
             bexc.EndpointConnectionError,
             bexc.ConnectionClosedError,
@@ -185,6 +187,18 @@ class S3Store(ObjectStore):
                 self.location(key),
                 "no credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or lake.storage",
             ) from None
+
+    def _reply_error(self, operation: str, key: str, code: str, status: str, message: str | None) -> Exception:
+        """What an error reply of the store means: ObjectNotFound, ConditionFailed, Transient (to
+        retry) or StorageError (permanent), from its error code and HTTP status."""
+        if code in _NOT_FOUND_CODES or (status == "404" and code != "NoSuchBucket"):
+            return ObjectNotFound(operation, self.location(key), "no such object")
+        if code in _CONDITION_CODES or status in ("412", "409"):
+            return ConditionFailed(operation, self.location(key), f"condition not met ({code or status})")
+        if code in _TRANSIENT_CODES or status.startswith("5") or status == "429":
+            return Transient(f"{code or status}")
+        reason = _HINTS.get(code, f"{code or status}: {message or 'request failed'}")
+        return StorageError(operation, self.location(key), reason)
 
     def read(self, key: str) -> bytes:
         return self.read_with_etag(key)[0]
@@ -203,11 +217,10 @@ class S3Store(ObjectStore):
         self, operation: str, method: str, key: str, body: bytes = b"", headers: dict[str, str] | None = None
     ) -> AWSResponse | None:
         """One request on an object, signed with the client's credentials (SigV4) and sent on the
-        client's own connection pool: the reply when it is a success (2xx); Transient on 5xx and
-        429 (retried like boto3's); ObjectNotFound on a 404 (NoSuchKey, or a HEAD's bodiless 404);
-        ConditionFailed on 412 and 409; None for anything else, and when the client's credentials
-        or pool cannot be reached, so that boto3 makes the request again and classifies its error
-        (such a request was refused, so asking again changes nothing)."""
+        client's own connection pool: the reply when it is a success (2xx); an error reply raises
+        what `_reply_error` makes of its code and status, as boto3's would. None for a redirect
+        (boto3 follows S3's region redirects) and when the client's credentials or pool cannot be
+        reached, so that boto3 makes the request."""
         credentials = getattr(getattr(self._client, "_request_signer", None), "_credentials", None)
         http = getattr(getattr(self._client, "_endpoint", None), "http_session", None)
         if credentials is None or http is None:
@@ -218,13 +231,10 @@ class S3Store(ObjectStore):
         status = response.status_code
         if 200 <= status < 300:
             return response
-        if status >= 500 or status == 429:
-            raise Transient(str(status))
-        if status == 404 and (method == "HEAD" or b"<Code>NoSuchKey</Code>" in response.content):
-            raise ObjectNotFound(operation, self.location(key), "no such object")
-        if status in (409, 412):
-            raise ConditionFailed(operation, self.location(key), f"condition not met ({status})")
-        return None
+        if 300 <= status < 400:
+            return None
+        code, message = _error_code_and_message(response.content)
+        raise self._reply_error(operation, key, code, str(status), message)
 
     def _object_url(self, key: str) -> str:
         """The object's URL, in the addressing style botocore chose (path-style for a custom

@@ -168,16 +168,14 @@ class PartitionLog:
                 if landed(current):
                     log.warning("%s: commit %s landed although its reply was lost", self, commit_id)
                     return current
-                if stale_start:  # the manifest moved on since the caller read it: no race lost
+                if on_conflict is not None:
+                    on_conflict()
+                if stale_start:  # the manifest moved on since the caller read it: no race was lost
                     stale_start = False
-                    if on_conflict is not None:
-                        on_conflict()
                     continue
                 log.info(
                     "%s: lost a commit race (attempt %d); retrying on version %d", self, attempt + 1, current.version
                 )
-                if on_conflict is not None:
-                    on_conflict()
                 time.sleep(COMMIT_BACKOFF.delay(min(attempt, 6)))
                 continue
             except StorageError as exc:
