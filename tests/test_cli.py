@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
+from lakecleaner.cleaner_state import Failure, mark_uncleanable
+from lakecleaner.config import parse_config
+from lakecleaner.lake import Lake
 
 
 def run(lake: Path, *args: str, stdin: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
@@ -67,6 +72,66 @@ def test_produce_json_lines_consume_and_status(tmp_path: Path) -> None:
     status = json.loads(run(tmp_path, "--json", "status").stdout)
     assert sum(p["records"] for p in status["events"]) == 3
     assert "next" in run(tmp_path, "status", "--topic", "events").stdout
+
+
+def test_produce_keeps_the_offsets_a_copied_topic_carries_and_consume_shows_them(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "copy")
+    copied = [{"key": "a", "value": "1", "offset": 4}, {"key": "b", "value": "2", "offset": 9}]
+    run(tmp_path, "produce", "--topic", "copy", stdin="\n".join(json.dumps(r) for r in copied))
+    run(tmp_path, "produce", "--topic", "copy", stdin=json.dumps({"key": "c", "value": "3"}))
+    consumed = [
+        json.loads(line) for line in run(tmp_path, "consume", "--topic", "copy", "--partition", "0").stdout.splitlines()
+    ]
+    assert [(r["offset"], r["key"]) for r in consumed] == [(4, "a"), (9, "b"), (10, "c")]
+    for lines, message in [
+        ([{"key": "d", "offset": 20}, {"key": "e"}], "1 of 2 records have an offset"),
+        ([{"key": "d", "offset": 10}], "offset 10 is below the log's next offset 11"),
+        ([{"key": "d", "offset": 30}, {"key": "e", "offset": 30}], "strictly increasing"),
+    ]:
+        proc = run(tmp_path, "produce", "--topic", "copy", stdin="\n".join(json.dumps(r) for r in lines), ok=False)
+        assert proc.returncode != 0 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(run(tmp_path, "consume", "--topic", "copy", "--partition", "0").stdout.splitlines()) == 3
+
+
+def test_uncleanable_partitions_are_listed_shown_in_status_and_cleared(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "cdc", "--partitions", "2", "--config", "cleanup.policy=compact")
+    run(tmp_path, "produce", "--topic", "cdc", "--partition", "1", stdin=json.dumps({"key": "a", "value": "1"}))
+    lake = Lake.open(parse_config({"lake": {"uri": f"file://{tmp_path}"}}))
+    manifest = lake.topic("cdc").partition(1).manifest()
+    failure = Failure(1, "segment file x is unreadable", manifest)
+    lake.cleaner_state.update(
+        "cdc", lambda s: replace(s, uncleanable=mark_uncleanable(s, [failure], lake.topic("cdc").config, 1000))
+    )
+    listed = json.loads(run(tmp_path, "--json", "uncleanable", "list", "--topic", "cdc").stdout)
+    assert [(e["partition"], e["attempts"], e["reason"]) for e in listed["uncleanable"]] == [
+        (1, 1, "segment file x is unreadable")
+    ]
+    status = json.loads(run(tmp_path, "--json", "status", "--topic", "cdc").stdout)["cdc"]
+    assert [p["uncleanable"] for p in status] == [None, "segment file x is unreadable"]
+    assert "segment file x is unreadable" in run(tmp_path, "status", "--topic", "cdc").stdout
+    proc = run(tmp_path, "uncleanable", "clear", "--topic", "cdc", "--partition", "7", ok=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert json.loads(run(tmp_path, "--json", "uncleanable", "clear", "--topic", "cdc").stdout)["cleared"] == [1]
+    assert json.loads(run(tmp_path, "--json", "uncleanable", "list", "--topic", "cdc").stdout)["uncleanable"] == []
+
+
+def test_audit_key_lists_every_copy_and_exits_1_when_one_is_overdue(tmp_path: Path) -> None:
+    config = {"cleanup.policy": "compact", "max.compaction.lag.ms": 3_600_000}
+    run(tmp_path, "topics", "create", "users", *[a for k, v in config.items() for a in ("--config", f"{k}={v}")])
+    lines = [{"key": "alice", "value": "1", "timestamp": 1000}, {"key": "alice", "value": "2", "timestamp": 2000}]
+    run(tmp_path, "produce", "--topic", "users", stdin="\n".join(json.dumps(r) for r in lines))
+    # a lake without a config file declares no DAG for the topic: nothing is scheduled to remove copies
+    proc = run(tmp_path, "--json", "audit", "key", "--topic", "users", "--key", "alice", "--now", "3000", ok=False)
+    assert proc.returncode == 1
+    audit = json.loads(proc.stdout)
+    assert [(c["offset"], c["kind"]) for c in audit["copies"]] == [(0, "superseded"), (1, "live")]
+    assert "no schedule" in audit["copies"][0]["overdue"] and "alice" not in proc.stdout
+    by_base64 = run(tmp_path, "--json", "audit", "key", "--topic", "users", "--key-base64", "Ym9i", ok=False)
+    assert by_base64.returncode == 0 and json.loads(by_base64.stdout)["copies"] == []  # "bob": no copy
+    both = run(tmp_path, "audit", "key", "--topic", "users", "--key", "a", "--key-base64", "YQ==", ok=False)
+    assert both.returncode == 2 and "give the key once" in both.stderr
+    topic = run(tmp_path, "--json", "audit", "topic", "--topic", "users", "--now", "3000", ok=False)
+    assert topic.returncode == 1 and json.loads(topic.stdout)["partitions"][0]["overdue"]
 
 
 def test_produce_generate_and_offsets(tmp_path: Path) -> None:

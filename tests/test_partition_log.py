@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
 import pytest
 
@@ -125,6 +127,87 @@ def test_explicit_roll_seals_and_next_append_opens_a_new_segment(lake: Lake) -> 
     log.roll(now_ms=NOW)
     log.append(recs(2), now_ms=NOW)
     assert [(s.base_offset, s.sealed) for s in log.manifest().segments] == [(0, True), (3, False)]
+
+
+def test_an_append_larger_than_segment_bytes_is_split_so_segments_stay_within_it(lake: Lake) -> None:
+    """Kafka (`UnifiedLog.maybeRoll`, `LogSegment.shouldRoll`): the active segment rolls before a
+    batch that would take it past segment.bytes, and producers send small batches, so a segment
+    holds at most segment.bytes unless one batch alone is larger. One large append here is split
+    into files that fit, each rolling by the same rule."""
+    log = lake.create_topic("t", config={"segment.bytes": 20_000}).partition(0)
+    incompressible = [Record(f"k{i}".encode(), random.Random(i).randbytes(40), NOW) for i in range(3000)]
+    result = log.append(incompressible, now_ms=NOW)
+    segments = log.manifest().segments
+    assert (result.base_offset, result.next_offset, result.rolled) == (0, 3000, len(segments) - 1)
+    assert len(segments) >= 5
+    assert all(s.size_bytes <= 20_000 for s in segments)
+    assert [s.sealed for s in segments] == [True] * (len(segments) - 1) + [False]
+    assert log.read().column("offset").to_pylist() == list(range(3000))
+
+
+def test_segment_ms_of_records_without_timestamps_counts_from_the_previous_roll(lake: Lake) -> None:
+    """Kafka (`LogSegment.timeWaitedForRoll`): without a first-batch timestamp, segment.ms counts
+    from the segment's creation (`LogSegment.created`), which is the previous roll, or the log's
+    creation for the first segment, not the first append into it."""
+    log = lake.create_topic("t", config={"segment.ms": 1000}, now_ms=NOW).partition(0)
+    untimestamped = [Record(b"k", b"v", -1)]
+    log.append(untimestamped, now_ms=NOW + 900)
+    assert log.manifest().segments[0].created_ms == NOW
+    log.append(untimestamped, now_ms=NOW + 1001)  # 1001 ms after the log was created: roll
+    assert [s.base_offset for s in log.manifest().segments] == [0, 1]
+    log.roll(now_ms=NOW + 2000)
+    log.append(untimestamped, now_ms=NOW + 2500)
+    assert log.manifest().segments[-1].created_ms == NOW + 2000
+    log.append(untimestamped, now_ms=NOW + 3000)  # exactly segment.ms after the roll: no roll
+    log.append(untimestamped, now_ms=NOW + 3001)
+    assert [s.base_offset for s in log.manifest().segments] == [0, 1, 2, 4]
+
+
+def test_the_last_append_sets_a_segments_last_modified_time(lake: Lake) -> None:
+    """Kafka (`LogSegment.largestTimestamp`): without record timestamps a segment's time is its
+    lastModified, the time of its last write, which retention.ms reads."""
+    log = lake.create_topic("t", now_ms=NOW).partition(0)
+    log.append([Record(b"k", b"v", -1)], now_ms=NOW + 10)
+    log.append([Record(b"k", b"v", -1)], now_ms=NOW + 20)
+    (segment,) = log.manifest().segments
+    assert (segment.created_ms, segment.modified_ms, segment.max_timestamp) == (NOW, NOW + 20, -1)
+
+
+def test_an_append_at_offsets_the_writer_chose_keeps_them_with_gaps(lake: Lake) -> None:
+    """Kafka (`UnifiedLog.appendAsFollower`): a follower or a replication tool appends records at
+    the offsets they had in the source, with gaps (compacted records, transaction markers); the
+    log end offset becomes the last offset + 1."""
+    log = lake.create_topic("mirror").partition(0)
+    result = log.append(recs(3), offsets=[5, 9, 10], now_ms=NOW)
+    assert (result.base_offset, result.next_offset, result.record_count) == (5, 11, 3)
+    log.append(recs(2, prefix="j"), now_ms=NOW)  # assigned from the log end
+    log.append(recs(1, prefix="x"), offsets=[20], now_ms=NOW)
+    assert log.read().column("offset").to_pylist() == [5, 9, 10, 11, 12, 20]
+    assert log.read(6).column("offset").to_pylist() == [9, 10, 11, 12, 20]  # a fetch inside a gap
+    assert log.manifest().next_offset == 21
+
+
+@pytest.mark.parametrize(
+    ("offsets", "message"),
+    [
+        ([3, 4], "offset 3 is below the log's next offset 5"),
+        ([7, 7], r"strictly increasing, but offset 7 \(record 1\) follows 7"),
+        ([9, 8], r"strictly increasing, but offset 8 \(record 1\) follows 9"),
+        ([6], "1 offsets given for 2 records"),
+        ([-1, 6], "must not be negative"),
+    ],
+)
+def test_offsets_that_break_the_log_order_are_refused_and_nothing_is_written(
+    lake: Lake, offsets: list[int], message: str
+) -> None:
+    log = lake.create_topic("mirror").partition(0)
+    log.append(recs(5), now_ms=NOW)
+    before = log.manifest()
+    files = lake.store.list(log.prefix + "segments/")
+    with pytest.raises(InvalidRecord, match=message):
+        log.append(recs(2, prefix="n"), offsets=offsets, now_ms=NOW)
+    assert log.manifest() == before
+    assert lake.store.list(log.prefix + "segments/") == files
 
 
 def test_read_from_offset_and_out_of_range(lake: Lake) -> None:

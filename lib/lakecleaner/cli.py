@@ -33,6 +33,7 @@ from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.records import BATCH_SCHEMA, HEADER_TYPE
 from lakecleaner.log.repair import repair_partition
+from lakecleaner.policy.text import format_timestamp_ms
 from lakecleaner.status import partition_status
 from lakecleaner.workload import WorkloadSpec, generate, kafka_partition
 
@@ -205,11 +206,25 @@ def _json_lines(
             "value": _decode(raw.get("value"), binary, "value", line_no),
             "timestamp": _whole_number(raw.get("timestamp"), "timestamp", line_no, 0, LONG_MAX),
             "headers": [{"key": str(k), "value": _decode(v, binary, "header", line_no)} for k, v in headers],
+            "offset": _whole_number(raw.get("offset"), "offset", line_no, 0, LONG_MAX - 1),
         }
         partition = _whole_number(raw.get("partition", fixed), "partition", line_no, 0, partitions - 1)
         if partition is None:
             partition = kafka_partition(key, partitions) if key is not None else line_no % partitions
         yield partition, row
+
+
+def _given_offsets(topic: str, partition: int, offsets: list[int | None]) -> list[int] | None:
+    """The offsets JSON lines gave a partition's records: all of them, or None when none gave one."""
+    given = [o for o in offsets if o is not None]
+    if not given:
+        return None
+    if len(given) != len(offsets):
+        raise click.ClickException(
+            f"partition {topic}-{partition}: {len(given)} of {len(offsets)} records have an offset; "
+            "give every record of a partition an offset, or none"
+        )
+    return given
 
 
 def _whole_number(value: object, field: str, line_no: int, low: int, high: int) -> int | None:
@@ -262,7 +277,9 @@ def produce(
     seed: int,
     batch_records: int,
 ) -> None:
-    """Append records to TOPIC: JSON lines ({"key", "value", "timestamp", "headers", "partition"}) or --generate."""
+    """Append records to TOPIC: JSON lines ({"key", "value", "timestamp", "headers", "partition", "offset"}) or
+    --generate. With "offset" on every record of a partition, records keep those offsets (as when
+    copying a Kafka topic: strictly increasing, from the log end on, gaps allowed)."""
     t = ctx.lake.topic(topic)
     totals: dict[int, int] = {}
     if synthetic:
@@ -291,8 +308,9 @@ def produce(
             for p, row in _json_lines(stream, binary, t.partitions, partition):
                 rows.setdefault(p, []).append(row)
         for p, part_rows in sorted(rows.items()):
+            offsets = _given_offsets(topic, p, [row.pop("offset") for row in part_rows])
             table = pa.Table.from_pylist(part_rows, schema=BATCH_SCHEMA.set(3, pa.field("headers", HEADER_TYPE)))
-            t.partition(p).append(table)
+            t.partition(p).append(table, offsets=offsets)
             totals[p] = len(part_rows)
     summary = {"topic": topic, "records": sum(totals.values()), "per_partition": totals}
     ctx.emit(summary, lambda: console.print(f"appended {summary['records']} records to {topic}: {totals}"))
@@ -353,11 +371,14 @@ def show_status(ctx: Context, names: list[str]) -> None:
     if unopened:  # a topic that cannot be opened at all (e.g. not in the lake) is an error, as before
         raise LakeCleanerError(unopened[next(n for n in names if n in unopened)])
     reads = ctx.lake.read_manifests_of(dict.fromkeys(topics.values()))
+    states = ctx.lake.cleaner_state.read_many(names, ctx.config.storage.max_concurrency)
     result: dict[str, list[dict[str, Any]]] = {}
     failed: dict[str, dict[int, str]] = {}
     for name in names:
-        read = reads[name]
-        result[name] = [asdict(partition_status(p, m, now)) for p, m in sorted(read.manifests.items())]
+        read, marks, config = reads[name], states[name].uncleanable, topics[name].config
+        result[name] = [
+            asdict(partition_status(p, m, now, config, marks.get(p))) for p, m in sorted(read.manifests.items())
+        ]
         failed[name] = read.failures
 
     def human() -> None:
@@ -365,6 +386,7 @@ def show_status(ctx: Context, names: list[str]) -> None:
             table = Table(title=f"topic {name}")
             for col in ("part", "segs", "records", "bytes", "log start", "next", "checkpoint", "active age"):
                 table.add_column(col, justify="right")
+            table.add_column("uncleanable")
             for r in rows:
                 table.add_row(
                     str(r["partition"]),
@@ -375,9 +397,10 @@ def show_status(ctx: Context, names: list[str]) -> None:
                     str(r["next_offset"]),
                     "-" if r["cleaner_checkpoint"] is None else str(r["cleaner_checkpoint"]),
                     _age(r["active_segment_age_ms"]),
+                    r["uncleanable"] or "",
                 )
             for partition in failed[name]:
-                table.add_row(str(partition), "FAILED", *[""] * 6)
+                table.add_row(str(partition), "FAILED", *[""] * 7)
             console.print(table)
         if not result:
             console.print("no topics in the lake")
@@ -486,7 +509,10 @@ def plan(
     consumed = (
         ctx.lake.offsets.consumed_positions(topic, sorted(manifests)) if t.config.consumed_retention_enabled else {}
     )
-    result = plan_topic(topic, manifests, t.config, consumed, now, force=force, max_partitions=max_partitions)
+    cleaner = ctx.lake.cleaner_state.read(topic)
+    result = plan_topic(
+        topic, manifests, t.config, consumed, now, force=force, max_partitions=max_partitions, cleaner=cleaner
+    )
     ctx.emit(
         {**result.to_dict(), "unreadable": {str(p): e for p, e in read.failures.items()}},
         lambda: console.print(render_topic_plan(result)),
@@ -520,7 +546,8 @@ def compact(
     t = ctx.lake.topic(topic)
     chosen = [int(p) for p in partition_list.split(",") if p.strip()] or None
     read = t.read_manifests(chosen)
-    plan_result = plan_topic(topic, read.manifests, t.config, {}, now, force=force)
+    cleaner = ctx.lake.cleaner_state.read(topic)
+    plan_result = plan_topic(topic, read.manifests, t.config, {}, now, force=force, cleaner=cleaner)
     selected = plan_result.selection.selected
     requests = [r for p in selected if (r := requests_for(read.manifests[p], t.config, now))]
     unreadable = [(f"{topic}-{p}", e) for p, e in read.failures.items()]
@@ -699,6 +726,131 @@ def offsets_list(ctx: Context, group: str | None, topic: str | None) -> None:
 
     ctx.emit({"offsets": rows, "minimum": minimum}, human)
     _exit_on_failures([(f"group {g}", reason) for g, reason in unreadable.items()])
+
+
+@cli.group()
+def uncleanable() -> None:
+    """Partitions whose compaction failed and that later runs skip (Kafka's uncleanable partitions)."""
+
+
+@uncleanable.command("list")
+@click.option("--topic", required=True)
+@pass_ctx
+def uncleanable_list(ctx: Context, topic: str) -> None:
+    """The partitions marked uncleanable: why, since when, how many attempts failed."""
+    ctx.lake.topic(topic)
+    state = ctx.lake.cleaner_state.read(topic)
+    rows = [e.to_dict() for _, e in sorted(state.uncleanable.items())]
+
+    def human() -> None:
+        table = Table("partition", "attempts", "first failed", "last failed", "log end then", "reason")
+        for r in rows:
+            table.add_row(
+                str(r["partition"]),
+                str(r["attempts"]),
+                format_timestamp_ms(r["first_failed_ms"]),
+                format_timestamp_ms(r["last_failed_ms"]),
+                str(r["log_end_offset"]),
+                r["reason"],
+            )
+        console.print(table if rows else f"{topic}: no partition is marked uncleanable")
+
+    ctx.emit({"topic": topic, "uncleanable": rows}, human)
+
+
+@uncleanable.command("clear")
+@click.option("--topic", required=True)
+@click.option("--partition", "partitions", type=int, multiple=True, help="Only these partitions (default: all).")
+@pass_ctx
+def uncleanable_clear(ctx: Context, topic: str, partitions: tuple[int, ...]) -> None:
+    """Forget that partitions are uncleanable, so that the next run compacts them if they are due."""
+    t = ctx.lake.topic(topic)
+    for p in partitions:
+        t.partition(p)  # an unknown partition is an error, not a silent no-op
+    cleared = ctx.lake.cleaner_state.clear(topic, partitions or None)
+    ctx.emit(
+        {"topic": topic, "cleared": cleared},
+        lambda: console.print(
+            f"{topic}: cleared {', '.join(map(str, cleared)) or 'nothing (no partition was marked)'}"
+        ),
+    )
+
+
+@cli.group()
+def audit() -> None:
+    """Prove erasure: where a key's records are still stored, and by when each copy is gone."""
+
+
+@audit.command("key")
+@click.option("--topic", required=True)
+@click.option("--key", "text_key", help="The key, as UTF-8 text.")
+@click.option("--key-base64", "base64_key", help="The key's bytes, base64-encoded.")
+@click.option("--now", "now_text", help=NOW_HELP)
+@pass_ctx
+def audit_key_command(
+    ctx: Context, topic: str, text_key: str | None, base64_key: str | None, now_text: str | None
+) -> None:
+    """Every stored copy of a key (live segments, files awaiting deletion, abandoned run outputs,
+    the lake's own files) with the time by which it is physically gone. Exits 1 when a copy is
+    overdue or an object could not be read, so it can gate a compliance job."""
+    from lakecleaner.audit import audit_key
+
+    if (text_key is None) == (base64_key is None):
+        raise click.UsageError("give the key once: --key TEXT or --key-base64 B64")
+    key = text_key.encode() if text_key is not None else _decode(base64_key, True, "--key-base64", 0)
+    assert key is not None
+    result = audit_key(ctx.lake, topic, key, _now(now_text))
+
+    def human() -> None:
+        table = Table("partition", "object", "offset", "kind", "gone by", "overdue")
+        for c in result.copies:
+            d = c.deadline
+            table.add_row(
+                "-" if c.partition is None else str(c.partition),
+                c.object,
+                "-" if c.offset is None else str(c.offset),
+                c.kind,
+                "-" if d is None or d.gone_by_ms is None else format_timestamp_ms(d.gone_by_ms),
+                "" if d is None or d.overdue is None else d.overdue,
+            )
+        console.print(table if result.copies else f"{topic}: no stored copy of the key")
+        for name, reason in result.unreadable.items():
+            console.print(f"[red]could not read {name}: {reason}[/red]")
+        console.print("[red]OVERDUE[/red]" if result.overdue else "nothing is overdue")
+
+    ctx.emit(result.to_dict(), human)
+    if result.overdue:
+        sys.exit(1)
+
+
+@audit.command("topic")
+@click.option("--topic", required=True)
+@click.option("--now", "now_text", help=NOW_HELP)
+@pass_ctx
+def audit_topic_command(ctx: Context, topic: str, now_text: str | None) -> None:
+    """Per partition, the earliest deadline by which data it still stores must be gone (dirty
+    records, tombstones, files awaiting deletion, unreferenced files). Exits 1 when one is overdue."""
+    from lakecleaner.audit import audit_topic
+
+    partitions = audit_topic(ctx.lake, topic, _now(now_text))
+
+    def human() -> None:
+        table = Table("partition", "awaiting deletion", "unreferenced", "earliest", "gone by", "overdue")
+        for p in partitions:
+            d = p.deadline
+            table.add_row(
+                str(p.partition),
+                str(p.pending_files),
+                str(p.unreferenced_files),
+                p.error or p.what or "-",
+                "-" if d is None or d.gone_by_ms is None else format_timestamp_ms(d.gone_by_ms),
+                "" if d is None or d.overdue is None else d.overdue,
+            )
+        console.print(table)
+
+    ctx.emit({"topic": topic, "partitions": [p.to_dict() for p in partitions]}, human)
+    if any(p.overdue for p in partitions):
+        sys.exit(1)
 
 
 # -- Airflow ---------------------------------------------------------------------------------

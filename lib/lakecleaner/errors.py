@@ -64,6 +64,10 @@ class CorruptOffsets(LakeCleanerError):
     """A consumer group's offsets file that cannot be parsed."""
 
 
+class CorruptCleanerState(LakeCleanerError):
+    """A topic's cleaner state file (uncleanable partitions, last run) that cannot be parsed."""
+
+
 class ConcurrentModification(LakeCleanerError):
     """A commit kept losing races, or its inputs were changed by another writer."""
 

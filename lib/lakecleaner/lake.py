@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from lakecleaner.cleaner_state import CleanerStateStore
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig, TopicConfig, load_config, parse_config
 from lakecleaner.errors import (
@@ -140,6 +141,7 @@ class Lake:
         self.store = store
         self.config = config
         self.offsets = OffsetStore(store, config)
+        self.cleaner_state = CleanerStateStore(store)
 
     @classmethod
     def open(cls, target: str | LakeConfig | None = None) -> Lake:

@@ -7,7 +7,9 @@ so a DAG's `report` task only has to call `emit_topic_metrics`. The names (under
 
 * gauges, one per cleaner gauge of the plan (Kafka's names with `_` for `-`):
   `lakecleaner.<topic>.max_compaction_delay_secs`, `.max_dirty_percent`, `.cleanable_bytes`,
-  `.uncleanable_bytes`, `.partitions_due`;
+  `.not_yet_cleanable_bytes`, `.uncleanable_partitions_count`, `.uncleanable_bytes`,
+  `.partitions_due`, and from the last run `.time_since_last_run_ms`, `.max_clean_time_secs`,
+  `.max_buffer_utilization_percent` (not sent before the topic's first run);
 * counters, per run: `lakecleaner.<topic>.bytes_reclaimed`, `.records_removed`,
   `.segments_deleted` (retention) and `.files_deleted` (physical deletion).
 

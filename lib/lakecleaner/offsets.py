@@ -7,16 +7,12 @@ offset is the next offset the group will consume: every record below it has been
 from __future__ import annotations
 
 import json
-import random
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.errors import (
-    ConcurrentModification,
-    ConditionFailed,
     CorruptOffsets,
     InvalidTopicName,
     ObjectNotFound,
@@ -161,24 +157,17 @@ class OffsetStore:
                 raise ValueError(f"offset {o!r} for {topic}-{p} must be a non-negative integer (the next offset)")
         now = wall_clock_ms() if now_ms is None else now_ms
         key = group_key(group)
-        for _ in range(50):
-            try:
-                data, etag = self.store.read_with_etag(key)
-                current: GroupOffsets | None = GroupOffsets.from_json(data, self.store.location(key))
-            except ObjectNotFound:
-                current, etag = None, ""
-            topics = {t: dict(parts) for t, parts in (current.topics if current else {}).items()}
+        committed: list[GroupOffsets] = []
+
+        def commit_offsets(data: bytes | None) -> bytes:
+            current = GroupOffsets(group) if data is None else GroupOffsets.from_json(data, self.store.location(key))
+            topics = {t: dict(parts) for t, parts in current.topics.items()}
             topics.setdefault(topic, {}).update({p: CommittedOffset(o, now, metadata) for p, o in offsets.items()})
-            updated = GroupOffsets(group, topics)
-            try:
-                if current is None:
-                    self.store.create(key, updated.to_json())
-                else:
-                    self.store.replace(key, updated.to_json(), etag)
-                return updated
-            except ConditionFailed:
-                time.sleep(random.uniform(0, 0.05))
-        raise ConcurrentModification(f"consumer group {group}: lost 50 offset-commit races in a row; retry later")
+            committed[:] = [GroupOffsets(group, topics)]
+            return committed[0].to_json()
+
+        self.store.update(key, commit_offsets, what=f"the offset commit of consumer group {group}")
+        return committed[0]
 
     def list_groups(self) -> list[str]:
         return sorted(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from lakecleaner.audit import audit_topic
 from lakecleaner.dashboard.local_airflow import LocalAirflow
 from lakecleaner.policy import TopicPlan, plan_topic
 from tests.dashboard.conftest import Scene
@@ -129,3 +130,16 @@ def test_only_users_who_may_trigger_get_live_buttons(airflow: LocalAirflow, scen
         "POST", "/api/v2/dags/lakecleaner__customers/dagRuns", user="viewer", body={"logical_date": None}
     )
     assert status == 403
+
+
+def test_a_topics_erasure_deadlines_equal_the_topic_audit_and_overdue_ones_are_red(
+    airflow: LocalAirflow, scene: Scene
+) -> None:
+    status, body = get(airflow, "/lakecleaner/api/topics/customers", "viewer", scene)
+    assert status == 200
+    audited = audit_topic(scene.lake, "customers", scene.now_ms)
+    assert body["erasure"] == {str(p.partition): p.to_dict() for p in audited}
+    # the scene's DAGs have no schedule: nothing removes superseded data unless a run is triggered
+    assert [p.partition for p in audited if p.overdue] == [0, 1]
+    _, html = airflow.api("GET", f"/lakecleaner/topics/customers?now={scene.now_ms}", user="viewer", raw=True)
+    assert 'data-erasure="0" class="overdue"' in html and "has no schedule" in html

@@ -57,7 +57,7 @@ def test_a_compacted_partition_is_clean_dirty_uncleanable_and_active(scene: Scen
     assert regions == expected_regions(view.manifest, CHECKPOINT, 300)
     sizes = {r.kind: r.bytes for r in view.regions}
     assert (sizes["clean"], sizes["dirty"]) == (cleanable.clean_bytes, cleanable.cleanable_bytes)
-    assert sizes["uncleanable"] + sizes["active"] == cleanable.uncleanable_bytes
+    assert sizes["uncleanable"] + sizes["active"] == cleanable.not_yet_cleanable_bytes
 
 
 def test_the_drawing_carries_the_manifests_offsets(scene: Scene) -> None:

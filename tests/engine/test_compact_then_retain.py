@@ -47,3 +47,25 @@ def test_compacted_then_retained_keeps_the_latest_value_of_every_remaining_key(s
     assert sorted(keys) == sorted([f"k{i}".encode() for i in range(10)] + [b"only3", b"only4", b"only5"])
     for record in remaining:
         assert record["value"] == latest[record["key"]]
+
+
+def test_a_compacted_segment_keeps_the_time_of_its_last_input_so_retention_is_not_extended(
+    spark: SparkSession, lake: Lake
+) -> None:
+    """Kafka (`Cleaner.cleanSegments`): the cleaned segment's lastModified is set to that of the
+    last segment of its group, and `LogSegment.largestTimestamp` falls back to lastModified for
+    records without timestamps, so compaction never restarts retention.ms for them."""
+    topic = new_topic(lake, cleanup_policy="compact,delete", retention_ms=10 * HOUR)
+    log = topic.partition(0)
+    for hour, value in ((0, b"1"), (2, b"2")):
+        log.append([Record(b"k", value, -1), Record(b"other", value, -1)], now_ms=hour * HOUR)
+        log.roll(now_ms=hour * HOUR)
+    log.append([Record(b"new", b"x", 100 * HOUR)], now_ms=100 * HOUR)
+    report = compact(spark, lake, topic, 9 * HOUR)
+    assert report.partition(0).status == COMMITTED
+    compacted = log.manifest().segments[0]
+    assert (compacted.created_ms, compacted.modified_ms, compacted.max_timestamp) == (9 * HOUR, 2 * HOUR, -1)
+    retain_topic(lake, topic.name, 12 * HOUR)  # 10 h after the last write into the inputs: not older
+    assert [r["value"] for r in log.read().to_pylist()] == [b"2", b"2", b"x"]
+    retain_topic(lake, topic.name, 12 * HOUR + 1)
+    assert [r["key"] for r in log.read().to_pylist()] == [b"new"]

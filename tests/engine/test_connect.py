@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from lakecleaner.config import parse_config
 from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.lake import Lake
 from lakecleaner.workload import WorkloadSpec, generate
@@ -117,3 +118,13 @@ def test_the_demo_runs_its_dags_with_the_compact_tasks_on_a_connect_server(
     assert len(reports) >= 2, "the compact tasks ran no compaction"
     assert {r["spark"] for r in reports} == {"connect"}
     assert not any(r["failed"] for r in reports)
+    # Issue #20: outside the segment files, nothing the demo writes (run reports, quality results,
+    # the HTML report, cleaner state, Airflow's database and task logs) holds a record's key or value
+    lake = Lake.open(parse_config({"lake": {"uri": f"file://{tmp_path / 'lake'}"}}))
+    record = next(r for r in lake.topic("customers-cdc").partition(0).read().to_pylist() if r["value"])
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".parquet"]
+    assert any(p.name == "report.html" for p in written) and any(p.name == "run.json" for p in written)
+    holding = [str(p) for p in written if record["key"] in p.read_bytes() or record["value"] in p.read_bytes()]
+    assert holding == []
+    printed = (done.stdout + done.stderr).encode()  # the DAG runs' task logs go to the demo's output
+    assert record["key"] not in printed and record["value"] not in printed

@@ -9,7 +9,8 @@ from pyspark.sql import SparkSession
 from lakecleaner.engine.report import COMMITTED, UNCLEANABLE
 from lakecleaner.lake import Lake
 from lakecleaner.log.partition import partition_prefix
-from tests.engine.helpers import compact, rows, sealed_two_partitions, unreferenced_files
+from lakecleaner.policy import plan_topic
+from tests.engine.helpers import compact, requests, rows, sealed_two_partitions, unreferenced_files
 
 
 @pytest.mark.parametrize("damage", ["garbage", "missing"])
@@ -31,3 +32,31 @@ def test_a_corrupt_segment_makes_only_its_partition_uncleanable(spark: SparkSess
     assert healthy.status == COMMITTED
     assert [(r["key"], r["value"]) for r in rows(topic, 1)] == [(b"b", b"1"), (b"a", b"2")]
     assert report.failed
+
+
+def test_a_failed_partition_stays_uncleanable_across_runs_until_it_is_cleared(spark: SparkSession, lake: Lake) -> None:
+    """Kafka (`LogCleaner.CleanerThread.cleanFilthiestLog` → `markPartitionUncleanable`): a
+    partition whose cleaning failed is skipped by later cleanings; here the mark is kept between
+    runs with the reason, time and attempts, and lifted by a changed log or `uncleanable clear`."""
+    topic = sealed_two_partitions(lake, {"a": "1", "b": "1"}, {"a": "2"})
+    victim = partition_prefix(topic.name, 0) + topic.partition(0).manifest().segments[0].files[1].path
+    good = lake.store.read(victim)
+    lake.store.write(victim, b"not a parquet file")
+    compact(spark, lake, topic, 500)
+    state = lake.cleaner_state.read(topic.name)
+    (entry,) = state.uncleanable.values()
+    assert (entry.partition, entry.attempts, entry.first_failed_ms) == (0, 1, 500)
+    assert "unreadable" in entry.reason
+    assert state.last_run is not None and state.last_run.started_ms == 500
+
+    plan = plan_topic(topic.name, topic.read_manifests().manifests, topic.config, {}, 600, cleaner=state)
+    assert plan.partitions[0].compaction.uncleanable == entry and not plan.partitions[0].compaction.due
+    assert plan.metrics.uncleanable_partitions_count == 1 and plan.metrics.uncleanable_bytes > 0
+    assert requests(topic, 600) != []  # the requests alone would still compact it: the plan is what skips it
+
+    lake.store.write(victim, good)  # repaired by hand: only `uncleanable clear` tells the cleaner
+    assert lake.cleaner_state.clear(topic.name, [0]) == [0]
+    assert lake.cleaner_state.read(topic.name).uncleanable == {}
+    report = compact(spark, lake, topic, 700)
+    assert report.partition(0).status == COMMITTED
+    assert lake.cleaner_state.read(topic.name).uncleanable == {}

@@ -59,8 +59,8 @@ def test_requests_for_resets_a_checkpoint_out_of_range_and_skips_clean_logs() ->
         "t", 0, 0, 20, 5
     )
     assert requests_for(manifest(seg(0, 10), seg(10, 20), checkpoint=15), COMPACT, 0) == CompactionRequest(
-        "t", 0, 10, 20, 5
-    )
+        "t", 0, 15, 20, 5
+    )  # Kafka's F: the checkpoint itself, inside a segment
     assert requests_for(manifest(*m.segments, checkpoint=20), COMPACT, 0) is None
     expired = manifest(seg(0, 10, horizon=500), seg(10, 20), checkpoint=20)
     assert requests_for(expired, COMPACT, 499) is None

@@ -64,7 +64,7 @@ def test_bytes_are_split_at_f_and_u_and_the_active_segment_is_uncleanable() -> N
     cleanable = cleanable_range(log, COMPACT, NOW)
     assert (cleanable.first_dirty_offset, cleanable.first_uncleanable_offset) == (10, 30)
     assert cleanable.uncleanable_cause == ACTIVE_SEGMENT
-    assert (cleanable.clean_bytes, cleanable.cleanable_bytes, cleanable.uncleanable_bytes) == (100, 500, 7)
+    assert (cleanable.clean_bytes, cleanable.cleanable_bytes, cleanable.not_yet_cleanable_bytes) == (100, 500, 7)
     assert cleanable.dirty_ratio == 500 / 600
 
 
@@ -85,7 +85,7 @@ def test_the_first_too_young_segment_blocks_the_older_ones_after_it() -> None:
     log = manifest(segment(0, size=10), segment(10, max_ts=NOW - 1, size=20), segment(20, size=40), active(30))
     result = cleanable_range(log, config, NOW)
     assert result.first_uncleanable_offset == 10
-    assert (result.cleanable_bytes, result.uncleanable_bytes) == (10, 160)
+    assert (result.cleanable_bytes, result.not_yet_cleanable_bytes) == (10, 160)
 
 
 def test_nothing_cleanable_when_the_first_dirty_segment_is_too_young() -> None:
@@ -115,11 +115,14 @@ def test_min_lag_falls_back_to_created_ms_for_a_segment_without_timestamps() -> 
 
 
 def test_u_never_passes_the_active_segment() -> None:
+    """Kafka (`LogCleanerManager.cleanableOffsets`, `calculateCleanableBytes`): F may lie inside the
+    active segment; U is then the active segment's base, below F, and nothing is cleanable."""
     log = manifest(segment(0), segment(10), active(20, max_ts=OLD))
     assert cleanable_range(log, COMPACT, NOW).first_uncleanable_offset == 20
     inside_active = replace(log, cleaner_checkpoint=25)
     result = cleanable_range(inside_active, COMPACT, NOW)
-    assert (result.first_dirty_offset, result.first_uncleanable_offset) == (20, 20)
+    assert (result.first_dirty_offset, result.first_uncleanable_offset) == (25, 20)
+    assert result.cleanable_bytes == 0
     assert assess_compaction(inside_active, COMPACT, NOW).reason == (
         "nothing cleanable: the first dirty segment is the active segment"
     )
@@ -128,8 +131,8 @@ def test_u_never_passes_the_active_segment() -> None:
 def test_a_checkpoint_at_the_end_of_an_open_log_counts_from_the_active_segment() -> None:
     log = manifest(segment(0, size=100), active(10, size=30), checkpoint=20)
     result = cleanable_range(log, COMPACT, NOW)
-    assert (result.first_dirty_offset, result.first_uncleanable_offset) == (10, 10)
-    assert (result.clean_bytes, result.cleanable_bytes, result.uncleanable_bytes) == (100, 0, 30)
+    assert (result.first_dirty_offset, result.first_uncleanable_offset) == (20, 10)
+    assert (result.clean_bytes, result.cleanable_bytes, result.not_yet_cleanable_bytes) == (100, 0, 30)
 
 
 def test_u_is_the_log_end_when_there_is_no_active_segment() -> None:
@@ -165,7 +168,7 @@ def test_checkpoint_below_log_start_is_reset_to_it() -> None:
 def test_checkpoint_beyond_the_log_end_is_reset_to_log_start() -> None:
     log = manifest(segment(0), segment(10), active(20), log_start=3, checkpoint=31)
     result = cleanable_range(log, COMPACT, NOW)
-    assert result.first_dirty_offset == 0  # log start 3, rounded down to its segment
+    assert result.first_dirty_offset == 3  # the log start itself, not its segment's base
     assert result.checkpoint_reset is not None and "beyond the log end offset 30" in result.checkpoint_reset
 
 
@@ -181,11 +184,35 @@ def test_missing_checkpoint_starts_at_log_start_and_says_so() -> None:
     assert result.checkpoint_reset == "no cleaner checkpoint: cleaning starts at the log start offset 0"
 
 
-def test_a_checkpoint_inside_a_segment_is_rounded_down_to_its_base() -> None:
+def test_a_checkpoint_inside_a_segment_is_kept_and_its_segment_counts_as_cleanable() -> None:
+    """Kafka (`LogCleanerManager.cleanableOffsets`): a checkpoint within [log start, log end] is F
+    as it is. Kafka's `LogToClean` then counts the segment holding F as clean and as cleanable;
+    here it counts once, as cleanable (docs/architecture.md, differences from Kafka)."""
     log = manifest(segment(0, size=100), segment(10, size=100), active(20), checkpoint=15)
     result = cleanable_range(log, COMPACT, NOW)
-    assert (result.first_dirty_offset, result.checkpoint_reset) == (10, None)
-    assert (result.clean_bytes, result.cleanable_bytes) == (100, 100)  # the segment is not counted twice
+    assert (result.first_dirty_offset, result.checkpoint_reset) == (15, None)
+    assert (result.clean_bytes, result.cleanable_bytes) == (100, 100)
+
+
+def test_a_log_start_moved_inside_a_segment_past_the_checkpoint_is_the_first_dirty_offset() -> None:
+    """Kafka (`LogCleanerManager.cleanableOffsets`): when DeleteRecords or retention moved the log
+    start offset past the cleaner checkpoint, F is the log start offset itself, even inside a
+    segment; the segments from the one holding it to U are the cleanable bytes, and KIP-354's
+    delay (`maxCompactionDelay`, `nonActiveLogSegmentsFrom(F)`) counts the segment holding F."""
+    config = replace(COMPACT, max_compaction_lag_ms=HOUR)
+    log = manifest(
+        segment(0, size=100, first_ts=NOW - 9 * HOUR),
+        segment(10, size=200, first_ts=NOW - 5 * HOUR),
+        segment(20, size=300, first_ts=NOW - 4 * HOUR),
+        active(30, size=50),
+        log_start=14,
+        checkpoint=10,
+    )
+    result = cleanable_range(log, config, NOW)
+    assert (result.first_dirty_offset, result.first_uncleanable_offset) == (14, 30)
+    assert result.checkpoint_reset == "cleaner checkpoint 10 is below the log start offset 14: reset to it"
+    assert (result.clean_bytes, result.cleanable_bytes, result.not_yet_cleanable_bytes) == (100, 500, 50)
+    assert result.max_compaction_delay_ms == 4 * HOUR
 
 
 # -- max.compaction.lag.ms (KIP-354) --------------------------------------------------------------

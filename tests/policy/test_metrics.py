@@ -27,15 +27,20 @@ def test_topic_gauges() -> None:
         "max-compaction-delay-secs": 1,
         "max-dirty-percent": 66,
         "cleanable-bytes": 31,
-        "uncleanable-bytes": 15,
+        "not-yet-cleanable-bytes": 15,
+        "uncleanable-partitions-count": 0,  # no partition is marked uncleanable (tests/policy/test_uncleanable.py)
+        "uncleanable-bytes": 0,
         "partitions-due": 2,
+        "time-since-last-run-ms": None,  # no run yet
+        "max-clean-time-secs": None,
+        "max-buffer-utilization-percent": None,
     }
     assert topic_metrics([assess_compaction(logs[0], CONFIG, NOW)]).max_dirty_percent == 29
 
 
 def test_gauges_of_a_topic_that_is_not_compacted_are_zero() -> None:
     log = manifest(segment(0, size=1), segment(10, size=2, first_ts=1), active(20), checkpoint=10)
-    assert set(topic_metrics([assess_compaction(log, DELETE, NOW)]).to_dict().values()) == {0}
+    assert set(topic_metrics([assess_compaction(log, DELETE, NOW)]).to_dict().values()) == {0, None}
 
 
 def test_the_record_deadline_is_the_earliest_first_batch_at_or_after_f_plus_the_max_lag() -> None:

@@ -13,7 +13,13 @@ from lakecleaner.errors import OffsetOutOfRange
 from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
 from lakecleaner.offsets import ConsumedPosition
 from lakecleaner.policy import plan_partition, plan_topic
-from lakecleaner.policy.cleanable import DIRTY_RATIO, MAX_COMPACTION_LAG, CleanableRange, assess_compaction
+from lakecleaner.policy.cleanable import (
+    DIRTY_RATIO,
+    MAX_COMPACTION_LAG,
+    CleanableRange,
+    assess_compaction,
+    holds_dirty_records,
+)
 from lakecleaner.policy.retention import CONSUMED, LOG_START_BREACH, apply_retention, plan_retention
 from lakecleaner.policy.roll import apply_roll, plan_roll
 from lakecleaner.policy.trim import apply_trim, plan_trim
@@ -167,19 +173,19 @@ def test_plans_stay_within_the_log_and_respect_the_active_segment(
         return
     assert cleanable is not None
     first_dirty, first_uncleanable = cleanable.first_dirty_offset, cleanable.first_uncleanable_offset
-    assert {first_dirty, first_uncleanable} <= boundaries(current)
-    assert first_dirty <= first_uncleanable <= current.next_offset
-    holding_start = current.segment_index_of(current.log_start_offset)
-    if first_dirty < first_uncleanable:  # a non-empty range never starts below the log start's segment
-        assert first_dirty >= (
-            current.log_start_offset if holding_start is None else current.segments[holding_start].base_offset
-        )
+    checkpoint, start = current.cleaner_checkpoint, current.log_start_offset
+    kept = checkpoint is not None and start <= checkpoint <= current.next_offset
+    assert first_dirty == (checkpoint if kept else start)  # Kafka's cleanableOffsets: never rounded
+    assert first_uncleanable in boundaries(current) and first_uncleanable <= current.next_offset
+    if first_dirty > first_uncleanable:  # only when F lies inside the active or a too-young segment
+        (at_u,) = [s for s in current.segments if s.base_offset == first_uncleanable]
+        assert at_u.base_offset < first_dirty <= at_u.next_offset and (not at_u.sealed or config.min_compaction_lag_ms)
     if current.active_segment is not None:
         assert first_uncleanable <= current.active_segment.base_offset
     for segment in current.segments:
-        if first_dirty <= segment.base_offset < first_uncleanable:
+        if holds_dirty_records(segment, first_dirty) and segment.base_offset < first_uncleanable:
             assert segment.sealed and segment.next_offset <= first_uncleanable
-    assert cleanable.clean_bytes + cleanable.cleanable_bytes + cleanable.uncleanable_bytes == current.size_bytes
+    assert cleanable.clean_bytes + cleanable.cleanable_bytes + cleanable.not_yet_cleanable_bytes == current.size_bytes
     assert 0.0 <= cleanable.dirty_ratio <= 1.0
     if plan.compaction.due:
         assert cleanable.total_bytes > 0

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from lakecleaner.audit import audit_key
 from lakecleaner.config import load_config
 from lakecleaner.dashboard.local_airflow import LocalAirflow
 from lakecleaner.engine.connect_server import ConnectServer
@@ -37,10 +38,14 @@ from tests.scheduler.topics import (
     CDC_REST_NULL,
     CDC_SCHEDULED,
     CRON_TOPICS,
+    ERASURE_TOPICS,
     MANUAL_TOPICS,
     SCHEDULED,
+    SUBJECT,
     daily_schedule,
+    erasure_spec,
     fill_cdc,
+    fill_erasure,
     fill_views,
     views_spec,
 )
@@ -87,6 +92,8 @@ def world(
     topics: dict[str, Any] = {name: views_spec(cron) for name in (SCHEDULED, BACKFILLED)}
     for name in CRON_TOPICS + MANUAL_TOPICS:
         topics[name] = {"partitions": 1, "schedule": cron if name in CRON_TOPICS else None, "config": CDC_CONFIG}
+    for name in ERASURE_TOPICS:
+        topics[name] = erasure_spec(name, cron)
     config_path = home / "lakecleaner.yaml"
     config_path.write_text(yaml.safe_dump(world_config(s3_endpoint, f"scheduler-{home.name[-12:]}", topics)))
     lake = Lake.open(replace(load_config(config_path), storage=s3_endpoint.settings()))
@@ -95,6 +102,8 @@ def world(
         fill_views(lake, topic, latest_ms)
     for topic in CRON_TOPICS + MANUAL_TOPICS:
         fill_cdc(lake, topic, latest_ms)
+    for topic in ERASURE_TOPICS:
+        fill_erasure(lake, topic, int(ticks[0].timestamp() * 1000))
     env = {
         "LAKECLEANER_S3_ENDPOINT_URL": s3_endpoint.url,
         "AWS_ACCESS_KEY_ID": s3_endpoint.access_key,
@@ -113,13 +122,18 @@ def world(
 
 @pytest.fixture(scope="package")
 def started(world: World) -> dict[str, Any]:
-    """Start every scenario's runs; returns the REST-triggered runs' ids by topic."""
+    """Start every scenario's runs; returns the REST-triggered runs' ids by topic, and, under
+    "erasure_before", each erasure topic's audit of the subject's key before its runs."""
     airflow, latest = world.airflow, world.ticks[-1]
-    ids = {
+    before_first_tick = int(world.ticks[0].timestamp() * 1000) - 60_000
+    ids: dict[str, Any] = {
+        "erasure_before": {t: audit_key(world.lake, t, SUBJECT, before_first_tick) for t in ERASURE_TOPICS},
         CDC_REST: world.trigger(CDC_REST, {"logical_date": latest.isoformat(), "conf": {}}),
         CDC_REST_NULL: world.trigger(CDC_REST_NULL, {"logical_date": None}),
     }
     airflow.backfill(dag_id_of(CDC_BACKFILLED), world.ticks[1].isoformat(), latest.isoformat())
-    for topic in (CDC_SCHEDULED, CDC_BACKFILLED, CDC_REST, CDC_REST_NULL):
+    for topic in ERASURE_TOPICS:
+        airflow.backfill(dag_id_of(topic), world.ticks[0].isoformat(), latest.isoformat())
+    for topic in (CDC_SCHEDULED, CDC_BACKFILLED, CDC_REST, CDC_REST_NULL, *ERASURE_TOPICS):
         airflow.set_paused(dag_id_of(topic), False)
     return ids

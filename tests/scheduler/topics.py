@@ -99,3 +99,48 @@ def fill_views(lake: Lake, topic: str, end_ms: int) -> None:
 
 def views_spec(cron: str) -> dict[str, Any]:
     return {"partitions": 1, "schedule": cron, "consumer_groups": sorted(COMMITTED), "config": VIEWS_CONFIG}
+
+
+#: Erasure topics (test_erasure.py, issue #20): a data subject's key, its two values and their
+#: tombstone, in a partition that then goes idle; backfilled over the three ticks. Each deadline
+#: is KIP-354's: the values are compacted away at the first tick, the tombstone once its horizon
+#: (delete.retention.ms after that cleaning) has passed, at the second.
+ERASURE_COMPACT, ERASURE_COMPACT_DELETE, ERASURE_FAILING = (
+    "erasure-compact",
+    "erasure-compact-delete",
+    "erasure-failing",
+)
+ERASURE_TOPICS = (ERASURE_COMPACT, ERASURE_COMPACT_DELETE, ERASURE_FAILING)
+ERASURE_CONFIG = {
+    "cleanup.policy": "compact",
+    "max.compaction.lag.ms": HOUR,
+    "delete.retention.ms": HOUR,
+    "file.delete.delay.ms": 0,
+}
+SUBJECT = b"erasure-subject-7c1e5a"
+SECRETS = (b"erasure-secret-v1-93ab0c", b"erasure-secret-v2-41fd77")
+
+
+def erasure_spec(topic: str, cron: str) -> dict[str, Any]:
+    config = dict(ERASURE_CONFIG)
+    if topic == ERASURE_COMPACT_DELETE:
+        config.update({"cleanup.policy": "compact,delete", "retention.ms": 30 * HOUR})
+    return {"partitions": 1, "schedule": cron, "config": config}
+
+
+def fill_erasure(lake: Lake, topic: str, first_tick_ms: int) -> None:
+    """The subject's values 50 and 49 hours before the first tick, other keys around them, and the
+    subject's tombstone 48 hours before it in the active segment, which then stays idle. On
+    `erasure-failing` a segment of other keys is damaged, so its compaction fails."""
+    log = lake.create_topic(topic).partition(0)
+    t = first_tick_ms
+    log.append([Record(SUBJECT, SECRETS[0], t - 50 * HOUR), Record(b"other-1", b"o1", t - 50 * HOUR)], now_ms=t)
+    log.roll(now_ms=t - 50 * HOUR)
+    log.append([Record(b"other-2", b"o2", t - 49 * HOUR)], now_ms=t)
+    log.roll(now_ms=t - 49 * HOUR)
+    log.append([Record(SUBJECT, SECRETS[1], t - 49 * HOUR)], now_ms=t)
+    log.roll(now_ms=t - 49 * HOUR)
+    log.append([Record(SUBJECT, None, t - 48 * HOUR)], now_ms=t)
+    if topic == ERASURE_FAILING:
+        damaged = log.manifest().segments[1].files[0].path
+        lake.store.write(log.prefix + damaged, b"not a parquet file")

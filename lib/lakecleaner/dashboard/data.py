@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lakecleaner.cleaner_state import CleanerState
 from lakecleaner.dashboard.runs import RunRecord
 from lakecleaner.lake import Lake
-from lakecleaner.log.manifest import Manifest
+from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.offsets import ConsumedPosition
 from lakecleaner.orchestration.naming import dag_id_of
 from lakecleaner.policy import PartitionPlan, TopicPlan, plan_topic
-from lakecleaner.policy.cleanable import CleanableRange
+from lakecleaner.policy.cleanable import CleanableRange, holds_dirty_records
 from lakecleaner.policy.retention import CONSUMED
 from lakecleaner.policy.roll import apply_roll
 from lakecleaner.policy.text import format_timestamp_ms
@@ -39,6 +40,7 @@ class TopicState:
     plan: TopicPlan
     # Partitions whose manifest could not be read, and why (the plan covers the others).
     unreadable: dict[int, str]
+    cleaner: CleanerState
 
 
 def load_topic(lake: Lake, name: str, now_ms: int) -> TopicState:
@@ -47,23 +49,26 @@ def load_topic(lake: Lake, name: str, now_ms: int) -> TopicState:
     topic = lake.topic(name)
     read = topic.read_manifests()
     consumed = lake.offsets.consumed_positions(name, sorted(read.manifests))
-    plan = plan_topic(name, read.manifests, topic.config, consumed, now_ms)
-    return TopicState(read.manifests, consumed, plan, read.failures)
+    cleaner = lake.cleaner_state.read(name)
+    plan = plan_topic(name, read.manifests, topic.config, consumed, now_ms, cleaner=cleaner)
+    return TopicState(read.manifests, consumed, plan, read.failures, cleaner)
 
 
 def load_topics(lake: Lake, names: Sequence[str], now_ms: int) -> dict[str, TopicState | str]:
     """`load_topic` for many topics in a few rounds of concurrent requests, not one round per
-    topic: every topic.json at once, then every partition's manifest at once, and the consumer
-    groups' offsets once for all. A topic that cannot be opened maps to the reason."""
+    topic: every topic.json at once, then every partition's manifest at once, the consumer
+    groups' offsets once for all, and every topic's cleaner state at once. A topic that cannot
+    be opened maps to the reason."""
     topics, unopened = lake.read_topics(names)
     reads = lake.read_manifests_of(dict.fromkeys(topics.values()))
     groups = lake.offsets.read_all_groups()
+    cleaners = lake.cleaner_state.read_many(list(topics), lake.config.storage.max_concurrency)
     out: dict[str, TopicState | str] = dict(unopened)
     for name, topic in topics.items():
         read = reads[name]
         consumed = lake.offsets.consumed_positions(name, sorted(read.manifests), groups)
-        plan = plan_topic(name, read.manifests, topic.config, consumed, now_ms)
-        out[name] = TopicState(read.manifests, consumed, plan, read.failures)
+        plan = plan_topic(name, read.manifests, topic.config, consumed, now_ms, cleaner=cleaners[name])
+        out[name] = TopicState(read.manifests, consumed, plan, read.failures, cleaners[name])
     return out
 
 
@@ -114,6 +119,9 @@ def topic_overview(state: TopicState, runs: Sequence[RunRecord]) -> dict[str, An
         "policy": ",".join(sorted(plan.config.cleanup_policy)),
         "partitions": len(manifests) + len(state.unreadable),
         "unreadable_partitions": {str(p): reason for p, reason in sorted(state.unreadable.items())},
+        "uncleanable_partitions": {
+            str(p.partition): p.compaction.reason for p in plan.partitions if p.compaction.uncleanable
+        },
         "records": sum(m.record_count for m in manifests.values()),
         "bytes": sum(m.size_bytes for m in manifests.values()),
         "metrics": plan.metrics.to_dict(),
@@ -233,7 +241,9 @@ class PartitionView:
 
 def _regions(manifest: Manifest, cleanable: CleanableRange | None) -> tuple[Region, ...]:
     """Clean [first base, F), dirty [F, U), uncleanable [U, active base), active [active base, end);
-    a topic that is not compacted has one `log` range before the active segment. Empty ranges are left out."""
+    a topic that is not compacted has one `log` range before the active segment. Empty ranges are
+    left out. Each segment's bytes count in one region: a segment holding F is dirty, as in
+    `cleanable_range`."""
     active = manifest.active_segment
     sealed_end = manifest.next_offset if active is None else active.base_offset
     start = manifest.segments[0].base_offset if manifest.segments else manifest.log_start_offset
@@ -241,13 +251,32 @@ def _regions(manifest: Manifest, cleanable: CleanableRange | None) -> tuple[Regi
         bounds = [(LOG, start, sealed_end)]
     else:
         dirty, uncleanable = cleanable.first_dirty_offset, cleanable.first_uncleanable_offset
-        bounds = [(CLEAN, start, dirty), (DIRTY, dirty, uncleanable), (UNCLEANABLE, uncleanable, sealed_end)]
+        bounds = [
+            (CLEAN, start, min(dirty, sealed_end)),
+            (DIRTY, dirty, uncleanable),
+            (UNCLEANABLE, uncleanable, sealed_end),
+        ]
     bounds.append((ACTIVE, sealed_end, manifest.next_offset))
+    sizes: dict[str, int] = {}
+    for segment in manifest.segments:
+        kind = _region_of(segment, cleanable)
+        sizes[kind] = sizes.get(kind, 0) + segment.size_bytes
     return tuple(
-        Region(kind, low, high, sum(s.size_bytes for s in manifest.segments if low <= s.base_offset < high))
+        Region(kind, low, high, sizes.get(kind, 0))
         for kind, low, high in bounds
         if high > low or (kind == ACTIVE and active is not None)
     )
+
+
+def _region_of(segment: Segment, cleanable: CleanableRange | None) -> str:
+    """The region whose bytes a segment counts in (see `_regions`)."""
+    if not segment.sealed:
+        return ACTIVE
+    if cleanable is None:
+        return LOG
+    if not holds_dirty_records(segment, cleanable.first_dirty_offset):
+        return CLEAN
+    return DIRTY if segment.base_offset < cleanable.first_uncleanable_offset else UNCLEANABLE
 
 
 def partition_view(state: TopicState, partition: int) -> PartitionView:

@@ -16,6 +16,7 @@ from fastapi import HTTPException
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from lakecleaner.audit import PartitionErasure, partition_erasures
 from lakecleaner.dashboard.data import (
     PartitionView,
     TopicState,
@@ -152,7 +153,7 @@ class Pages:
         return state, self.runs(topic), [partition_view(state, p) for p in sorted(state.manifests)]
 
     def topic(self, topic: str) -> dict[str, Any]:
-        """The topic's overview, effective config, partitions and run history."""
+        """The topic's overview, effective config, partitions, erasure deadlines and run history."""
         state, runs, views = self._topic_parts(topic)
         return {
             **self._header(),
@@ -160,8 +161,16 @@ class Pages:
             "has_dag": self._has_dag(topic),
             "config": state.plan.config.to_kafka_dict(),
             "partition_views": [v.to_dict() for v in views],
+            "erasure": {str(p): e.to_dict() for p, e in self._erasure(topic, state).items()},
             "runs": [r.to_dict() for r in runs],
         }
+
+    def _erasure(self, topic: str, state: TopicState) -> dict[int, PartitionErasure]:
+        """Each partition's earliest erasure deadline (`lakecleaner audit topic`), from the
+        manifests already read and one listing of the topic's objects."""
+        return partition_erasures(
+            self.lake, self.lake.topic(topic), state.manifests, state.cleaner, self.context.now_ms
+        )
 
     def partition(self, topic: str, partition: int) -> PartitionView:
         """One partition's view (404 when the topic has no such partition)."""
@@ -204,6 +213,7 @@ class Pages:
             plan=state.plan,
             views=views,
             bars=bars,
+            erasure=self._erasure(topic, state),
             runs=[r.to_dict() for r in runs],
             has_dag=self._has_dag(topic),
         )

@@ -57,6 +57,13 @@ class Group:
         return max(s.max_timestamp for s in self.segments)
 
     @property
+    def last_modified_ms(self) -> int:
+        """The last input segment's lastModified, which Kafka gives the cleaned segment
+        (`Cleaner.cleanSegments`), so that cleaning never extends time retention for records
+        without timestamps."""
+        return self.segments[-1].modified_ms
+
+    @property
     def first_batch_max_timestamp(self) -> int:
         """The earliest positive first-batch timestamp of the inputs (-1 if none), so a merged
         segment's KIP-354 deadline never moves later."""

@@ -18,9 +18,10 @@ from lakecleaner.policy.cleanable import cleanable_range
 class CompactionRequest:
     """Compact `topic`-`partition` over [log start, U), as planned from manifest `manifest_version`.
 
-    F (`first_dirty_offset`) and U (`first_uncleanable_offset`) are segment boundaries. The
-    engine cleans the whole range [log start, U) — Kafka recopies the clean prefix on every pass
-    (kafka-cleaner-semantics.md section 1.9) — so F is informational: it is reported, and a
+    U (`first_uncleanable_offset`) is a segment boundary; F (`first_dirty_offset`) is Kafka's and
+    may lie inside a segment. The engine cleans the whole range [log start, U) — Kafka recopies
+    the clean prefix on every pass (kafka-cleaner-semantics.md section 1.9) — so F is
+    informational: it is reported, and a
     request with F == U still expires tombstones in the clean prefix (★ DESIGN section 4).
     """
 

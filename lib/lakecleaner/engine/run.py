@@ -18,13 +18,15 @@ partition's log as it was or as committed; staged files nobody references are or
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import SparkSession
 
+from lakecleaner.cleaner_state import CleanerState, Failure, LastRun, mark_uncleanable
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import (
     DEFAULT_DEDUPE_BUFFER_SIZE,
@@ -72,6 +74,8 @@ from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import new_segment_path
 from lakecleaner.reports import new_run_id
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,8 @@ class _Run:
         self.started = time.monotonic()
         self.report = RunReport(run_id, topic.name, now_ms, wall_clock_ms(), spark=session_kind(spark))
         self.active: dict[int, _Partition] = {}
+        #: The manifest each requested partition was planned on (for the cleaner state).
+        self.planned: dict[int, Manifest] = {}
 
     # -- bookkeeping -----------------------------------------------------------------------------
     def step(self, name: str, action: Callable[[], None]) -> None:
@@ -184,6 +190,7 @@ class _Run:
                 if isinstance(found, LakeCleanerError):
                     raise found
                 manifest = found[0]
+                self.planned[request.partition] = manifest
                 report.manifest_version_before = manifest.version
                 plan = plan_partition(manifest, request, self.config.segment_bytes)
             except StalePlan as exc:
@@ -339,6 +346,7 @@ class _Run:
                 sealed=True,
                 tombstone_count=result.tombstone_count,
                 earliest_delete_horizon_ms=result.earliest_delete_horizon_ms,
+                last_modified_ms=group.last_modified_ms,
             ),
         )
 
@@ -492,6 +500,35 @@ class _Run:
             state.report.manifest_version_after = version
             self.finish(state.plan.partition, status, message, discard=status == ABORTED)
 
+    def record_cleaner_state(self) -> None:
+        """Mark the partitions that failed uncleanable (Kafka's `markPartitionUncleanable`, kept
+        between runs), clear the mark of those that were cleaned or had nothing to do, and keep
+        this run as the topic's last. A lost race (aborted) changes no mark. A storage error here
+        is logged, not raised: the run's outcome stands, and a lost mark only means a retry."""
+        failures = [
+            Failure(p.partition, p.message, self.planned.get(p.partition)) for p in self.report.partitions if p.failed
+        ]
+        cleaned = {p.partition for p in self.report.partitions if p.status in (COMMITTED, NOTHING_TO_DO)}
+        map_bytes = max((p.max_map_bytes for p in self.report.partitions), default=0)
+        last = LastRun(
+            run_id=self.report.run_id,
+            started_ms=self.now_ms,
+            finished_ms=self.now_ms + self.report.duration_ms,
+            clean_time_ms=self.report.duration_ms,
+            buffer_utilization_percent=100 * map_bytes // max(self.options.dedupe_buffer_size, 1),
+        )
+
+        def change(state: CleanerState) -> CleanerState:
+            marked = mark_uncleanable(state, failures, self.config, self.now_ms)
+            return replace(state, uncleanable={p: e for p, e in marked.items() if p not in cleaned}, last_run=last)
+
+        try:
+            self.lake.cleaner_state.update(self.topic.name, change)
+        except LakeCleanerError as exc:
+            log.warning(
+                "topic %s: the cleaner state could not be updated after run %s: %s", self.topic.name, last.run_id, exc
+            )
+
     def _commit_one(self, state: _Partition) -> tuple[str, str, int | None]:
         """Commit one partition: (status, message, manifest version written). Its files are kept
         unless the commit proved it lost (aborted): when the outcome is unknown they may be
@@ -558,6 +595,7 @@ def compact_topic(
     run.report.duration_ms = int((time.monotonic() - run.started) * 1000)
     run.report.storage_retries = lake.store.retries - retries_before
     run.report.save(lake.store)
+    run.record_cleaner_state()
     return run.report
 
 

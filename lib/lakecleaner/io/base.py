@@ -19,7 +19,7 @@ from typing import TypeVar
 import pyarrow.fs as pafs
 
 from lakecleaner.config import StorageSettings
-from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
+from lakecleaner.errors import ConcurrentModification, ConditionFailed, ObjectNotFound, StorageError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -127,6 +127,32 @@ class ObjectStore(ABC):
     @abstractmethod
     def replace(self, key: str, data: bytes, etag: str) -> str:
         """Write only if the current etag is `etag` (If-Match); raise ConditionFailed otherwise."""
+
+    def update(
+        self, key: str, change: Callable[[bytes | None], bytes | None], *, what: str, attempts: int = 50
+    ) -> bool:
+        """Read the object (None when absent), and write `change(data)` with a conditional write:
+        create-if-absent, or replace-if-the-etag-read-matches; retried with jitter when another
+        writer got there first, `attempts` times at most (then ConcurrentModification naming
+        `what`). `change` returns None to write nothing. Returns whether it wrote."""
+        for _ in range(attempts):
+            try:
+                data: bytes | None
+                data, etag = self.read_with_etag(key)
+            except ObjectNotFound:
+                data, etag = None, None
+            updated = change(data)
+            if updated is None:
+                return False
+            try:
+                if etag is None:
+                    self.create(key, updated)
+                else:
+                    self.replace(key, updated, etag)
+                return True
+            except ConditionFailed:
+                time.sleep(random.uniform(0, 0.05))
+        raise ConcurrentModification(f"{what}: lost {attempts} races in a row to other writers; retry later")
 
     @abstractmethod
     def list(self, prefix: str) -> list[ObjectInfo]:

@@ -65,6 +65,13 @@ class Segment:
     rolling-based timestamp, used by segment.ms and KIP-354); `max_timestamp` is the largest
     record timestamp (Kafka's largestTimestamp, used by retention.ms and KIP-58); both are -1
     for a segment with no records. `sealed` is False only for the active segment.
+
+    `created_ms` is Kafka's `LogSegment.created`: when the segment was created, which Kafka does
+    when it rolls the previous one (or creates the log); segment.ms counts from it for records
+    without timestamps. `last_modified_ms` is Kafka's `lastModified`: when records were last
+    written into it (None: at its creation); retention reads it for records without timestamps,
+    and a compacted segment keeps that of the last segment of its group (Kafka's
+    `Cleaner.cleanSegments`), so cleaning never extends retention.
     """
 
     id: str
@@ -79,10 +86,16 @@ class Segment:
     sealed: bool = False
     tombstone_count: int = 0
     earliest_delete_horizon_ms: int | None = None
+    last_modified_ms: int | None = None
 
     @property
     def is_empty(self) -> bool:
         return self.record_count == 0
+
+    @property
+    def modified_ms(self) -> int:
+        """Kafka's `LogSegment.lastModified`: `last_modified_ms`, else `created_ms`."""
+        return self.created_ms if self.last_modified_ms is None else self.last_modified_ms
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,11 +111,12 @@ class Segment:
             "sealed": self.sealed,
             "tombstone_count": self.tombstone_count,
             "earliest_delete_horizon_ms": self.earliest_delete_horizon_ms,
+            "last_modified_ms": self.last_modified_ms,
         }
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> Segment:
-        horizon = d.get("earliest_delete_horizon_ms")
+        horizon, modified = d.get("earliest_delete_horizon_ms"), d.get("last_modified_ms")
         return Segment(
             id=str(d["id"]),
             base_offset=int(d["base_offset"]),
@@ -116,6 +130,7 @@ class Segment:
             sealed=bool(d["sealed"]),
             tombstone_count=int(d.get("tombstone_count", 0)),
             earliest_delete_horizon_ms=None if horizon is None else int(horizon),
+            last_modified_ms=None if modified is None else int(modified),
         )
 
 
@@ -144,6 +159,11 @@ class Manifest:
     the last segment ends at `next_offset`; `log_start_offset` lies in
     [base of the first segment, next_offset] (it may pass whole segments after a trim, until
     retention deletes them); an empty log has log_start_offset == next_offset.
+
+    `next_segment_created_ms` is when Kafka would have created the next segment: at the log's
+    creation and at each roll that leaves no active segment (Kafka opens the new segment at the
+    roll; here it is written at the next append, with this as its `created_ms`). None when
+    unknown; the next append then uses its own time.
     """
 
     topic: str
@@ -155,6 +175,7 @@ class Manifest:
     segments: tuple[Segment, ...] = ()
     pending_deletes: tuple[PendingDelete, ...] = ()
     updated_ms: int = 0
+    next_segment_created_ms: int | None = None
     format_version: int = FORMAT_VERSION
     properties: Mapping[str, str] = field(default_factory=dict)
 
@@ -199,6 +220,16 @@ class Manifest:
         """A copy with `changes` applied, `version + 1` and `updated_ms = now_ms`."""
         return replace(self, version=self.version + 1, updated_ms=now_ms, **changes)
 
+    def rolled(self, now_ms: int) -> Manifest:
+        """The manifest with its active segment sealed (version + 1) and `now_ms` kept as the next
+        segment's creation time (Kafka's roll creates it then: segment.ms of untimestamped records
+        counts from the roll, `LogSegment.created`). Raises ValueError without an active segment."""
+        active = self.active_segment
+        if active is None:
+            raise ValueError(f"{self.topic}-{self.partition} has no active segment to roll")
+        sealed = replace(active, sealed=True)
+        return self.next_version(now_ms, segments=(*self.segments[:-1], sealed), next_segment_created_ms=now_ms)
+
     def with_pending_deletes(
         self, paths: Iterable[str], delete_after_ms: int, reason: str
     ) -> tuple[PendingDelete, ...]:
@@ -220,6 +251,7 @@ class Manifest:
             "segments": [s.to_dict() for s in self.segments],
             "pending_deletes": [p.to_dict() for p in self.pending_deletes],
             "updated_ms": self.updated_ms,
+            "next_segment_created_ms": self.next_segment_created_ms,
             "properties": dict(self.properties),
         }
 
@@ -228,7 +260,7 @@ class Manifest:
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> Manifest:
-        checkpoint = d.get("cleaner_checkpoint")
+        checkpoint, created = d.get("cleaner_checkpoint"), d.get("next_segment_created_ms")
         return Manifest(
             topic=str(d["topic"]),
             partition=int(d["partition"]),
@@ -239,6 +271,7 @@ class Manifest:
             segments=tuple(Segment.from_dict(s) for s in d.get("segments", [])),
             pending_deletes=tuple(PendingDelete.from_dict(p) for p in d.get("pending_deletes", [])),
             updated_ms=int(d.get("updated_ms", 0)),
+            next_segment_created_ms=None if created is None else int(created),
             format_version=int(d.get("format_version", FORMAT_VERSION)),
             properties={str(k): str(v) for k, v in (d.get("properties") or {}).items()},
         )

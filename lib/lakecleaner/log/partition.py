@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeAlias
 
@@ -71,6 +71,31 @@ class AppendResult:
 Batch: TypeAlias = pa.Table | Sequence[Record]
 
 
+def checked_offsets(offsets: Sequence[int], count: int, topic: str, partition: int) -> pa.Array:
+    """Offsets a writer chose for `count` records, as an int64 array; InvalidRecord unless there is
+    one per record and they are non-negative and strictly increasing (gaps allowed)."""
+    where = f"partition {topic}-{partition}"
+    if len(offsets) != count:
+        raise InvalidRecord(f"{where}: {len(offsets)} offsets given for {count} records; give one offset per record")
+    try:
+        array = pa.array(offsets, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+        raise InvalidRecord(f"{where}: offsets must be integers ({exc})") from None
+    if array.null_count:
+        raise InvalidRecord(f"{where}: an offset is missing; give every record an offset, or none")
+    if count and pc.min(array).as_py() < 0:
+        raise InvalidRecord(f"{where}: offsets must not be negative")
+    if count > 1:
+        steps = pc.subtract(array.slice(1), array.slice(0, count - 1))
+        if pc.min(steps).as_py() <= 0:
+            index = pc.index(pc.less_equal(steps, 0), True).as_py() + 1
+            raise InvalidRecord(
+                f"{where}: offsets must be strictly increasing, but offset {array[index].as_py()} (record {index}) "
+                f"follows {array[index - 1].as_py()}; nothing was written"
+            )
+    return array
+
+
 class PartitionLog:
     """One topic-partition's log in the lake."""
 
@@ -88,7 +113,8 @@ class PartitionLog:
     # -- manifest -----------------------------------------------------------------------------
     def create(self, now_ms: int | None = None) -> Manifest:
         """Create the empty partition if absent (idempotent); returns the current manifest."""
-        empty = Manifest(self.topic, self.partition, version=1, updated_ms=now_ms or wall_clock_ms())
+        now = wall_clock_ms() if now_ms is None else now_ms
+        empty = Manifest(self.topic, self.partition, version=1, updated_ms=now, next_segment_created_ms=now)
         try:
             self.store.create(self.manifest_key, empty.to_json())
             return empty
@@ -215,20 +241,24 @@ class PartitionLog:
             ) from exc
 
     # -- append -------------------------------------------------------------------------------
-    def append(self, batch: Batch, *, now_ms: int | None = None) -> AppendResult:
-        """Append one batch (a table in BATCH_SCHEMA, or Records) as one commit."""
-        return self.append_batches([batch], now_ms=now_ms)
+    def append(self, batch: Batch, *, offsets: Sequence[int] | None = None, now_ms: int | None = None) -> AppendResult:
+        """Append one batch (a table in BATCH_SCHEMA, or Records) as one commit.
 
-    def append_batches(self, batches: Iterable[Batch], *, now_ms: int | None = None) -> AppendResult:
-        """Append batches in order, all in one commit: offsets are assigned from `next_offset`,
-        and the active segment rolls before a batch as Kafka's UnifiedLog.maybeRoll decides
-        (size, or segment.ms / KIP-354's max.compaction.lag.ms bound on compacted topics).
+        Offsets are assigned from the log's next offset or, with `offsets`, taken as given, as
+        Kafka's followers and replication tools append (`UnifiedLog.appendAsFollower`): one per
+        record, strictly increasing, the first at least the log's next offset, gaps allowed; the
+        next offset becomes the last + 1. Offsets that break this raise InvalidRecord and nothing is
+        written. The active segment rolls before a file as Kafka's `UnifiedLog.maybeRoll` decides
+        (size, or segment.ms / KIP-354's bound on compacted topics), and a batch whose file would
+        pass segment.bytes is written as several files that fit: one append stands for the many
+        small batches a Kafka producer sends (batch.size, 16 KB by default), so segments stay
+        within segment.bytes as Kafka's do.
 
         Records without a timestamp get `now_ms`. A compacted topic rejects records without a key.
         """
         now = wall_clock_ms() if now_ms is None else now_ms
-        tables = [self._conform(b, now) for b in batches]
-        tables = [t for t in tables if t.num_rows]
+        table = self._conform(batch, now)
+        given = None if offsets is None else checked_offsets(offsets, table.num_rows, self.topic, self.partition)
         written: list[str] = []
 
         def discard_written() -> None:
@@ -239,20 +269,25 @@ class PartitionLog:
         result: list[AppendResult] = []
 
         def change(manifest: Manifest) -> Manifest | None:
-            if not tables:
-                result.append(AppendResult(manifest.next_offset, manifest.next_offset, 0, 0, manifest.version))
+            start = manifest.next_offset
+            if not table.num_rows:
+                result.append(AppendResult(start, start, 0, 0, manifest.version))
                 return None
+            if given is not None and given[0].as_py() < start:
+                raise InvalidRecord(
+                    f"partition {self.topic}-{self.partition}: offset {given[0].as_py()} is below the log's next "
+                    f"offset {start}; appended offsets must be at least {start} (nothing was written)"
+                )
+            column = pa.array(range(start, start + table.num_rows), pa.int64()) if given is None else given
             segments = list(manifest.segments)
-            next_offset = manifest.next_offset
-            rolled = 0
-            for table in tables:
-                rolled += self._append_one(segments, next_offset, table, manifest.version + 1, now, written)
-                next_offset += table.num_rows
+            created = now if manifest.next_segment_created_ms is None else manifest.next_segment_created_ms
+            rolled = self._append_table(segments, start, table, column, manifest.version + 1, now, created, written)
             crash_point("append.after_data_write")
-            new = manifest.next_version(now, segments=tuple(segments), next_offset=next_offset)
-            result.append(
-                AppendResult(manifest.next_offset, next_offset, next_offset - manifest.next_offset, rolled, new.version)
+            next_offset = column[-1].as_py() + 1
+            new = manifest.next_version(
+                now, segments=tuple(segments), next_offset=next_offset, next_segment_created_ms=None
             )
+            result.append(AppendResult(column[0].as_py(), next_offset, table.num_rows, rolled, new.version))
             return new
 
         def on_conflict() -> None:
@@ -273,15 +308,26 @@ class PartitionLog:
             )
         return table
 
-    def _append_one(
-        self, segments: list[Segment], base: int, batch: pa.Table, version: int, now: int, written: list[str]
+    def _append_table(
+        self,
+        segments: list[Segment],
+        start: int,
+        batch: pa.Table,
+        offsets: pa.Array,
+        version: int,
+        now: int,
+        created: int,
+        written: list[str],
     ) -> int:
-        """Write `batch` as one file at offsets [base, base + n) into the active segment, rolling it
-        first when Kafka's rules say so. Mutates `segments`; returns 1 if it rolled, else 0."""
+        """Write `batch` at `offsets` as one file covering [start, last offset + 1) into the active
+        segment, rolling it first when Kafka's rules say so, or as several files when one would
+        pass segment.bytes. A segment this opens without a roll was created at `created`, one
+        opened by a roll now. Mutates `segments`; returns how many segments it rolled."""
         n = batch.num_rows
+        end = offsets[-1].as_py() + 1
         table = pa.table(
             {
-                "offset": pa.array(range(base, base + n), pa.int64()),
+                "offset": offsets,
                 "timestamp": batch.column("timestamp"),
                 "key": batch.column("key"),
                 "value": batch.column("value"),
@@ -290,12 +336,12 @@ class PartitionLog:
             },
             schema=SEGMENT_SCHEMA,
         )
-        stats = table_stats(table, base, base + n)
+        stats = table_stats(table, start, end)
         active = segments[-1] if segments and not segments[-1].sealed else None
         meta = FileMeta(
             self.topic,
             self.partition,
-            active.base_offset if active else base,
+            active.base_offset if active else start,
             KIND_APPEND,
             now,
             version,
@@ -303,20 +349,49 @@ class PartitionLog:
             stats,
         )
         data = encode_segment_file(table, meta)
+        if len(data) > self.config.segment_bytes and n > 1:
+            return self._append_in_pieces(segments, start, batch, offsets, len(data), version, now, created, written)
         rolled = 0
         if active is not None and self._should_roll(active, len(data), stats.max_timestamp, now):
             segments[-1] = replace(active, sealed=True)
             active = None
-            rolled = 1
-            meta = replace(meta, segment_base_offset=base)
+            rolled, created = 1, now
+            meta = replace(meta, segment_base_offset=start)
             data = encode_segment_file(table, meta)
-        path = new_segment_path(base)
+        path = new_segment_path(start)
         written.append(path)
         file = write_segment_file(self.store, self.prefix, path, data, meta)
         if active is None:
-            segments.append(self._new_segment(file, stats.max_timestamp, stats.tombstone_count, now))
+            segments.append(self._new_segment(file, stats.max_timestamp, stats.tombstone_count, created, now))
         else:
-            segments[-1] = self._grow_segment(active, file, stats.max_timestamp, stats.tombstone_count)
+            segments[-1] = self._grow_segment(active, file, stats.max_timestamp, stats.tombstone_count, now)
+        return rolled
+
+    def _append_in_pieces(
+        self,
+        segments: list[Segment],
+        start: int,
+        batch: pa.Table,
+        offsets: pa.Array,
+        size: int,
+        version: int,
+        now: int,
+        created: int,
+        written: list[str],
+    ) -> int:
+        """`_append_table` for a batch whose file (`size` bytes) passes segment.bytes: as many
+        equal runs of records as the size needs, each appended on its own (and split again if
+        still too large). Each run's file covers the offsets from the end of the previous one."""
+        n = batch.num_rows
+        pieces = min(n, -(-size // self.config.segment_bytes))
+        per_piece = -(-n // pieces)
+        rolled = 0
+        for first in range(0, n, per_piece):
+            run = offsets.slice(first, per_piece)
+            rolled += self._append_table(
+                segments, start, batch.slice(first, per_piece), run, version, now, created, written
+            )
+            start = run[-1].as_py() + 1
         return rolled
 
     def _should_roll(self, active: Segment, incoming_bytes: int, batch_max_ts: int, now: int) -> bool:
@@ -333,7 +408,7 @@ class PartitionLog:
             waited = now - active.created_ms
         return waited > self.config.max_segment_ms
 
-    def _new_segment(self, file: SegmentFile, max_ts: int, tombstones: int, now: int) -> Segment:
+    def _new_segment(self, file: SegmentFile, max_ts: int, tombstones: int, created: int, now: int) -> Segment:
         return Segment(
             id=uuid.uuid4().hex[:16],
             base_offset=file.base_offset,
@@ -343,13 +418,14 @@ class PartitionLog:
             size_bytes=file.size_bytes,
             first_batch_max_timestamp=max_ts,
             max_timestamp=max_ts,
-            created_ms=now,
+            created_ms=created,
             sealed=False,
             tombstone_count=tombstones,
+            last_modified_ms=now,
         )
 
     @staticmethod
-    def _grow_segment(active: Segment, file: SegmentFile, max_ts: int, tombstones: int) -> Segment:
+    def _grow_segment(active: Segment, file: SegmentFile, max_ts: int, tombstones: int, now: int) -> Segment:
         return replace(
             active,
             next_offset=file.next_offset,
@@ -358,6 +434,7 @@ class PartitionLog:
             size_bytes=active.size_bytes + file.size_bytes,
             max_timestamp=max(active.max_timestamp, max_ts),
             tombstone_count=active.tombstone_count + tombstones,
+            last_modified_ms=now,
         )
 
     # -- roll -----------------------------------------------------------------------------------
@@ -367,9 +444,7 @@ class PartitionLog:
 
         def change(manifest: Manifest) -> Manifest | None:
             active = manifest.active_segment
-            if active is None or active.is_empty:
-                return None
-            return manifest.next_version(now, segments=(*manifest.segments[:-1], replace(active, sealed=True)))
+            return None if active is None or active.is_empty else manifest.rolled(now)
 
         return self.commit(change)
 

@@ -134,6 +134,7 @@ def _segments_from(paths: list[str], metas: dict[str, tuple[FileMeta, int]]) -> 
                 True,
                 last.tombstone_count + s.tombstone_count,
                 min(horizons) if horizons else None,
+                last_modified_ms=meta.written_ms,
             )
         else:
             segments.append(

@@ -208,6 +208,8 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
             summary = tasks.summarise(load_config(config_path), topic, _run_id(context), parts)
             emit_topic_metrics(topic, (parts["assess"] or {}).get("metrics"), summary)
             print(json.dumps(summary, indent=1, default=str))
+            for skipped in tasks.skipped_uncleanable(summary):
+                log.warning("%s", skipped)
             failures = tasks.failures(summary)
             if failures:
                 raise AirflowFailException("; ".join(failures))

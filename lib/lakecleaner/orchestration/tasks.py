@@ -93,7 +93,8 @@ def open_lake(config_path: str | None) -> Lake:
 
 def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping[str, Any]) -> dict[str, Any]:
     """Validate the trigger parameters, roll idle active segments (★ KIP-354 for silent
-    partitions; not in a dry run), plan the topic, and return which partitions to compact and why.
+    partitions; not in a dry run), plan the topic, and return which partitions to compact and why,
+    and which are skipped as uncleanable (a failed compaction, Kafka's uncleanable partitions).
     A partition whose manifest cannot be read is left out of the plan and listed in `unreadable`
     with the reason (the report fails the run for it); the others are planned as usual."""
     lake = Lake.open(config)
@@ -112,9 +113,11 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
         if topic.config.consumed_retention_enabled
         else {}
     )
-    plan = plan_topic(topic_name, manifests, topic.config, consumed, now_ms, force=params.force)
+    cleaner = lake.cleaner_state.read(topic_name)
+    plan = plan_topic(topic_name, manifests, topic.config, consumed, now_ms, force=params.force, cleaner=cleaner)
     selected = list(plan.selection.selected)
     reasons = {str(p.partition): p.compaction.reason for p in plan.partitions}
+    uncleanable = {str(p.partition): p.compaction.reason for p in plan.partitions if p.compaction.uncleanable}
     return {
         "topic": topic_name,
         "now_ms": now_ms,
@@ -123,6 +126,7 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
         "selected": selected,
         "reasons": reasons,
         "unreadable": {str(p): reason for p, reason in sorted(unreadable.items())},
+        "uncleanable": uncleanable,
         "metrics": plan.metrics.to_dict(),
     }
 
@@ -226,6 +230,14 @@ def failures(summary: Mapping[str, Any]) -> list[str]:
     for partition, reason in ((summary.get("assess") or {}).get("unreadable") or {}).items():
         out.append(f"partition {partition} could not be read: {reason}")
     return out
+
+
+def skipped_uncleanable(summary: Mapping[str, Any]) -> list[str]:
+    """The partitions the run did not compact because an earlier compaction of theirs failed
+    (Kafka's uncleanable partitions), one sentence each. They do not fail the run again: the run
+    where they failed did, and the uncleanable-partitions-count gauge keeps them visible."""
+    marked = (summary.get("assess") or {}).get("uncleanable") or {}
+    return [f"partition {partition} is skipped: {reason}" for partition, reason in marked.items()]
 
 
 def changed_log(summary: Mapping[str, Any]) -> bool:

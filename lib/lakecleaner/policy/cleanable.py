@@ -2,10 +2,12 @@
 
 This is Kafka's `LogCleanerManager.cleanableOffsets` / `calculateCleanableBytes` /
 `maxCompactionDelay` and the eligibility test of `grabFilthiestCompactedLog` (DESIGN section 4,
-kafka-cleaner-semantics.md sections 1.3-1.7), computed from the manifest alone. Segments are whole
-here, so the first dirty offset F and the first uncleanable offset U are always segment boundaries:
-a checkpoint inside a segment is rounded down to that segment's base, which also removes Kafka's
-quirk of counting the segment holding F as both clean and cleanable.
+kafka-cleaner-semantics.md sections 1.3-1.7), computed from the manifest alone. F is the offset Kafka's
+`cleanableOffsets` takes: the checkpoint, or the log start offset when the checkpoint is missing,
+below the log start (DeleteRecords, retention) or beyond the log end, so F can lie inside a
+segment. U is a segment boundary, as in Kafka's `calculateCleanableBytes`. A segment holding F
+counts as cleanable only (it holds dirty records); Kafka counts it as both clean and cleanable
+(docs/architecture.md, "Where lakecleaner differs from Kafka").
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lakecleaner.cleaner_state import UncleanablePartition
 from lakecleaner.config import TopicConfig
-from lakecleaner.log.manifest import Manifest
+from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.policy.segment_times import largest_timestamp
 from lakecleaner.policy.text import format_duration_ms, format_ratio, format_timestamp_ms
 
@@ -34,7 +37,7 @@ class CleanableRange:
     """The cleanable range [F, U) of a compacted partition and the byte counts around it.
 
     `clean_bytes` are the segments below F, `cleanable_bytes` those in [F, U), and
-    `uncleanable_bytes` the rest (from U to the end, the active segment included), which the
+    `not_yet_cleanable_bytes` the rest (from U to the end, the active segment included), which the
     dirty ratio does not count (KIP-58). `checkpoint_reset` says why F is not the stored cleaner
     checkpoint (the caller should store F), None when the checkpoint was used as it is.
     """
@@ -45,7 +48,7 @@ class CleanableRange:
     checkpoint_reset: str | None
     clean_bytes: int
     cleanable_bytes: int
-    uncleanable_bytes: int
+    not_yet_cleanable_bytes: int
     max_compaction_delay_ms: int
     expired_tombstone_horizon_ms: int | None
 
@@ -72,7 +75,7 @@ class CleanableRange:
             "checkpoint_reset": self.checkpoint_reset,
             "clean_bytes": self.clean_bytes,
             "cleanable_bytes": self.cleanable_bytes,
-            "uncleanable_bytes": self.uncleanable_bytes,
+            "not_yet_cleanable_bytes": self.not_yet_cleanable_bytes,
             "dirty_ratio": self.dirty_ratio,
             "max_compaction_delay_ms": self.max_compaction_delay_ms,
             "expired_tombstone_horizon_ms": self.expired_tombstone_horizon_ms,
@@ -84,7 +87,8 @@ class CompactionAssessment:
     """Whether a partition is due for compaction, why, and its cleanable range.
 
     `range` is None for topics whose cleanup.policy does not include compact: Kafka's cleaner
-    never looks at them. `triggers` lists what made the partition due (DIRTY_RATIO,
+    never looks at them. `uncleanable` is the mark of a failed compaction when it makes the
+    partition skipped (policy.uncleanable). `triggers` lists what made the partition due (DIRTY_RATIO,
     MAX_COMPACTION_LAG, TOMBSTONE_HORIZON); `reason` says it in words, or why it is not due.
     """
 
@@ -92,6 +96,7 @@ class CompactionAssessment:
     reason: str
     triggers: tuple[str, ...] = ()
     range: CleanableRange | None = None
+    uncleanable: UncleanablePartition | None = None
 
     @property
     def overdue(self) -> bool:
@@ -108,48 +113,53 @@ class CompactionAssessment:
             "reason": self.reason,
             "triggers": list(self.triggers),
             "range": None if self.range is None else self.range.to_dict(),
+            "uncleanable": None if self.uncleanable is None else self.uncleanable.to_dict(),
         }
 
 
 def first_dirty_offset(manifest: Manifest) -> tuple[int, str | None]:
     """F, and why the stored checkpoint was not used as it is (None when it was).
 
-    Kafka (`cleanableOffsets`): no checkpoint → the log start offset; a checkpoint below the log
-    start offset (retention or a trim passed it) or beyond the log end offset (corrupt) → reset
-    to the log start offset. F is then rounded down to the base of the segment holding it, and
-    never passes the base of the active segment, which is never clean (a checkpoint at the log end
-    while the last segment is open counts from that segment's base).
+    Kafka (`LogCleanerManager.cleanableOffsets`): no checkpoint → the log start offset; a checkpoint
+    below the log start offset (retention or a trim passed it) or beyond the log end offset
+    (corrupt) → reset to the log start offset; otherwise the checkpoint itself. F is not rounded to
+    a segment boundary, and may lie inside the active segment (then U < F and nothing is cleanable).
     """
     checkpoint, start, end = manifest.cleaner_checkpoint, manifest.log_start_offset, manifest.next_offset
     if checkpoint is None:
-        offset, reset = start, f"no cleaner checkpoint: cleaning starts at the log start offset {start}"
-    elif checkpoint < start:
-        offset, reset = start, f"cleaner checkpoint {checkpoint} is below the log start offset {start}: reset to it"
-    elif checkpoint > end:
-        offset = start
-        reset = f"cleaner checkpoint {checkpoint} is beyond the log end offset {end}: reset to the log start {start}"
-    else:
-        offset, reset = checkpoint, None
-    index = manifest.segment_index_of(offset)
-    floor = offset if index is None else manifest.segments[index].base_offset
-    active = manifest.active_segment
-    return (floor if active is None else min(floor, active.base_offset)), reset
+        return start, f"no cleaner checkpoint: cleaning starts at the log start offset {start}"
+    if checkpoint < start:
+        return start, f"cleaner checkpoint {checkpoint} is below the log start offset {start}: reset to it"
+    if checkpoint > end:
+        return (
+            start,
+            f"cleaner checkpoint {checkpoint} is beyond the log end offset {end}: reset to the log start {start}",
+        )
+    return checkpoint, None
+
+
+def holds_dirty_records(segment: Segment, first_dirty: int) -> bool:
+    """Whether a segment lies at or after F or holds F: it holds offsets ≥ F (an empty segment
+    counts by its base). Kafka's `logSegments(F, …)` selects the same segments."""
+    return segment.next_offset > first_dirty or segment.base_offset >= first_dirty
 
 
 def first_uncleanable_offset(manifest: Manifest, config: TopicConfig, first_dirty: int, now_ms: int) -> tuple[int, str]:
-    """U and its cause: the base of the active segment or of the first segment at or after F that
-    is younger than min.compaction.lag.ms, else the log end offset (a log with no active segment).
+    """U and its cause: the base of the active segment (even below F, as in Kafka's
+    `firstUncleanableDirtyOffset`) or of the first segment holding offsets ≥ F that is younger than
+    min.compaction.lag.ms, else the log end offset (a log with no active segment).
 
     KIP-58 is a prefix rule: the first too-young segment makes every later one uncleanable, even
-    an older one. A segment is old enough iff its largest timestamp ≤ now − min.compaction.lag.ms,
-    and, as in Kafka, the test is skipped when the lag is 0.
+    an older one. The segment holding F is tested too (Kafka's `logSegments(F, …)`). A segment is
+    old enough iff its largest timestamp ≤ now − min.compaction.lag.ms, and, as in Kafka, the
+    test is skipped when the lag is 0.
     """
     lag = config.min_compaction_lag_ms
     for segment in manifest.segments:
-        if segment.base_offset < first_dirty:
-            continue
         if not segment.sealed:
             return segment.base_offset, ACTIVE_SEGMENT
+        if not holds_dirty_records(segment, first_dirty):
+            continue
         if lag > 0 and largest_timestamp(segment) > now_ms - lag:
             return segment.base_offset, MIN_COMPACTION_LAG
     return manifest.next_offset, END_OF_LOG
@@ -157,14 +167,15 @@ def first_uncleanable_offset(manifest: Manifest, config: TopicConfig, first_dirt
 
 def max_compaction_delay_ms(manifest: Manifest, config: TopicConfig, first_dirty: int, now_ms: int) -> int:
     """KIP-354's delay (`maxCompactionDelay`, exported as max-compaction-delay-secs):
-    (now − max.compaction.lag.ms) − the earliest first-batch timestamp among the sealed segments at
-    or after F, floored at 0. Timestamps ≤ 0 are ignored; with none left the delay is 0. Only sealed
-    segments count: the active one reaches the lag through the roll (policy.roll).
+    (now − max.compaction.lag.ms) − the earliest first-batch timestamp among the sealed segments
+    holding offsets ≥ F (Kafka's `nonActiveLogSegmentsFrom(F)`), floored at 0. Timestamps ≤ 0 are
+    ignored; with none left the delay is 0. Only sealed segments count: the active one reaches the
+    lag through the roll (policy.roll).
     """
     firsts = [
         s.first_batch_max_timestamp
         for s in manifest.segments
-        if s.sealed and s.base_offset >= first_dirty and s.first_batch_max_timestamp > 0
+        if s.sealed and holds_dirty_records(s, first_dirty) and s.first_batch_max_timestamp > 0
     ]
     if not firsts:
         return 0
@@ -190,14 +201,14 @@ def cleanable_range(manifest: Manifest, config: TopicConfig, now_ms: int) -> Cle
     """The cleanable range of a partition with its byte counts, delay and expired tombstones."""
     first_dirty, reset = first_dirty_offset(manifest)
     first_uncleanable, cause = first_uncleanable_offset(manifest, config, first_dirty, now_ms)
-    clean = cleanable = uncleanable = 0
+    clean = cleanable = not_yet_cleanable = 0
     for segment in manifest.segments:
-        if segment.base_offset < first_dirty:
+        if segment.sealed and not holds_dirty_records(segment, first_dirty):
             clean += segment.size_bytes
         elif segment.base_offset < first_uncleanable:
             cleanable += segment.size_bytes
         else:
-            uncleanable += segment.size_bytes
+            not_yet_cleanable += segment.size_bytes
     return CleanableRange(
         first_dirty_offset=first_dirty,
         first_uncleanable_offset=first_uncleanable,
@@ -205,7 +216,7 @@ def cleanable_range(manifest: Manifest, config: TopicConfig, now_ms: int) -> Cle
         checkpoint_reset=reset,
         clean_bytes=clean,
         cleanable_bytes=cleanable,
-        uncleanable_bytes=uncleanable,
+        not_yet_cleanable_bytes=not_yet_cleanable,
         max_compaction_delay_ms=max_compaction_delay_ms(manifest, config, first_dirty, now_ms),
         expired_tombstone_horizon_ms=expired_tombstone_horizon_ms(manifest, first_uncleanable, now_ms),
     )

@@ -2,9 +2,11 @@
 deletion deadline KIP-354 promises, per partition.
 
 The gauges are computed from a topic's compaction assessments, as Kafka's come from the last
-`grabFilthiestCompactedLog`. `uncleanable-bytes` here is the bytes at or above U (the active
-segment and min.compaction.lag.ms) summed over partitions: Kafka's gauge of the same name counts
-the partitions it marked uncleanable after an error, which a plan does not know about.
+`grabFilthiestCompactedLog`, and from the topic's cleaner state (its uncleanable partitions and
+last run). `uncleanable-partitions-count` and `uncleanable-bytes` mean what they mean in Kafka
+(partitions marked uncleanable after a failed compaction, and the cleanable bytes [F, U) of
+those); the bytes at or above U (the active segment, min.compaction.lag.ms), which Kafka exports
+under no name, are `not-yet-cleanable-bytes`.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lakecleaner.cleaner_state import LastRun
 from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.log.manifest import Manifest
-from lakecleaner.policy.cleanable import CompactionAssessment
+from lakecleaner.policy.cleanable import CompactionAssessment, holds_dirty_records
 
 
 @dataclass(frozen=True)
@@ -46,21 +49,32 @@ class DeletionDeadline:
 
 @dataclass(frozen=True)
 class TopicMetrics:
-    """A topic's cleaner gauges under Kafka's names (see `to_dict`)."""
+    """A topic's cleaner gauges under Kafka's names (see `to_dict`); the three run gauges are
+    None before the topic's first compaction run."""
 
     max_compaction_delay_secs: int
     max_dirty_percent: int
     cleanable_bytes: int
+    not_yet_cleanable_bytes: int
+    uncleanable_partitions_count: int
     uncleanable_bytes: int
     partitions_due: int
+    time_since_last_run_ms: int | None = None
+    max_clean_time_secs: int | None = None
+    max_buffer_utilization_percent: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "max-compaction-delay-secs": self.max_compaction_delay_secs,
             "max-dirty-percent": self.max_dirty_percent,
             "cleanable-bytes": self.cleanable_bytes,
+            "not-yet-cleanable-bytes": self.not_yet_cleanable_bytes,
+            "uncleanable-partitions-count": self.uncleanable_partitions_count,
             "uncleanable-bytes": self.uncleanable_bytes,
             "partitions-due": self.partitions_due,
+            "time-since-last-run-ms": self.time_since_last_run_ms,
+            "max-clean-time-secs": self.max_clean_time_secs,
+            "max-buffer-utilization-percent": self.max_buffer_utilization_percent,
         }
 
 
@@ -71,7 +85,7 @@ def deletion_deadline(
     live = [s for s in manifest.segments if s.next_offset > manifest.log_start_offset]
     record_deadline = None
     if config.max_compaction_lag_ms != LONG_MAX:
-        firsts = [s.first_batch_max_timestamp for s in live if s.base_offset >= first_dirty_offset]
+        firsts = [s.first_batch_max_timestamp for s in live if holds_dirty_records(s, first_dirty_offset)]
         earliest = min((t for t in firsts if t > 0), default=None)
         record_deadline = None if earliest is None else earliest + config.max_compaction_lag_ms
     horizons = [s.earliest_delete_horizon_ms for s in live if s.earliest_delete_horizon_ms is not None]
@@ -83,17 +97,28 @@ def deletion_deadline(
     return DeletionDeadline(record_deadline, horizon, deadline, (deadline - now_ms) // 1000)
 
 
-def topic_metrics(assessments: Sequence[CompactionAssessment]) -> TopicMetrics:
+def topic_metrics(
+    assessments: Sequence[CompactionAssessment], last_run: LastRun | None = None, now_ms: int = 0
+) -> TopicMetrics:
     """Kafka's gauges over a topic's partitions: max-compaction-delay-secs (the largest KIP-354
     delay, in whole seconds), max-dirty-percent (floor(100 × the largest dirty ratio) over the
-    partitions with clean or cleanable bytes), the cleanable and uncleanable bytes, and how many
-    partitions are due. Partitions of topics that are not compacted count as zero."""
+    partitions with clean or cleanable bytes), the cleanable bytes, uncleanable-partitions-count
+    and uncleanable-bytes (Σ cleanable bytes [F, U) of the partitions marked uncleanable),
+    not-yet-cleanable-bytes (at or above U), and how many partitions are due. From the last run:
+    time-since-last-run-ms (now − its start, Kafka's last `grabFilthiestCompactedLog`),
+    max-clean-time-secs and max-buffer-utilization-percent. Partitions of topics that are not
+    compacted count as zero."""
     ranges = [a.range for a in assessments if a.range is not None]
-    due = sum(1 for a in assessments if a.due)
+    marked = [a for a in assessments if a.uncleanable is not None]
     return TopicMetrics(
         max_compaction_delay_secs=max((r.max_compaction_delay_ms // 1000 for r in ranges), default=0),
         max_dirty_percent=max((r.dirty_percent for r in ranges if r.total_bytes > 0), default=0),
         cleanable_bytes=sum(r.cleanable_bytes for r in ranges),
-        uncleanable_bytes=sum(r.uncleanable_bytes for r in ranges),
-        partitions_due=due,
+        not_yet_cleanable_bytes=sum(r.not_yet_cleanable_bytes for r in ranges),
+        uncleanable_partitions_count=len(marked),
+        uncleanable_bytes=sum(a.range.cleanable_bytes for a in marked if a.range is not None),
+        partitions_due=sum(1 for a in assessments if a.due),
+        time_since_last_run_ms=None if last_run is None else max(0, now_ms - last_run.started_ms),
+        max_clean_time_secs=None if last_run is None else last_run.clean_time_ms // 1000,
+        max_buffer_utilization_percent=None if last_run is None else last_run.buffer_utilization_percent,
     )

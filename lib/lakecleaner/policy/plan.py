@@ -9,9 +9,10 @@ JSON-serialisable `to_dict()`, shared by `lakecleaner plan --json`, the DAG and 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from lakecleaner.cleaner_state import CleanerState, UncleanablePartition
 from lakecleaner.config import TopicConfig
 from lakecleaner.errors import TopicNotFound
 from lakecleaner.log.manifest import Manifest
@@ -21,6 +22,7 @@ from lakecleaner.policy.metrics import DeletionDeadline, TopicMetrics, deletion_
 from lakecleaner.policy.retention import RetentionPlan, plan_retention
 from lakecleaner.policy.roll import RollDecision, apply_roll, plan_roll
 from lakecleaner.policy.selection import Selection, select_partitions
+from lakecleaner.policy.uncleanable import still_uncleanable, uncleanable_reason
 
 
 @dataclass(frozen=True)
@@ -81,16 +83,25 @@ class TopicPlan:
 
 
 def plan_partition(
-    manifest: Manifest, config: TopicConfig, consumed: ConsumedPosition | None, now_ms: int
+    manifest: Manifest,
+    config: TopicConfig,
+    consumed: ConsumedPosition | None,
+    now_ms: int,
+    uncleanable: UncleanablePartition | None = None,
 ) -> PartitionPlan:
     """Plan one partition: roll, then (on the rolled manifest) compaction, retention, deadline.
 
     `consumed` is the partition's minimum committed offset over the subscribed groups (None when
-    it was not read: consumed retention is then skipped).
+    it was not read: consumed retention is then skipped). `uncleanable` is the partition's mark
+    from a failed compaction: while its log and config are unchanged it is not compacted (Kafka's
+    uncleanable partitions, policy.uncleanable); retention still applies.
     """
     roll = plan_roll(manifest, config, now_ms)
     current = apply_roll(manifest, now_ms) if roll.roll else manifest
     compaction = assess_compaction(current, config, now_ms)
+    if uncleanable is not None and config.compact and still_uncleanable(uncleanable, current, config):
+        reason = uncleanable_reason(uncleanable, manifest.topic)
+        compaction = replace(compaction, due=False, reason=reason, triggers=(), uncleanable=uncleanable)
     cleanable = compaction.range
     deadline = None if cleanable is None else deletion_deadline(current, config, cleanable.first_dirty_offset, now_ms)
     return PartitionPlan(
@@ -115,11 +126,13 @@ def plan_topic(
     force: bool = False,
     partitions: Collection[int] | None = None,
     max_partitions: int | None = None,
+    cleaner: CleanerState | None = None,
 ) -> TopicPlan:
     """Plan a topic: every partition in `partitions` (all of `manifests` when None), and the
     selection of those to compact (see `select_partitions`: `force` compacts every partition with
     cleanable bytes, `max_partitions` bounds the run). A run with a partition subset acts on those
-    partitions only, so the plan, its selection and its gauges cover just them.
+    partitions only, so the plan, its selection and its gauges cover just them. `cleaner` is the
+    topic's cleaner state: its uncleanable partitions are skipped and it feeds the run gauges.
 
     Raises TopicNotFound when `partitions` names a partition `manifests` does not have, and
     ValueError when a manifest belongs to another topic or partition than its key says.
@@ -134,7 +147,10 @@ def plan_topic(
     for p in wanted:
         if (manifests[p].topic, manifests[p].partition) != (topic, p):
             raise ValueError(f"the manifest given for {topic}-{p} is {manifests[p].topic}-{manifests[p].partition}")
-    plans = tuple(plan_partition(manifests[p], config, consumed.get(p), now_ms) for p in wanted)
+    state = CleanerState(topic) if cleaner is None else cleaner
+    plans = tuple(
+        plan_partition(manifests[p], config, consumed.get(p), now_ms, state.uncleanable.get(p)) for p in wanted
+    )
     assessments = {plan.partition: plan.compaction for plan in plans}
     return TopicPlan(
         topic=topic,
@@ -144,5 +160,5 @@ def plan_topic(
         max_partitions=max_partitions,
         partitions=plans,
         selection=select_partitions(assessments, force=force, max_partitions=max_partitions),
-        metrics=topic_metrics(list(assessments.values())),
+        metrics=topic_metrics(list(assessments.values()), state.last_run, now_ms),
     )

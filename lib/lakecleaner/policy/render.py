@@ -15,7 +15,7 @@ _COLUMNS = (
     "U",
     "clean B",
     "cleanable B",
-    "uncleanable B",
+    "not yet cleanable B",
     "ratio",
     "max delay s",
     "roll?",
@@ -26,9 +26,9 @@ _TEXT_COLUMNS = {"due?", "reason", "roll?", "segments to delete"}
 
 
 def render_topic_plan(plan: TopicPlan) -> Table:
-    """One row per partition (due?, reason, F, U, clean/cleanable/uncleanable bytes, dirty ratio,
-    KIP-354 delay, roll, segments to delete with their rules, new log start offset); the caption
-    carries the topic's cleaner gauges and the compaction order."""
+    """One row per partition (due? or uncleanable, reason, F, U, clean/cleanable/not yet cleanable
+    bytes, dirty ratio, KIP-354 delay, roll, segments to delete with their rules, new log start
+    offset); the caption carries the topic's cleaner gauges and the compaction order."""
     policy = ",".join(sorted(plan.config.cleanup_policy))
     table = Table(
         title=f"{plan.topic} (cleanup.policy={policy}) at {format_timestamp_ms(plan.now_ms)}",
@@ -48,13 +48,13 @@ def _row(plan: TopicPlan, partition: PartitionPlan) -> tuple[str, ...]:
         due = "-"
         range_cells = ("-",) * 7
     else:
-        due = plan.selection.status(partition.partition)
+        due = "uncleanable" if compaction.uncleanable else plan.selection.status(partition.partition)
         range_cells = (
             str(cleanable.first_dirty_offset),
             str(cleanable.first_uncleanable_offset),
             f"{cleanable.clean_bytes:,}",
             f"{cleanable.cleanable_bytes:,}",
-            f"{cleanable.uncleanable_bytes:,}",
+            f"{cleanable.not_yet_cleanable_bytes:,}",
             format_ratio(cleanable.dirty_ratio, plan.config.min_cleanable_dirty_ratio),
             str(cleanable.max_compaction_delay_ms // 1000),
         )
@@ -76,6 +76,6 @@ def _row(plan: TopicPlan, partition: PartitionPlan) -> tuple[str, ...]:
 
 
 def _caption(plan: TopicPlan) -> str:
-    gauges = "  ".join(f"{name}={value}" for name, value in plan.metrics.to_dict().items())
+    gauges = "  ".join(f"{name}={value}" for name, value in plan.metrics.to_dict().items() if value is not None)
     order = ", ".join(str(p) for p in plan.selection.selected) or "none"
     return f"{gauges}  compaction order: {order}"

@@ -200,7 +200,8 @@ def plan_retention(
 
 def apply_retention(manifest: Manifest, plan: RetentionPlan, now_ms: int) -> Manifest:
     """The manifest after `plan`: its segments leave the log (the active one, if deleted, is rolled
-    first, which here only means it leaves sealed), the log start offset moves to the first
+    first, which here only means it leaves sealed and `now_ms` becomes the next segment's creation
+    time, as in `Manifest.rolled`), the log start offset moves to the first
     remaining segment, their files go to pending_deletes until now + file.delete.delay.ms, and the
     version goes up by one. The cleaner checkpoint is kept (planning resets it when it falls below
     the log start). A plan that deletes nothing returns `manifest` itself: there is nothing to commit.
@@ -229,6 +230,7 @@ def apply_retention(manifest: Manifest, plan: RetentionPlan, now_ms: int) -> Man
         segments=manifest.segments[count:],
         log_start_offset=new_log_start_offset(manifest, count),
         pending_deletes=pending.pending_deletes,
+        next_segment_created_ms=now_ms if plan.roll_first else manifest.next_segment_created_ms,
     )
 
 

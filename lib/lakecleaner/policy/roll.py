@@ -9,7 +9,7 @@ append would have used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from lakecleaner.config import TopicConfig
@@ -48,8 +48,5 @@ def plan_roll(manifest: Manifest, config: TopicConfig, now_ms: int) -> RollDecis
 
 
 def apply_roll(manifest: Manifest, now_ms: int) -> Manifest:
-    """The manifest with its active segment sealed (version + 1). Raises ValueError without one."""
-    active = manifest.active_segment
-    if active is None:
-        raise ValueError(f"{manifest.topic}-{manifest.partition} has no active segment to roll")
-    return manifest.next_version(now_ms, segments=(*manifest.segments[:-1], replace(active, sealed=True)))
+    """The manifest after the roll `plan_roll` decided (`Manifest.rolled`)."""
+    return manifest.rolled(now_ms)

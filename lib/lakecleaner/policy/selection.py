@@ -43,12 +43,15 @@ def select_partitions(
     """Order the eligible partitions and keep the first `max_partitions` (all when None).
 
     Eligible: due, or, with `force`, any partition of a compacted topic with cleanable bytes
-    (the dirty ratio is then ignored; the cleanable range still bounds what is cleaned).
+    (the dirty ratio is then ignored; the cleanable range still bounds what is cleaned) that is
+    not marked uncleanable (only `lakecleaner uncleanable clear` or a changed log lifts that).
     """
     if max_partitions is not None and max_partitions < 1:
         raise ValueError(f"max_partitions must be at least 1, got {max_partitions}")
     forced = {
-        p for p, a in assessments.items() if force and not a.due and a.range is not None and a.range.cleanable_bytes > 0
+        p
+        for p, a in assessments.items()
+        if force and not a.due and a.uncleanable is None and a.range is not None and a.range.cleanable_bytes > 0
     }
     eligible = [p for p, a in assessments.items() if a.due or p in forced]
     ordered = sorted(eligible, key=lambda p: _priority(p, assessments))

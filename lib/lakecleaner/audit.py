@@ -1,0 +1,334 @@
+"""Erasure audits (`lakecleaner audit key|topic`): where a key's records are still stored, and by
+when each copy is physically gone (the rules are `policy.erasure`'s).
+
+`audit_key` lists every object under the topic's prefix — live segments, files awaiting physical
+deletion, staged or abandoned run outputs and their key spills — and reads the key column of each
+(the values only of the rows that match), plus the lake's own folders (`_lakecleaner/`, consumer
+offsets), which must never hold a record's key: a hit there is reported like a stored copy with no
+deadline. `audit_topic` answers per partition from the manifest and one listing: the oldest data
+that a deadline covers (the dirty section, files awaiting deletion, unreferenced files).
+The audits read; they never write, and their reports hold offsets and object names, never keys.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakecleaner.cleaner_state import CleanerState
+from lakecleaner.errors import LakeCleanerError, StorageError
+from lakecleaner.io import ObjectInfo
+from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.lake import TOPICS_PREFIX, Lake, Topic
+from lakecleaner.log.manifest import Manifest, Segment
+from lakecleaner.log.partition import partition_prefix
+from lakecleaner.offsets import OFFSETS_PREFIX
+from lakecleaner.policy.cleanable import first_dirty_offset
+from lakecleaner.policy.erasure import (
+    BELOW_LOG_START,
+    LEFT_THE_LOG,
+    LIVE,
+    SUPERSEDED,
+    TOMBSTONE,
+    UNREFERENCED,
+    Deadline,
+    ErasureContext,
+    compaction_deadline_ms,
+    left_the_log_deadline,
+    schedule_interval_ms,
+    superseded_deadline,
+    tombstone_deadline,
+    unreferenced_deadline,
+)
+from lakecleaner.policy.metrics import deletion_deadline
+from lakecleaner.policy.uncleanable import still_uncleanable
+
+#: The lake's own folders: they must never hold a record's key.
+LAKE_FOLDERS = ("_lakecleaner/", OFFSETS_PREFIX)
+_PARTITION = re.compile(r"^partition=(\d+)/")
+
+
+@dataclass(frozen=True)
+class KeyCopy:
+    """One stored record of the audited key: where, which offset, what it is, and its deadline
+    (None for the key's live value, which is not due to go)."""
+
+    partition: int | None
+    object: str
+    offset: int | None
+    kind: str
+    deadline: Deadline | None
+
+    @property
+    def overdue(self) -> bool:
+        return self.deadline is not None and self.deadline.overdue is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "object": self.object,
+            "offset": self.offset,
+            "kind": self.kind,
+            **(self.deadline.to_dict() if self.deadline else {"gone_by_ms": None, "gone_by": None, "overdue": None}),
+        }
+
+
+@dataclass
+class KeyAudit:
+    """Every stored copy of a key in a topic, and the objects that could not be read (which may
+    hold one: they count as overdue)."""
+
+    topic: str
+    now_ms: int
+    copies: list[KeyCopy] = field(default_factory=list)
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def overdue(self) -> bool:
+        return bool(self.unreadable) or any(c.overdue for c in self.copies)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "now_ms": self.now_ms,
+            "overdue": self.overdue,
+            "copies": [c.to_dict() for c in self.copies],
+            "unreadable": dict(self.unreadable),
+        }
+
+
+@dataclass(frozen=True)
+class _Found:
+    """Rows of the key in one object."""
+
+    offsets: tuple[int, ...]
+    tombstones: tuple[bool, ...]
+    horizons: tuple[int | None, ...]
+
+
+def erasure_context(lake: Lake, topic: Topic, now_ms: int, mark: str | None) -> ErasureContext:
+    spec = lake.config.topics.get(topic.name)
+    schedule = spec.schedule if spec is not None else None
+    return ErasureContext(topic.config, schedule_interval_ms(schedule, now_ms), now_ms, mark)
+
+
+def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
+    """Every stored copy of `key` in the topic and the lake's own folders, with its deadline."""
+    topic = lake.topic(topic_name)
+    audit = KeyAudit(topic_name, now_ms)
+    prefix = f"{TOPICS_PREFIX}{topic_name}/"
+    objects = [o for o in lake.store.list(prefix) if o.key.endswith(".parquet") or ".map-" in o.key]
+    read = topic.read_manifests()
+    for partition, reason in read.failures.items():
+        audit.unreadable[f"{prefix}partition={partition}/manifest.json"] = reason
+    cleaner = lake.cleaner_state.read(topic_name)
+    found = map_ordered(lambda o: _search(lake, o, key), objects, lake.config.storage.max_concurrency)
+    by_partition: dict[int, list[tuple[ObjectInfo, _Found]]] = {}
+    for obj, hit in zip(objects, found, strict=True):
+        if isinstance(hit, str):
+            audit.unreadable[obj.key] = hit
+        elif hit.offsets and (m := _PARTITION.match(obj.key[len(prefix) :])):
+            by_partition.setdefault(int(m.group(1)), []).append((obj, hit))
+    for partition, hits in sorted(by_partition.items()):
+        manifest = read.manifests.get(partition)
+        if manifest is None:
+            continue  # its manifest is unreadable: reported above
+        mark = _mark(cleaner, manifest, topic)
+        ctx = erasure_context(lake, topic, now_ms, mark)
+        audit.copies.extend(_judge(partition, manifest, hits, ctx))
+    audit.copies.extend(_lake_folder_hits(lake, key, audit))
+    return audit
+
+
+def _mark(cleaner: CleanerState, manifest: Manifest, topic: Topic) -> str | None:
+    entry = cleaner.uncleanable.get(manifest.partition)
+    return entry.reason if entry is not None and still_uncleanable(entry, manifest, topic.config) else None
+
+
+def _search(lake: Lake, obj: ObjectInfo, key: bytes) -> _Found | str:
+    """The key's rows in a segment file (key and offset columns first; the value and horizon only
+    of matching rows) or a key spill (Arrow IPC); why the object could not be read otherwise."""
+    try:
+        path = lake.store.arrow_path(obj.key)
+        with lake.store.arrow_fs.open_input_file(path) as source:
+            if obj.key.endswith(".parquet"):
+                parquet = pq.ParquetFile(source)
+                table = parquet.read(columns=["offset", "key"])
+                matches = pc.equal(table.column("key"), pa.scalar(key, pa.binary()))
+                if not pc.any(matches).as_py():
+                    return _Found((), (), ())
+                rows = parquet.read(columns=["offset", "value", "delete_horizon_ms"]).filter(matches)
+                return _Found(
+                    tuple(rows.column("offset").to_pylist()),
+                    tuple(v is None for v in rows.column("value").to_pylist()),
+                    tuple(rows.column("delete_horizon_ms").to_pylist()),
+                )
+            spill = pa.ipc.open_file(source).read_all()
+            if "key" not in spill.column_names:
+                return _Found((), (), ())
+            rows = spill.filter(pc.equal(spill.column("key"), pa.scalar(key, pa.binary())))
+            offsets = tuple(rows.column("offset").to_pylist()) if "offset" in rows.column_names else ()
+            return _Found(offsets, (False,) * len(offsets), (None,) * len(offsets))
+    except (OSError, pa.ArrowException, StorageError, LakeCleanerError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _judge(
+    partition: int, manifest: Manifest, hits: list[tuple[ObjectInfo, _Found]], ctx: ErasureContext
+) -> Iterator[KeyCopy]:
+    """Each copy's kind and deadline within one partition."""
+    live_files = {f.path: s for s in manifest.segments for f in s.files}
+    pending = {p.path: p.delete_after_ms for p in manifest.pending_deletes}
+    prefix = partition_prefix(manifest.topic, partition)
+    live: list[tuple[int, Segment, bool, int | None, str]] = []
+    for obj, hit in hits:
+        path = obj.key[len(prefix) :]
+        for offset, tombstone, horizon in zip(hit.offsets, hit.tombstones, hit.horizons, strict=True):
+            if path in live_files:
+                live.append((offset, live_files[path], tombstone, horizon, obj.key))
+            elif path in pending:
+                yield KeyCopy(partition, obj.key, offset, LEFT_THE_LOG, left_the_log_deadline(pending[path], ctx))
+            else:
+                yield KeyCopy(partition, obj.key, offset, UNREFERENCED, unreferenced_deadline(obj.mtime_ms, ctx))
+    live.sort()
+    in_log = [entry for entry in live if entry[0] >= manifest.log_start_offset]
+    for offset, segment, tombstone, horizon, name in live:
+        if offset < manifest.log_start_offset:
+            yield KeyCopy(partition, name, offset, BELOW_LOG_START, _below_log_start(segment, manifest, ctx))
+        elif (offset, segment, tombstone, horizon, name) == in_log[-1]:
+            if tombstone:
+                yield KeyCopy(partition, name, offset, TOMBSTONE, tombstone_deadline(segment, horizon, ctx))
+            else:
+                yield KeyCopy(partition, name, offset, LIVE, None)
+        else:
+            superseder = next(e[1] for e in in_log if e[0] > offset)
+            yield KeyCopy(partition, name, offset, SUPERSEDED, superseded_deadline(segment, superseder, ctx))
+
+
+def _below_log_start(segment: Segment, manifest: Manifest, ctx: ErasureContext) -> Deadline:
+    """A record below the log start offset leaves with its segment (retention), or when a cleaning
+    rewrites its group: bounded by the first dirty segment's KIP-354 deadline when there is one."""
+    first_dirty, _ = first_dirty_offset(manifest)
+    dirty = [s for s in manifest.segments if s.next_offset > first_dirty and s.sealed]
+    if not dirty:
+        return superseded_deadline(segment, segment, ctx)
+    return superseded_deadline(segment, min(dirty, key=lambda s: compaction_deadline_ms(s, ctx) or 0), ctx)
+
+
+def _lake_folder_hits(lake: Lake, key: bytes, audit: KeyAudit) -> Iterator[KeyCopy]:
+    """Objects of the lake's own folders whose bytes contain the key (they must not): a hit has no
+    deadline, so it is overdue."""
+    objects = [o for folder in LAKE_FOLDERS for o in lake.store.list(folder)]
+
+    def holds(obj: ObjectInfo) -> bool | str:
+        try:
+            return key in lake.store.read(obj.key)
+        except LakeCleanerError as exc:
+            return str(exc)
+
+    for obj, hit in zip(objects, map_ordered(holds, objects, lake.config.storage.max_concurrency), strict=True):
+        if isinstance(hit, str):
+            audit.unreadable[obj.key] = hit
+        elif hit:
+            reason = "the lake's own files must never hold a record's key: nothing deletes it"
+            yield KeyCopy(None, obj.key, None, UNREFERENCED, Deadline(None, reason))
+
+
+# ----------------------------------------------------------------------------------------------
+# The topic audit
+
+
+@dataclass(frozen=True)
+class PartitionErasure:
+    """A partition's data awaiting erasure: the earliest deadline among its dirty section (KIP-354
+    and tombstone horizons), its files awaiting deletion and its unreferenced files, and why it is
+    overdue; `error` when the partition could not be read."""
+
+    partition: int
+    pending_files: int = 0
+    unreferenced_files: int = 0
+    deadline: Deadline | None = None
+    what: str | None = None
+    error: str | None = None
+
+    @property
+    def overdue(self) -> bool:
+        return self.error is not None or (self.deadline is not None and self.deadline.overdue is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "pending_files": self.pending_files,
+            "unreferenced_files": self.unreferenced_files,
+            "what": self.what,
+            "deadline": None if self.deadline is None else self.deadline.to_dict(),
+            "overdue": self.overdue,
+            "error": self.error,
+        }
+
+
+def audit_topic(lake: Lake, topic_name: str, now_ms: int) -> list[PartitionErasure]:
+    """Per partition, the earliest deadline by which data it still stores must be gone."""
+    topic = lake.topic(topic_name)
+    read = topic.read_manifests()
+    erasures = partition_erasures(lake, topic, read.manifests, lake.cleaner_state.read(topic_name), now_ms)
+    return [
+        PartitionErasure(p, error=read.failures[p]) if p in read.failures else erasures[p]
+        for p in range(topic.partitions)
+    ]
+
+
+def partition_erasures(
+    lake: Lake, topic: Topic, manifests: Mapping[int, Manifest], cleaner: CleanerState, now_ms: int
+) -> dict[int, PartitionErasure]:
+    """`audit_topic` for manifests already read: one listing of the topic's objects (one LIST
+    request per thousand), no other request."""
+    prefix = f"{TOPICS_PREFIX}{topic.name}/"
+    files: dict[int, list[ObjectInfo]] = {}
+    for obj in lake.store.list(prefix):
+        m = _PARTITION.match(obj.key[len(prefix) :])
+        if m and (obj.key.endswith(".parquet") or ".map-" in obj.key):
+            files.setdefault(int(m.group(1)), []).append(obj)
+    return {
+        p: _partition_erasure(
+            manifest, files.get(p, []), erasure_context(lake, topic, now_ms, _mark(cleaner, manifest, topic))
+        )
+        for p, manifest in sorted(manifests.items())
+    }
+
+
+def _partition_erasure(manifest: Manifest, objects: Sequence[ObjectInfo], ctx: ErasureContext) -> PartitionErasure:
+    prefix = partition_prefix(manifest.topic, manifest.partition)
+    referenced = manifest.referenced_paths()
+    unreferenced = [o for o in objects if o.key[len(prefix) :] not in referenced]
+    candidates: list[tuple[Deadline, str]] = []
+    if ctx.config.compact:
+        first_dirty, _ = first_dirty_offset(manifest)
+        promised = deletion_deadline(manifest, ctx.config, first_dirty, ctx.now_ms)
+        dirty = [s for s in manifest.segments if s.next_offset > first_dirty]
+        if dirty:
+            oldest = min(
+                dirty, key=lambda s: s.first_batch_max_timestamp if s.first_batch_max_timestamp > 0 else 1 << 62
+            )
+            candidates.append((superseded_deadline(oldest, oldest, ctx), f"records superseded in segment {oldest.id}"))
+        if promised is not None and promised.tombstone_horizon_ms is not None:
+            horizon = promised.tombstone_horizon_ms
+            holding = next(s for s in manifest.segments if s.earliest_delete_horizon_ms == horizon)
+            candidates.append((tombstone_deadline(holding, horizon, ctx), f"a tombstone in segment {holding.id}"))
+    for pending in manifest.pending_deletes:
+        candidates.append((left_the_log_deadline(pending.delete_after_ms, ctx), f"{pending.path} ({pending.reason})"))
+    for obj in unreferenced:
+        candidates.append(
+            (unreferenced_deadline(obj.mtime_ms, ctx), f"{obj.key[len(prefix) :]} (no manifest references it)")
+        )
+    result = PartitionErasure(manifest.partition, len(manifest.pending_deletes), len(unreferenced))
+    if not candidates:
+        return result
+    deadline, what = min(candidates, key=lambda c: (c[0].overdue is None, c[0].gone_by_ms or 0))
+    return PartitionErasure(result.partition, result.pending_files, result.unreferenced_files, deadline, what)

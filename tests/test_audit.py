@@ -1,0 +1,113 @@
+"""Erasure audits (issue #20): every stored copy of a key with the time by which it is gone, and a
+partition's earliest deadline; on every backend (the local lake and both S3 servers)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from lakecleaner.audit import audit_key, audit_topic
+from lakecleaner.config import TopicSpec
+from lakecleaner.lake import Lake
+from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.records import Record
+from lakecleaner.policy.erasure import LIVE, SUPERSEDED, TOMBSTONE, UNREFERENCED, schedule_interval_ms
+from tests.conftest import ALL_BACKENDS
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
+
+MINUTE, HOUR = 60_000, 3_600_000
+T0 = 1_700_000_000_000
+CONFIG = {
+    "cleanup.policy": "compact",
+    "max.compaction.lag.ms": HOUR,
+    "delete.retention.ms": HOUR,
+    "file.delete.delay.ms": MINUTE,
+}
+
+
+def scheduled(lake: Lake, name: str, schedule: str | None = "@hourly") -> Lake:
+    """The lake with `name` declared in its config with a DAG schedule."""
+    topics = {**lake.config.topics, name: TopicSpec(name, 1, schedule)}
+    return Lake(lake.store, replace(lake.config, topics=topics))
+
+
+def test_every_copy_of_a_key_is_listed_with_the_time_it_is_gone(lake: Lake) -> None:
+    lake = scheduled(lake, "users")
+    log = lake.create_topic("users", config=CONFIG, now_ms=T0).partition(0)
+    log.append([Record(b"alice", b"v1", T0)], now_ms=T0)
+    log.roll(now_ms=T0)
+    log.append([Record(b"alice", b"v2", T0 + 10 * MINUTE), Record(b"bob", b"b1", T0 + 10 * MINUTE)], now_ms=T0)
+    audit = audit_key(lake, "users", b"alice", T0 + 20 * MINUTE)
+    assert [(c.offset, c.kind) for c in audit.copies] == [(0, SUPERSEDED), (1, LIVE)]
+    superseded = audit.copies[0]
+    # the later record's segment was first written at T0 + 10 min: cleaned by + max.compaction.lag.ms
+    # + one schedule interval, then file.delete.delay.ms and the next run's physical deletion
+    assert superseded.deadline is not None
+    assert superseded.deadline.gone_by_ms == T0 + 10 * MINUTE + HOUR + HOUR + MINUTE + HOUR
+    assert not audit.overdue
+    late = audit_key(lake, "users", b"alice", T0 + 10 * HOUR)
+    assert late.overdue and "deadline passed" in (late.copies[0].deadline.overdue or "")  # type: ignore[union-attr]
+    assert [c.offset for c in audit_key(lake, "users", b"carol", T0).copies] == []
+
+
+def test_a_tombstone_an_unreferenced_copy_and_a_leak_into_the_lakes_own_files_are_found(lake: Lake) -> None:
+    lake = scheduled(lake, "users")
+    log = lake.create_topic("users", config=CONFIG, now_ms=T0).partition(0)
+    log.append([Record(b"alice", b"v1", T0), Record(b"alice", None, T0 + 1)], now_ms=T0)
+    log.roll(now_ms=T0)
+    segment = log.manifest().segments[0]
+    prefix = partition_prefix("users", 0)
+    copy = prefix + "segments/00000000000000000000-abandoned.parquet"
+    lake.store.write(copy, lake.store.read(prefix + segment.files[0].path))  # a crashed run's output
+    audit = audit_key(lake, "users", b"alice", T0 + MINUTE)
+    kinds = {(c.object, c.offset): c.kind for c in audit.copies}
+    assert kinds[(prefix + segment.files[0].path, 0)] == SUPERSEDED
+    assert kinds[(prefix + segment.files[0].path, 1)] == TOMBSTONE
+    assert kinds[(copy, 0)] == kinds[(copy, 1)] == UNREFERENCED
+    tombstone = next(c for c in audit.copies if c.kind == TOMBSTONE)
+    assert tombstone.deadline is not None and tombstone.deadline.gone_by_ms is not None
+    assert not audit.overdue
+
+    lake.store.write("_lakecleaner/runs/users/r1/report.json", json.dumps({"leak": "alice"}).encode())
+    leaked = audit_key(lake, "users", b"alice", T0 + MINUTE)
+    assert leaked.overdue
+    (leak,) = [c for c in leaked.copies if c.partition is None]
+    assert leak.object == "_lakecleaner/runs/users/r1/report.json" and "never hold a record's key" in (
+        leak.deadline.overdue or ""  # type: ignore[union-attr]
+    )
+    assert "alice" not in json.dumps(leaked.to_dict())  # the audit's own report names no key
+
+
+def test_without_a_schedule_or_a_max_lag_nothing_promises_the_deletion(lake: Lake) -> None:
+    unscheduled = scheduled(lake, "users", schedule=None)
+    log = unscheduled.create_topic("users", config=CONFIG, now_ms=T0).partition(0)
+    log.append([Record(b"alice", b"v1", T0), Record(b"alice", b"v2", T0)], now_ms=T0)
+    audit = audit_key(unscheduled, "users", b"alice", T0)
+    assert audit.overdue and "no schedule" in (audit.copies[0].deadline.overdue or "")  # type: ignore[union-attr]
+    lake.alter_topic("users", {"max.compaction.lag.ms": None})
+    no_lag = audit_key(scheduled(lake, "users"), "users", b"alice", T0)
+    assert no_lag.overdue and "no deadline applies" in (no_lag.copies[0].deadline.overdue or "")  # type: ignore[union-attr]
+
+
+def test_the_topic_audit_gives_each_partitions_earliest_deadline(lake: Lake) -> None:
+    lake = scheduled(lake, "users")
+    topic = lake.create_topic("users", partitions=2, config=CONFIG, now_ms=T0)
+    log = topic.partition(0)
+    log.append([Record(b"alice", b"v1", T0)], now_ms=T0)
+    log.roll(now_ms=T0)
+    partitions = audit_topic(lake, "users", T0 + MINUTE)
+    assert [p.partition for p in partitions] == [0, 1]
+    first = partitions[0]
+    assert first.deadline is not None and first.deadline.gone_by_ms == T0 + HOUR + HOUR + MINUTE + HOUR
+    assert not first.overdue and partitions[1].deadline is None
+    assert audit_topic(lake, "users", T0 + 4 * HOUR)[0].overdue
+
+
+def test_schedule_intervals_of_presets_and_cron() -> None:
+    assert schedule_interval_ms("@hourly", T0) == HOUR
+    assert schedule_interval_ms("*/15 * * * *", T0) == 15 * MINUTE
+    assert schedule_interval_ms("0 9 * * 1-5", T0) == 3 * 24 * HOUR  # Friday 9:00 to Monday 9:00
+    assert schedule_interval_ms(None, T0) is None and schedule_interval_ms("@once", T0) is None
