@@ -111,3 +111,21 @@ def test_schedule_intervals_of_presets_and_cron() -> None:
     assert schedule_interval_ms("*/15 * * * *", T0) == 15 * MINUTE
     assert schedule_interval_ms("0 9 * * 1-5", T0) == 3 * 24 * HOUR  # Friday 9:00 to Monday 9:00
     assert schedule_interval_ms(None, T0) is None and schedule_interval_ms("@once", T0) is None
+
+
+def test_copies_are_overdue_when_the_topics_dag_stopped_running(lake: Lake) -> None:
+    """A paused DAG (or one failing before its report) keeps no promise: after two schedule
+    intervals and an hour without a run, every copy with a deadline is overdue, and says why."""
+    lake = scheduled(lake, "users")
+    lake.create_topic("users", config={**CONFIG, "max.compaction.lag.ms": 10 * HOUR}, now_ms=T0)
+    lake.topic("users").partition(0).append([Record(b"alice", b"v1", T0), Record(b"alice", b"v2", T0)], now_ms=T0)
+    assert not audit_key(lake, "users", b"alice", T0 + 3 * HOUR).overdue  # since the topic's creation
+    never = audit_key(lake, "users", b"alice", T0 + 3 * HOUR + 1)
+    assert never.overdue and "has never run" in (never.copies[0].deadline.overdue or "")  # type: ignore[union-attr]
+    lake.cleaner_state.update("users", lambda s: replace(s, last_dag_run_ms=T0 + 2 * HOUR))
+    assert not audit_key(lake, "users", b"alice", T0 + 4 * HOUR).overdue
+    stopped = audit_key(lake, "users", b"alice", T0 + 5 * HOUR + 1)
+    (superseded, live) = stopped.copies
+    assert live.deadline is None and superseded.deadline is not None
+    assert superseded.deadline.gone_by_ms is not None and superseded.deadline.gone_by_ms > stopped.now_ms
+    assert "last ran at" in (superseded.deadline.overdue or "") and stopped.overdue

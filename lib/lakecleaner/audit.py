@@ -40,6 +40,7 @@ from lakecleaner.policy.erasure import (
     Deadline,
     ErasureContext,
     compaction_deadline_ms,
+    dag_stalled,
     left_the_log_deadline,
     schedule_interval_ms,
     superseded_deadline,
@@ -112,10 +113,13 @@ class _Found:
     horizons: tuple[int | None, ...]
 
 
-def erasure_context(lake: Lake, topic: Topic, now_ms: int, mark: str | None) -> ErasureContext:
+def erasure_context(lake: Lake, topic: Topic, now_ms: int, cleaner: CleanerState, manifest: Manifest) -> ErasureContext:
+    """What a partition's deadlines depend on: the topic's config and DAG schedule (the config
+    file's), its uncleanable mark, and whether its DAG still runs."""
     spec = lake.config.topics.get(topic.name)
-    schedule = spec.schedule if spec is not None else None
-    return ErasureContext(topic.config, schedule_interval_ms(schedule, now_ms), now_ms, mark)
+    schedule_ms = schedule_interval_ms(spec.schedule if spec is not None else None, now_ms)
+    stalled = dag_stalled(cleaner.last_dag_run_ms, topic.metadata.created_ms, schedule_ms, now_ms)
+    return ErasureContext(topic.config, schedule_ms, now_ms, _mark(cleaner, manifest, topic), stalled)
 
 
 def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
@@ -139,8 +143,7 @@ def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
         manifest = read.manifests.get(partition)
         if manifest is None:
             continue  # its manifest is unreadable: reported above
-        mark = _mark(cleaner, manifest, topic)
-        ctx = erasure_context(lake, topic, now_ms, mark)
+        ctx = erasure_context(lake, topic, now_ms, cleaner, manifest)
         audit.copies.extend(_judge(partition, manifest, hits, ctx))
     audit.copies.extend(_lake_folder_hits(lake, key, audit))
     return audit
@@ -296,9 +299,7 @@ def partition_erasures(
         if m and (obj.key.endswith(".parquet") or ".map-" in obj.key):
             files.setdefault(int(m.group(1)), []).append(obj)
     return {
-        p: _partition_erasure(
-            manifest, files.get(p, []), erasure_context(lake, topic, now_ms, _mark(cleaner, manifest, topic))
-        )
+        p: _partition_erasure(manifest, files.get(p, []), erasure_context(lake, topic, now_ms, cleaner, manifest))
         for p, manifest in sorted(manifests.items())
     }
 

@@ -110,17 +110,21 @@ class LastRun:
 
 @dataclass(frozen=True)
 class CleanerState:
-    """A topic's cleaner state: uncleanable partitions (partition → entry) and the last run."""
+    """A topic's cleaner state: uncleanable partitions (partition → entry), the last compaction run,
+    and the latest "now" a run of the topic's DAG reached its report with (`last_dag_run_ms`: the
+    erasure audit's sign that the DAG runs)."""
 
     topic: str
     uncleanable: Mapping[int, UncleanablePartition] = field(default_factory=dict)
     last_run: LastRun | None = None
+    last_dag_run_ms: int | None = None
 
     def to_json(self) -> bytes:
         data = {
             "topic": self.topic,
             "uncleanable": [e.to_dict() for _, e in sorted(self.uncleanable.items())],
             "last_run": None if self.last_run is None else self.last_run.to_dict(),
+            "last_dag_run_ms": self.last_dag_run_ms,
         }
         return json.dumps(data, indent=1).encode()
 
@@ -130,8 +134,13 @@ class CleanerState:
         try:
             raw = json.loads(data)
             entries = [UncleanablePartition.from_dict(e) for e in raw["uncleanable"]]
-            last = raw.get("last_run")
-            state = CleanerState(str(raw["topic"]), {e.partition: e for e in entries}, last and LastRun.from_dict(last))
+            last, dag_run = raw.get("last_run"), raw.get("last_dag_run_ms")
+            state = CleanerState(
+                str(raw["topic"]),
+                {e.partition: e for e in entries},
+                last and LastRun.from_dict(last),
+                None if dag_run is None else int(dag_run),
+            )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptCleanerState(
                 f"cleaner state {location} is corrupt ({type(exc).__name__}: {exc}); delete it to retry every "

@@ -84,6 +84,7 @@ def test_a_deleted_key_is_physically_gone_from_the_bucket_by_its_deadline(
     assert [r["state"] for r in runs] == ["success"] * 3, world.diagnostics()
     after = audit_key(world.lake, topic, SUBJECT, ticks_ms[-1])
     assert after.copies == [] and not after.overdue, after.to_dict()
+    assert world.lake.cleaner_state.read(topic).last_dag_run_ms == ticks_ms[-1]  # the audit's sign the DAG runs
     kept = {r["key"] for r in world.lake.topic(topic).partition(0).read().to_pylist()}
     # compaction keeps the other keys; on compact,delete retention.ms (30 h) has deleted them too
     assert kept == (set() if topic == ERASURE_COMPACT_DELETE else {b"other-1", b"other-2"})

@@ -8,7 +8,7 @@ deletes more than the run at that time would have.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lakecleaner.config import LakeConfig, load_config
@@ -187,10 +187,17 @@ def _subset(params: Mapping[str, Any]) -> list[int] | None:
 
 
 def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's summary (assessment, compaction, retention, gc) stored as run.json."""
+    """The run's summary (assessment, compaction, retention, gc) stored as run.json, and the run's
+    "now" kept in the topic's cleaner state (the latest one: a backfill does not move it back), by
+    which the erasure audit sees whether the DAG still runs."""
     lake = Lake.open(config)
     summary = {"topic": topic_name, "run_id": run_id, **parts}
     summary["location"] = store_report(lake.store, topic_name, run_id, "run", summary)
+    now_ms = (parts.get("assess") or {}).get("now_ms")
+    if now_ms is not None:
+        lake.cleaner_state.update(
+            topic_name, lambda s: replace(s, last_dag_run_ms=max(s.last_dag_run_ms or now_ms, now_ms))
+        )
     return summary
 
 

@@ -24,8 +24,9 @@ S the longest wait between two runs of the topic's DAG and D `file.delete.delay.
   references (a crashed run's output, a spill) by its age reaching max(D, 1 hour) + S (gc).
 
 A copy is **overdue** when its time has passed, or when nothing will remove it: its partition is
-marked uncleanable (a failed compaction), or no deadline applies (no `max.compaction.lag.ms`, no
-retention) or the DAG has no schedule.
+marked uncleanable (a failed compaction), no deadline applies (no `max.compaction.lag.ms`, no
+retention), the DAG has no schedule, or it has not run for more than two intervals (paused, or
+failing before its report).
 """
 
 from __future__ import annotations
@@ -106,6 +107,21 @@ class ErasureContext:
     now_ms: int
     #: Why the partition is not compacted (its uncleanable mark), None when it is.
     uncleanable: str | None = None
+    #: Why the topic's DAG seems not to run (`dag_stalled`), None while it runs.
+    stalled: str | None = None
+
+
+def dag_stalled(last_dag_run_ms: int | None, created_ms: int, schedule_ms: int | None, now_ms: int) -> str | None:
+    """Why the topic's DAG seems not to run — paused, or failing before its report — or None: no
+    run has reached its report for more than two schedule intervals and an hour, counted from the
+    latest run's "now" or, before any, from the topic's creation."""
+    if schedule_ms is None:
+        return None
+    since = max(last_dag_run_ms or 0, created_ms)
+    if now_ms - since <= 2 * schedule_ms + HOUR_MS:
+        return None
+    last = "has never run" if last_dag_run_ms is None else f"last ran at {format_timestamp_ms(last_dag_run_ms)}"
+    return f"the topic's DAG {last}, more than two schedule intervals ago (paused or failing): nothing removes it"
 
 
 def _physical(left_log_ms: int, ctx: ErasureContext) -> int:
@@ -123,7 +139,7 @@ def _judged(gone_by: int | None, ctx: ErasureContext) -> Deadline:
         return Deadline(None, "no deadline applies: max.compaction.lag.ms is not set and retention does not remove it")
     if gone_by < ctx.now_ms:
         return Deadline(gone_by, f"deadline passed at {format_timestamp_ms(gone_by)}")
-    return Deadline(gone_by, None)
+    return Deadline(gone_by, ctx.stalled)
 
 
 def compaction_deadline_ms(superseder: Segment, ctx: ErasureContext) -> int | None:
