@@ -117,3 +117,6 @@ def test_a_failed_compaction_makes_the_copies_overdue_with_the_reason(world: Wor
     assert topic["metrics"]["uncleanable-partitions-count"] == 1 and topic["metrics"]["uncleanable-bytes"] > 0
     _, page = world.airflow.api("GET", f"/lakecleaner/topics/{ERASURE_FAILING}", user="admin", raw=True)
     assert 'data-uncleanable="0"' in page and "is not compacted: uncleanable since" in page
+    # Issue #20: the dashboard shows offsets and deadlines, never the records it is about
+    _, api = world.airflow.api("GET", f"/lakecleaner/api/topics/{ERASURE_FAILING}", user="admin", raw=True)
+    assert not any(trace.decode() in text for trace in TRACES for text in (page, api))
