@@ -13,7 +13,15 @@ from lakecleaner.config import TopicSpec
 from lakecleaner.lake import Lake
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.records import Record
-from lakecleaner.policy.erasure import LIVE, SUPERSEDED, TOMBSTONE, UNREFERENCED, schedule_interval_ms
+from lakecleaner.policy.erasure import (
+    BELOW_LOG_START,
+    LIVE,
+    SUPERSEDED,
+    TOMBSTONE,
+    UNREFERENCED,
+    schedule_interval_ms,
+)
+from lakecleaner.retention import trim_partition
 from tests.conftest import ALL_BACKENDS
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)
@@ -129,3 +137,23 @@ def test_copies_are_overdue_when_the_topics_dag_stopped_running(lake: Lake) -> N
     assert live.deadline is None and superseded.deadline is not None
     assert superseded.deadline.gone_by_ms is not None and superseded.deadline.gone_by_ms > stopped.now_ms
     assert "last ran at" in (superseded.deadline.overdue or "") and stopped.overdue
+
+
+def test_a_record_below_the_log_start_offset_is_gone_with_its_segment(lake: Lake) -> None:
+    """After a trim (DeleteRecords), a record below the log start offset leaves with its segment:
+    at the next run when the whole segment is below it, else when a cleaning rewrites its group."""
+    lake = scheduled(lake, "users")
+    log = lake.create_topic("users", config=CONFIG, now_ms=T0).partition(0)
+    log.append([Record(b"alice", b"v1", T0), Record(b"bob", b"b1", T0)], now_ms=T0)
+    log.roll(now_ms=T0)
+    log.append([Record(b"alice", b"v2", T0 + MINUTE)], now_ms=T0 + MINUTE)
+    log.roll(now_ms=T0 + MINUTE)
+    trim_partition(lake, "users", 0, 1, now_ms=T0 + 2 * MINUTE)  # inside the first segment
+    inside = audit_key(lake, "users", b"alice", T0 + 2 * MINUTE).copies
+    assert [(c.offset, c.kind) for c in inside] == [(0, BELOW_LOG_START), (2, LIVE)]
+    # the next cleaning is due by the dirty segment's first batch + max.compaction.lag.ms + one interval
+    assert inside[0].deadline is not None and inside[0].deadline.gone_by_ms == T0 + HOUR + HOUR + MINUTE + HOUR
+    trim_partition(lake, "users", 0, 2, now_ms=T0 + 3 * MINUTE)  # past the whole first segment
+    below = audit_key(lake, "users", b"alice", T0 + 3 * MINUTE).copies[0]
+    assert below.kind == BELOW_LOG_START and below.deadline is not None
+    assert below.deadline.gone_by_ms == T0 + 3 * MINUTE + HOUR + MINUTE + HOUR  # the next run, then D and a run

@@ -39,15 +39,16 @@ from lakecleaner.policy.erasure import (
     UNREFERENCED,
     Deadline,
     ErasureContext,
-    compaction_deadline_ms,
     dag_stalled,
     left_the_log_deadline,
+    released_deadline,
     schedule_interval_ms,
     superseded_deadline,
     tombstone_deadline,
     unreferenced_deadline,
 )
 from lakecleaner.policy.metrics import deletion_deadline
+from lakecleaner.policy.segment_times import rolling_timestamp
 from lakecleaner.policy.uncleanable import still_uncleanable
 
 #: The lake's own folders: they must never hold a record's key.
@@ -215,13 +216,14 @@ def _judge(
 
 
 def _below_log_start(segment: Segment, manifest: Manifest, ctx: ErasureContext) -> Deadline:
-    """A record below the log start offset leaves with its segment (retention), or when a cleaning
-    rewrites its group: bounded by the first dirty segment's KIP-354 deadline when there is one."""
+    """A record below the log start offset (a trim) leaves with its segment: at the next run when
+    the whole segment lies below the log start, else when a cleaning rewrites its group, which the
+    earliest dirty segment's KIP-354 deadline bounds (or retention, whichever comes first)."""
+    if segment.next_offset <= manifest.log_start_offset:
+        return released_deadline(ctx)
     first_dirty, _ = first_dirty_offset(manifest)
-    dirty = [s for s in manifest.segments if s.next_offset > first_dirty and s.sealed]
-    if not dirty:
-        return superseded_deadline(segment, segment, ctx)
-    return superseded_deadline(segment, min(dirty, key=lambda s: compaction_deadline_ms(s, ctx) or 0), ctx)
+    dirty = [s for s in manifest.segments if s.sealed and s.next_offset > first_dirty]
+    return superseded_deadline(segment, min(dirty, key=rolling_timestamp) if dirty else segment, ctx)
 
 
 def _lake_folder_hits(lake: Lake, key: bytes, audit: KeyAudit) -> Iterator[KeyCopy]:

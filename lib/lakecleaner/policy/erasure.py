@@ -183,6 +183,12 @@ def tombstone_deadline(holding: Segment, horizon_ms: int | None, ctx: ErasureCon
     return _judged(None if left is None else _physical(left, ctx), ctx)
 
 
+def released_deadline(ctx: ErasureContext) -> Deadline:
+    """A segment wholly below the log start offset (a trim): retention's log-start rule removes it
+    from the log at the next run, then it is deleted like any file: now + S + D + S."""
+    return _judged(None if ctx.schedule_ms is None else _physical(ctx.now_ms + ctx.schedule_ms, ctx), ctx)
+
+
 def left_the_log_deadline(delete_after_ms: int, ctx: ErasureContext) -> Deadline:
     """A file in `pending_deletes`: the first run after `delete_after_ms` deletes it."""
     return _judged(None if ctx.schedule_ms is None else delete_after_ms + ctx.schedule_ms, ctx)
