@@ -10,9 +10,9 @@ S the longest wait between two runs of the topic's DAG and D `file.delete.delay.
   at the first DAG run after that (the idle roll ★ seals an active segment in that same run). The
   old file then waits D in `pending_deletes`, and the first run after that deletes it:
   gone by first batch + `max.compaction.lag.ms` + S + D + S.
-* A record **below the log start offset** (a trim) leaves with its segment: by retention, or by
-  the compaction that rewrites its group, whichever comes first, bounded like a superseded record
-  by the next record of the log.
+* A record **below the log start offset** (a trim) leaves with its segment: at the next run when
+  the whole segment lies below the log start (retention's log-start rule), else with the cleaning
+  that rewrites its group, bounded by the earliest dirty segment's KIP-354 deadline.
 * A **tombstone** is itself removed by the first compaction after its delete horizon (KIP-534;
   the horizon-passed trigger ★ makes that partition due): a tombstone already stamped is gone by
   horizon + S + D + S; one not yet stamped is stamped by its first cleaning (bounded as above)
