@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -114,45 +114,66 @@ class _Found:
     horizons: tuple[int | None, ...]
 
 
-def erasure_context(lake: Lake, topic: Topic, now_ms: int, cleaner: CleanerState, manifest: Manifest) -> ErasureContext:
-    """What a partition's deadlines depend on: the topic's config and DAG schedule (the config
-    file's), its uncleanable mark, and whether its DAG still runs."""
+def topic_context(lake: Lake, topic: Topic, now_ms: int, cleaner: CleanerState) -> ErasureContext:
+    """What every partition's deadlines depend on, computed once per topic: its config, its DAG's
+    schedule interval (the config file's) and whether that DAG still runs. A partition's own
+    uncleanable mark is added by `partition_context`."""
     spec = lake.config.topics.get(topic.name)
     schedule_ms = schedule_interval_ms(spec.schedule if spec is not None else None, now_ms)
     stalled = dag_stalled(cleaner.last_dag_run_ms, topic.metadata.created_ms, schedule_ms, now_ms)
-    return ErasureContext(topic.config, schedule_ms, now_ms, _mark(cleaner, manifest, topic), stalled)
+    return ErasureContext(topic.config, schedule_ms, now_ms, None, stalled)
+
+
+def partition_context(ctx: ErasureContext, cleaner: CleanerState, manifest: Manifest) -> ErasureContext:
+    """The topic's context with the partition's uncleanable mark, while it still applies."""
+    entry = cleaner.uncleanable.get(manifest.partition)
+    marked = entry is not None and still_uncleanable(entry, manifest, ctx.config)
+    return replace(ctx, uncleanable=entry.reason if marked and entry is not None else None)
+
+
+def record_objects(lake: Lake, topic: str) -> dict[int, list[ObjectInfo]]:
+    """The objects of each partition of the topic that can hold records (segment files, key
+    spills), from one listing of the topic's prefix."""
+    prefix = f"{TOPICS_PREFIX}{topic}/"
+    found: dict[int, list[ObjectInfo]] = {}
+    for obj in lake.store.list(prefix):
+        m = _PARTITION.match(obj.key[len(prefix) :])
+        if m and (obj.key.endswith(".parquet") or ".map-" in obj.key):
+            found.setdefault(int(m.group(1)), []).append(obj)
+    return found
 
 
 def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
     """Every stored copy of `key` in the topic and the lake's own folders, with its deadline."""
     topic = lake.topic(topic_name)
     audit = KeyAudit(topic_name, now_ms)
-    prefix = f"{TOPICS_PREFIX}{topic_name}/"
-    objects = [o for o in lake.store.list(prefix) if o.key.endswith(".parquet") or ".map-" in o.key]
+    by_partition = record_objects(lake, topic_name)
     read = topic.read_manifests()
     for partition, reason in read.failures.items():
-        audit.unreadable[f"{prefix}partition={partition}/manifest.json"] = reason
+        audit.unreadable[f"{partition_prefix(topic_name, partition)}manifest.json"] = reason
     cleaner = lake.cleaner_state.read(topic_name)
-    found = map_ordered(lambda o: _search(lake, o, key), objects, lake.config.storage.max_concurrency)
-    by_partition: dict[int, list[tuple[ObjectInfo, _Found]]] = {}
-    for obj, hit in zip(objects, found, strict=True):
-        if isinstance(hit, str):
-            audit.unreadable[obj.key] = hit
-        elif hit.offsets and (m := _PARTITION.match(obj.key[len(prefix) :])):
-            by_partition.setdefault(int(m.group(1)), []).append((obj, hit))
-    for partition, hits in sorted(by_partition.items()):
+    ctx = topic_context(lake, topic, now_ms, cleaner)
+    objects = [o for p in sorted(by_partition) for o in by_partition[p]]
+    found = dict(
+        zip(
+            (o.key for o in objects),
+            map_ordered(lambda o: _search(lake, o, key), objects, lake.config.storage.max_concurrency),
+            strict=True,
+        )
+    )
+    for partition, candidates in sorted(by_partition.items()):
+        hits = []
+        for obj in candidates:
+            hit = found[obj.key]
+            if isinstance(hit, str):
+                audit.unreadable[obj.key] = hit
+            elif hit.offsets:
+                hits.append((obj, hit))
         manifest = read.manifests.get(partition)
-        if manifest is None:
-            continue  # its manifest is unreadable: reported above
-        ctx = erasure_context(lake, topic, now_ms, cleaner, manifest)
-        audit.copies.extend(_judge(partition, manifest, hits, ctx))
+        if hits and manifest is not None:  # an unreadable manifest is reported above
+            audit.copies.extend(_judge(partition, manifest, hits, partition_context(ctx, cleaner, manifest)))
     audit.copies.extend(_lake_folder_hits(lake, key, audit))
     return audit
-
-
-def _mark(cleaner: CleanerState, manifest: Manifest, topic: Topic) -> str | None:
-    entry = cleaner.uncleanable.get(manifest.partition)
-    return entry.reason if entry is not None and still_uncleanable(entry, manifest, topic.config) else None
 
 
 def _search(lake: Lake, obj: ObjectInfo, key: bytes) -> _Found | str:
@@ -294,14 +315,10 @@ def partition_erasures(
 ) -> dict[int, PartitionErasure]:
     """`audit_topic` for manifests already read: one listing of the topic's objects (one LIST
     request per thousand), no other request."""
-    prefix = f"{TOPICS_PREFIX}{topic.name}/"
-    files: dict[int, list[ObjectInfo]] = {}
-    for obj in lake.store.list(prefix):
-        m = _PARTITION.match(obj.key[len(prefix) :])
-        if m and (obj.key.endswith(".parquet") or ".map-" in obj.key):
-            files.setdefault(int(m.group(1)), []).append(obj)
+    files = record_objects(lake, topic.name)
+    ctx = topic_context(lake, topic, now_ms, cleaner)
     return {
-        p: _partition_erasure(manifest, files.get(p, []), erasure_context(lake, topic, now_ms, cleaner, manifest))
+        p: _partition_erasure(manifest, files.get(p, []), partition_context(ctx, cleaner, manifest))
         for p, manifest in sorted(manifests.items())
     }
 
