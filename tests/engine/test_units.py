@@ -140,8 +140,9 @@ def test_clean_rows_applies_the_record_rule() -> None:
         schema=SEGMENT_SCHEMA,
     )
     counts = RowCounts()
-    kept = clean_rows(table, np.array([10, 11, 13, 14], np.int64), 10, 100, 600, counts)
+    kept, rows = clean_rows(table, np.array([10, 11, 13, 14], np.int64), 10, 100, 600, counts)
     assert kept.column("offset").to_pylist() == [10, 11, 14]
+    assert rows.tolist() == [True, True, False, False, True, False]
     assert kept.column("delete_horizon_ms").to_pylist() == [None, 600, 101]
     assert counts == RowCounts(superseded=1, unkeyed=1, below_log_start=0, tombstones_stamped=1, tombstones_removed=1)
 
@@ -206,13 +207,18 @@ def test_the_gates_expectation_is_what_the_record_rule_keeps(rows: list[tuple[An
     winners = np.array(sorted(data.draw(st.sets(st.sampled_from(offsets)))) if offsets else [], np.int64)
     log_start = data.draw(st.integers(10, 12))
     expected = Expected(GateRules(now_ms=100, horizon_ms=600), 10, 10 + len(rows))
-    expected.add(table.slice(0, len(rows) // 2), winners, log_start)
-    expected.add(table.slice(len(rows) // 2), winners, log_start)
+    first, second = table.slice(0, len(rows) // 2), table.slice(len(rows) // 2)
+    expected.add(first, winners, log_start)  # taking the rows itself
+    expected.add(second, winners, log_start, taken=clean_rows(second, winners, log_start, 100, 600, RowCounts()))
     result = expected.result()
-    kept = clean_rows(table, winners, log_start, 100, 600, RowCounts())
+    kept, _ = clean_rows(table, winners, log_start, 100, 600, RowCounts())
     assert result.offsets is not None and result.offsets.offsets().tolist() == kept.column("offset").to_pylist()
     assert result.records == RecordDigest(RECORD_SCHEMA).update(kept).hexdigest()
     assert result.horizons == RecordDigest(HORIZON_SCHEMA).update(kept).hexdigest()
+    nothing = (np.zeros(table.num_rows, bool), table.slice(0, 0))  # rows taken that are not the ones held
+    other = Expected(GateRules(now_ms=100, horizon_ms=600), 10, 10 + len(rows))
+    other.add(table, winners, log_start, taken=nothing)
+    assert other.result() == result
 
 
 @given(st.lists(st.integers(-50, 400)), st.sets(st.integers(-50, 400)))

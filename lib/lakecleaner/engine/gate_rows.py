@@ -96,18 +96,28 @@ class Expected:
         self.records = RecordDigest(RECORD_SCHEMA)
         self.horizons = RecordDigest(HORIZON_SCHEMA)
 
-    def add(self, table: pa.Table, winners: NDArray[np.int64], log_start: int) -> None:
+    def add(
+        self,
+        table: pa.Table,
+        winners: NDArray[np.int64],
+        log_start: int,
+        taken: tuple[NDArray[np.bool_], pa.Table] | None = None,
+    ) -> None:
         """Add one input file's records that the group must hold (`winners`: pass 1's winning
-        offsets, sorted)."""
+        offsets, sorted). `taken`: rows pass 2 already took from `table` (which, and the rows);
+        when they are exactly the rows held here, their key, value, timestamp and headers are
+        digested rather than taken a second time (the horizons always come from `table`)."""
         offsets = table.column("offset").to_numpy()
         tombstone = _np(pc.is_null(table.column("value")))
         horizon = table.column("delete_horizon_ms")
         held = in_sorted(offsets, winners) & (offsets >= log_start) & _np(pc.is_valid(table.column("key")))
         held &= ~_expired(tombstone, horizon, self.rules)
-        chosen = rows_where(table, held)
+        same = taken is not None and np.array_equal(taken[0], held)
+        chosen = taken[1] if same and taken is not None else rows_where(table.select(RECORD_SCHEMA.names), held)
         stamp = pa.array(np.full(chosen.num_rows, self.rules.horizon_ms, np.int64), mask=~tombstone[held])
-        expected = pa.table({"delete_horizon_ms": pc.coalesce(chosen.column("delete_horizon_ms"), stamp)})
-        self.offsets.append(chosen.column("offset").to_numpy())
+        input_horizons = rows_where(pa.table({"h": horizon}), held).column("h")
+        expected = pa.table({"delete_horizon_ms": pc.coalesce(input_horizons, stamp)})
+        self.offsets.append(offsets[held])
         self.records.update(chosen)
         self.horizons.update(expected)
 

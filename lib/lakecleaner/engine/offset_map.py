@@ -43,7 +43,7 @@ from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import PartitionPlan
 from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.storage import StoreSpec
-from lakecleaner.engine.versions import HASH, latest_per_key, order_table, source_columns
+from lakecleaner.engine.versions import HASH, latest_per_key, order_table, source_columns, uses_hash
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.leases import STAGING
@@ -53,7 +53,8 @@ from lakecleaner.log.segment_files import read_segment_file
 
 #: Bytes a record is planned to take in a task's map before any is read. Kafka's entry is 24 bytes
 #: (a 16-byte digest and an 8-byte offset); here an entry is the key's bytes, a 4-byte offset into
-#: them, the 8-byte offset and the key's 8-byte hash (31 bytes for an 11-byte key). Planned by
+#: them, the 8-byte offset and, for the strategies that sort by it (`versions.uses_hash`), the key's
+#: 8-byte hash and its order columns (23 bytes for an 11-byte key by offset). Planned by
 #: records, so that a bucket's rows fit its map before they are reduced, and reduced once; a map
 #: of longer keys outgrows its plan and runs again in more buckets.
 PLANNED_ENTRY_BYTES = 40
@@ -188,22 +189,21 @@ class _Map:
 
 def _file_rows(
     store: ObjectStore, prefix: str, file: SegmentFile, log_start: int, config: TopicConfig
-) -> tuple[pa.Table, NDArray[np.uint64], int]:
-    """A segment file's rows at or after the log start as (key, order columns…, offset), their key
-    hashes (a null key hashes to 0), and the count of malformed version headers."""
+) -> tuple[pa.Table, int]:
+    """A segment file's keyed rows at or after the log start as (key, order columns…, offset),
+    and the count of malformed version headers."""
     table = read_segment_file(
         store, prefix + file.path, columns=source_columns(config.compaction_strategy), expected=file
     )
     if file.base_offset < log_start:
         table = rows_where(table, table.column("offset").to_numpy() >= log_start)
     ordered, malformed = order_table(table, config)
-    return ordered, key_hash(ordered.column("key")), malformed
+    return rows_where(ordered, pc.is_valid(ordered.column("key")).to_numpy(zero_copy_only=False)), malformed
 
 
-def _keyed(rows: pa.Table, hashes: NDArray[np.uint64]) -> pa.Table:
-    """The keyed rows, with their hashes in the HASH column."""
-    keyed = pc.is_valid(rows.column("key")).to_numpy(zero_copy_only=False)
-    return rows_where(rows.append_column(HASH, pa.array(hashes)), keyed)
+def _hashed(rows: pa.Table) -> pa.Table:
+    """The rows with their keys' hashes (`keys.key_hash`) in the HASH column."""
+    return rows.append_column(HASH, pa.array(key_hash(rows.column("key"))))
 
 
 def _bucket_rows(
@@ -212,14 +212,16 @@ def _bucket_rows(
     """The keyed rows of the task's bucket, a spill or a file at a time, each with the number of
     records it covers and of malformed version headers among them (counted in the scatter step
     for spilled rows)."""
+    hashed = uses_hash(config.compaction_strategy)
     for spill in task.spills:
         with store.arrow_fs.open_input_file(store.arrow_path(prefix + spill.path)) as source:
             reader = pa.ipc.open_file(source)
             batches = [reader.get_batch(i) for i in range(spill.first, spill.first + spill.count)]
-        yield pa.Table.from_batches(batches, reader.schema), spill.rows, 0
+        rows = pa.Table.from_batches(batches, reader.schema)
+        yield rows if hashed else rows.drop_columns([HASH]), spill.rows, 0
     for file in task.files:
-        rows, hashes, malformed = _file_rows(store, prefix, file, task.log_start_offset, config)
-        yield _keyed(rows, hashes), file.record_count, malformed
+        rows, malformed = _file_rows(store, prefix, file, task.log_start_offset, config)
+        yield _hashed(rows) if hashed else rows, file.record_count, malformed
 
 
 def bucket_winners(spec: StoreSpec, config: TopicConfig, task: MapTask) -> MapResult:
@@ -260,8 +262,8 @@ def scatter(spec: StoreSpec, config: TopicConfig, task: ScatterTask) -> Scattere
     malformed = 0
     try:
         for file in task.files:
-            rows, file_hashes, bad = _file_rows(store, prefix, file, task.log_start_offset, config)
-            parts.append(_keyed(rows, file_hashes))
+            rows, bad = _file_rows(store, prefix, file, task.log_start_offset, config)
+            parts.append(_hashed(rows))
             hashes.append(parts[-1].column(HASH).to_numpy())
             malformed += bad
     except (CorruptSegment, StorageError) as exc:

@@ -92,8 +92,9 @@ class GroupResult:
 
 def clean_rows(
     table: pa.Table, kept: NDArray[np.int64], log_start: int, now_ms: int, horizon_ms: int, counts: RowCounts
-) -> pa.Table:
-    """The record rule on one file's rows; `kept` holds the winning offsets, sorted."""
+) -> tuple[pa.Table, NDArray[np.bool_]]:
+    """The record rule on one file's rows; `kept` holds the winning offsets, sorted. Returns the
+    rows kept and which of the file's rows they are."""
     offsets = table.column("offset").to_numpy()
     won = in_sorted(offsets, kept)
     in_range = offsets >= log_start
@@ -114,7 +115,7 @@ def clean_rows(
     if stamp.any():
         stamped = pa.array(np.where(stamp, horizon_ms, horizons), pa.int64(), mask=~(has_horizon | stamp))
         table = table.set_column(table.schema.get_field_index("delete_horizon_ms"), "delete_horizon_ms", stamped)
-    return rows_where(table, keep)
+    return rows_where(table, keep), keep
 
 
 def _tombstones_change(store: ObjectStore, task: RecopyTask, now_ms: int) -> bool:
@@ -147,8 +148,9 @@ def recopy_group(
     try:
         for file in task.files:
             table = read_segment_file(store, task.target.prefix + file.path, expected=file)
-            writer.write(clean_rows(table, kept, task.log_start_offset, now_ms, horizon_ms, counts))
-            expected.add(table, kept, task.log_start_offset)
+            cleaned, rows = clean_rows(table, kept, task.log_start_offset, now_ms, horizon_ms, counts)
+            writer.write(cleaned)
+            expected.add(table, kept, task.log_start_offset, taken=(rows, cleaned))
         written = writer.close()
     except BaseException:
         with contextlib.suppress(OSError, LakeCleanerError):  # the storage may be what failed: keep the cause

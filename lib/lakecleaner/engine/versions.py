@@ -34,6 +34,12 @@ def order_columns(strategy: str) -> tuple[str, ...]:
     return {"offset": (), "timestamp": ("timestamp",), "header": ("has_version", "version")}[strategy]
 
 
+def uses_hash(strategy: str) -> bool:
+    """Whether pass 1's map keeps each key's `HASH` beside it: the strategies with order columns
+    sort by it (`keys.key_order`); the offset strategy's hash aggregation needs none."""
+    return bool(order_columns(strategy))
+
+
 def source_columns(strategy: str) -> list[str]:
     """The segment columns pass 1 reads for `strategy` (values never)."""
     return ["offset", "key", *{"offset": [], "timestamp": ["timestamp"], "header": ["headers"]}[strategy]]
@@ -94,19 +100,18 @@ def order_table(table: pa.Table, config: TopicConfig) -> tuple[pa.Table, int]:
 
 def latest_per_key(ordered: pa.Table) -> pa.Table:
     """The winning row of each key of an `order_table` (null keys are dropped): the row with
-    the highest (order columns…, offset). By offset alone, an Arrow hash aggregation; with order
-    columns, a sort of the keys' hashes and ranks (`keys.key_order`), for which a `hash` column
-    (`keys.key_hash`), when present, saves hashing the keys again. A partial offset map: merging
-    partial winners with the same rule gives the winners of the union."""
+    the highest (order columns…, offset). By offset alone, an Arrow hash aggregation (of rows
+    without a `hash` column: `uses_hash`); with order columns, a sort of the keys' hashes and
+    ranks (`keys.key_order`), for which a `hash` column (`keys.key_hash`), when present, saves
+    hashing the keys again. A partial offset map: merging partial winners with the same rule
+    gives the winners of the union."""
     keyed = ordered.filter(pc.is_valid(ordered.column("key")))
     if keyed.num_rows == 0:
         return keyed
     ranked = [c for c in keyed.column_names[1:] if c != HASH]
     if ranked == ["offset"]:  # the highest offset: a hash aggregation, faster than sorting
-        extra = [(HASH, "max")] if HASH in keyed.column_names else []  # one hash per key
-        best = keyed.group_by("key", use_threads=False).aggregate([("offset", "max"), *extra])
-        columns = {"key": best.column("key"), "offset": best.column("offset_max")}
-        return pa.table(columns | ({HASH: best.column(f"{HASH}_max")} if extra else {}))
+        best = keyed.group_by("key", use_threads=False).aggregate([("offset", "max")])
+        return pa.table({"key": best.column("key"), "offset": best.column("offset_max")})
     keys = keyed.column("key")
     hashes = keyed.column(HASH).to_numpy() if HASH in keyed.column_names else key_hash(keys)
     ranks = [keyed.column(c).to_numpy() for c in ranked]
