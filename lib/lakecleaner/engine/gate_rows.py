@@ -243,8 +243,16 @@ def _repeated_keys(keys: list[pa.ChunkedArray], offsets: list[NDArray[np.int64]]
     if not keyed.any():
         return []
     every, at = rows_where(pa.table({"key": every}), keyed).column("key"), at[keyed]
-    order, repeated = key_order(every, key_hash(every), [at])
+    hashes = key_hash(every)
+    if _all_different(hashes):  # different hashes are different keys: nothing to compare
+        return []
+    order, repeated = key_order(every, hashes, [at])
     return [("unique_key", at[order[1:][repeated]])]
+
+
+def _all_different(hashes: NDArray[np.uint64]) -> bool:
+    ordered = np.sort(hashes)
+    return not np.any(ordered[1:] == ordered[:-1])
 
 
 def _violation_rows(partition: int, found: Violations) -> pa.Table:

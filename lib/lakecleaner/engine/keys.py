@@ -31,15 +31,19 @@ def key_order(
     first, whether it holds the same key as the row before it. Rows are sorted by `hashes`
     (`key_hash`) and the keys of neighbours then compared exactly; should two different keys
     share a hash, the rows are ordered by exact key numbers instead. Sorting 64-bit numbers
-    takes less time and memory than hashing the keys themselves into a table."""
+    takes less time and memory than hashing the keys themselves into a table. Only neighbours
+    with equal hashes have their keys compared (different hashes are different keys)."""
     order = np.lexsort((*reversed(ranks), hashes))
     if order.size < 2:
         return order, np.zeros(0, bool)
     ordered_hashes = hashes[order]
     same_hash = ordered_hashes[1:] == ordered_hashes[:-1]
-    ordered_keys = keys.take(pa.array(order))
-    same_key = np.asarray(
-        pc.equal(ordered_keys.slice(1), ordered_keys.slice(0, len(ordered_keys) - 1)).to_numpy(zero_copy_only=False),
+    pairs = np.flatnonzero(same_hash)
+    same_key = np.zeros(same_hash.size, bool)
+    same_key[pairs] = np.asarray(
+        pc.equal(keys.take(pa.array(order[pairs + 1])), keys.take(pa.array(order[pairs]))).to_numpy(
+            zero_copy_only=False
+        ),
         bool,
     )
     if np.any(same_hash & ~same_key):  # two keys, one hash: number the keys exactly

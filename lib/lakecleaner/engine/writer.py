@@ -5,7 +5,7 @@ rather than a whole group. The file's statistics are only known at the end, so i
 metadata (segment_files.FileMeta) goes into the Parquet footer when the writer closes, and
 the Arrow schema is not stored (it would carry the metadata of the moment the writer opened):
 without it, nested lists are written with Parquet's legacy element name so the file reads
-back with exactly SEGMENT_SCHEMA. Compression, row groups and statistics are those of
+back with exactly SEGMENT_SCHEMA. Compression, row groups, statistics and dictionaries are those of
 segment_files.encode_segment_file.
 """
 
@@ -27,6 +27,7 @@ from lakecleaner.log.segment_files import (
     STATISTICS_COLUMNS,
     FileMeta,
     FileStats,
+    dictionary_columns,
 )
 
 
@@ -88,6 +89,7 @@ class SegmentWriter:
                 compression=COMPRESSION,
                 write_statistics=list(STATISTICS_COLUMNS),
                 store_schema=False,
+                use_dictionary=dictionary_columns("item"),
                 use_compliant_nested_type=False,
             )
         self._writer.write_table(pa.concat_tables(self._pending).cast(SEGMENT_SCHEMA), row_group_size=ROW_GROUP_SIZE)
