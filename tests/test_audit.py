@@ -114,6 +114,24 @@ def test_the_topic_audit_gives_each_partitions_earliest_deadline(lake: Lake) -> 
     assert audit_topic(lake, "users", T0 + 4 * HOUR)[0].overdue
 
 
+def test_the_topic_audit_times_a_segment_without_timestamps_from_its_creation(lake: Lake) -> None:
+    """Kafka's rolling timestamp: a segment whose records carry no timestamp (-1) is timed from its
+    creation, so an older segment without timestamps comes before a newer one with them."""
+    lake = scheduled(lake, "users")
+    topic = lake.create_topic("users", partitions=1, config=CONFIG, now_ms=T0)
+    log = topic.partition(0)
+    log.append([Record(b"bob", b"v1", -1)], now_ms=T0 + MINUTE)
+    log.roll(now_ms=T0 + MINUTE)
+    log.append([Record(b"carol", b"v1", T0 + 30 * MINUTE)], now_ms=T0 + 30 * MINUTE)
+    log.roll(now_ms=T0 + 30 * MINUTE)
+    untimed, timed = log.manifest().segments[:2]
+    assert untimed.first_batch_max_timestamp < 0 < untimed.created_ms < timed.first_batch_max_timestamp
+    (partition,) = audit_topic(lake, "users", T0 + 31 * MINUTE)
+    assert partition.what == f"records superseded in segment {untimed.id}"
+    assert partition.deadline is not None
+    assert partition.deadline.gone_by_ms == untimed.created_ms + HOUR + HOUR + MINUTE + HOUR
+
+
 def test_schedule_intervals_of_presets_and_cron() -> None:
     assert schedule_interval_ms("@hourly", T0) == HOUR
     assert schedule_interval_ms("*/15 * * * *", T0) == 15 * MINUTE

@@ -242,9 +242,14 @@ def _below_log_start(segment: Segment, manifest: Manifest, ctx: ErasureContext) 
     earliest dirty segment's KIP-354 deadline bounds (or retention, whichever comes first)."""
     if segment.next_offset <= manifest.log_start_offset:
         return released_deadline(ctx)
+    return superseded_deadline(segment, _earliest_dirty(manifest) or segment, ctx)
+
+
+def _earliest_dirty(manifest: Manifest) -> Segment | None:
+    """The segment of the dirty section whose KIP-354 deadline comes first: the earliest rolling
+    timestamp (the first batch's, or the creation time when it has none)."""
     first_dirty, _ = first_dirty_offset(manifest)
-    dirty = [s for s in manifest.segments if s.sealed and s.next_offset > first_dirty]
-    return superseded_deadline(segment, min(dirty, key=rolling_timestamp) if dirty else segment, ctx)
+    return min((s for s in manifest.segments if s.next_offset > first_dirty), key=rolling_timestamp, default=None)
 
 
 def _lake_folder_hits(lake: Lake, key: bytes, audit: KeyAudit) -> Iterator[KeyCopy]:
@@ -331,11 +336,8 @@ def _partition_erasure(manifest: Manifest, objects: Sequence[ObjectInfo], ctx: E
     if ctx.config.compact:
         first_dirty, _ = first_dirty_offset(manifest)
         promised = deletion_deadline(manifest, ctx.config, first_dirty, ctx.now_ms)
-        dirty = [s for s in manifest.segments if s.next_offset > first_dirty]
-        if dirty:
-            oldest = min(
-                dirty, key=lambda s: s.first_batch_max_timestamp if s.first_batch_max_timestamp > 0 else 1 << 62
-            )
+        oldest = _earliest_dirty(manifest)
+        if oldest is not None:
             candidates.append((superseded_deadline(oldest, oldest, ctx), f"records superseded in segment {oldest.id}"))
         if promised is not None and promised.tombstone_horizon_ms is not None:
             horizon = promised.tombstone_horizon_ms

@@ -170,15 +170,20 @@ def topics_describe(ctx: Context, name: str) -> None:
 
 
 # -- produce / consume ---------------------------------------------------------------------------
+def _base64(value: str, what: str) -> bytes:
+    """`value` decoded; a clear error naming `what` when it is not base64."""
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError as exc:
+        raise click.ClickException(f"{what} is not valid base64: {exc}") from None
+
+
 def _decode(value: object, binary: bool, what: str, line_no: int) -> bytes | None:
     if value is None:
         return None
     if not isinstance(value, str):
         value = json.dumps(value)
-    try:
-        return base64.b64decode(value, validate=True) if binary else value.encode()
-    except ValueError as exc:
-        raise click.ClickException(f"line {line_no}: {what} is not valid base64: {exc}") from None
+    return _base64(value, f"line {line_no}: {what}") if binary else value.encode()
 
 
 def _json_lines(
@@ -797,8 +802,7 @@ def audit_key_command(
 
     if (text_key is None) == (base64_key is None):
         raise click.UsageError("give the key once: --key TEXT or --key-base64 B64")
-    key = text_key.encode() if text_key is not None else _decode(base64_key, True, "--key-base64", 0)
-    assert key is not None
+    key = text_key.encode() if text_key is not None else _base64(str(base64_key), "--key-base64")
     result = audit_key(ctx.lake, topic, key, _now(now_text))
 
     def human() -> None:
