@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from lakecleaner.engine.report import COMMITTED
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
+from lakecleaner.log.repair import repair_partition
 from lakecleaner.retention import retain_topic
 from tests.conftest import ALL_BACKENDS
 from tests.engine.helpers import compact, new_topic
@@ -69,3 +70,23 @@ def test_a_compacted_segment_keeps_the_time_of_its_last_input_so_retention_is_no
     assert [r["value"] for r in log.read().to_pylist()] == [b"2", b"2", b"x"]
     retain_topic(lake, topic.name, 12 * HOUR + 1)
     assert [r["key"] for r in log.read().to_pylist()] == [b"new"]
+
+
+def test_repair_rebuilds_a_compacted_segment_with_the_times_the_commit_gave_it(spark: SparkSession, lake: Lake) -> None:
+    """A compacted segment's largest timestamp and lastModified are its inputs' (not its records'
+    nor the compaction's), and its file's footer carries them, so a repaired manifest neither
+    shortens nor restarts time retention."""
+    topic = new_topic(lake, cleanup_policy="compact,delete", retention_ms=10 * HOUR)
+    log = topic.partition(0)
+    log.append([Record(b"k", b"old", 8 * HOUR)], now_ms=HOUR)  # superseded, but the inputs' latest timestamp
+    log.roll(now_ms=HOUR)
+    log.append([Record(b"k", b"new", HOUR), Record(b"untimed", b"x", -1)], now_ms=2 * HOUR)
+    log.roll(now_ms=2 * HOUR)
+    log.append([Record(b"active", b"x", 100 * HOUR)], now_ms=100 * HOUR)
+    assert compact(spark, lake, topic, 9 * HOUR).partition(0).status == COMMITTED
+    committed = log.manifest().segments[0]
+    assert (committed.max_timestamp, committed.modified_ms, committed.created_ms) == (8 * HOUR, 2 * HOUR, 9 * HOUR)
+    repair_partition(lake.store, topic.name, 0, topic.config, force=True, now_ms=10 * HOUR)
+    repaired = log.manifest().segments[0]
+    times = ("base_offset", "next_offset", "first_batch_max_timestamp", "max_timestamp", "created_ms", "modified_ms")
+    assert [getattr(repaired, t) for t in times] == [getattr(committed, t) for t in times]

@@ -316,6 +316,8 @@ class _Run:
             written_ms=self.now_ms,
             manifest_version=plan.manifest.version + 1,
             first_batch_max_timestamp=group.first_batch_max_timestamp,
+            max_timestamp=group.max_timestamp,
+            last_modified_ms=group.last_modified_ms,
         )
         return RecopyTask(
             index,

@@ -44,6 +44,8 @@ class OutputTarget:
     written_ms: int
     manifest_version: int
     first_batch_max_timestamp: int
+    max_timestamp: int
+    last_modified_ms: int
 
 
 class SegmentWriter:
@@ -132,4 +134,6 @@ class SegmentWriter:
             t.manifest_version,
             t.first_batch_max_timestamp,
             stats,
+            segment_max_timestamp=t.max_timestamp,
+            last_modified_ms=t.last_modified_ms,
         )

@@ -146,11 +146,12 @@ def _segments_from(paths: list[str], metas: dict[str, tuple[FileMeta, int]]) -> 
                     s.record_count,
                     size,
                     meta.first_batch_max_timestamp,
-                    s.max_timestamp,
+                    s.max_timestamp if meta.segment_max_timestamp is None else meta.segment_max_timestamp,
                     meta.written_ms,
                     True,
                     s.tombstone_count,
                     s.earliest_delete_horizon_ms,
+                    last_modified_ms=meta.last_modified_ms,
                 )
             )
     if segments and segments[-1].files and metas[segments[-1].files[-1].path][0].kind != KIND_COMPACTED:

@@ -65,6 +65,12 @@ class FileMeta:
     first_batch_max_timestamp: int
     stats: FileStats
     format_version: int = FORMAT_VERSION
+    #: A compacted file's segment times, which are its inputs' rather than its records' or its
+    #: writing's: the inputs' largest timestamp and the last input's lastModified (None in an
+    #: appended file, and in compacted files of earlier versions), so `repair` rebuilds the segment
+    #: the commit wrote.
+    segment_max_timestamp: int | None = None
+    last_modified_ms: int | None = None
 
     def to_metadata(self) -> dict[str, str]:
         values: Mapping[str, object] = {
@@ -84,8 +90,10 @@ class FileMeta:
             "earliest_delete_horizon_ms": (
                 "" if self.stats.earliest_delete_horizon_ms is None else self.stats.earliest_delete_horizon_ms
             ),
+            "segment_max_timestamp": self.segment_max_timestamp,
+            "last_modified_ms": self.last_modified_ms,
         }
-        return {META_PREFIX + k: str(v) for k, v in values.items()}
+        return {META_PREFIX + k: str(v) for k, v in values.items() if v is not None}
 
     @staticmethod
     def from_metadata(meta: Mapping[bytes, bytes], location: str) -> FileMeta:
@@ -109,9 +117,15 @@ class FileMeta:
                     earliest_delete_horizon_ms=int(horizon) if horizon else None,
                 ),
                 format_version=int(m["format_version"]),
+                segment_max_timestamp=_optional_int(m.get("segment_max_timestamp")),
+                last_modified_ms=_optional_int(m.get("last_modified_ms")),
             )
         except (KeyError, ValueError) as exc:
             raise CorruptSegment(f"segment file {location} has no lakecleaner metadata ({exc})") from exc
+
+
+def _optional_int(text: str | None) -> int | None:
+    return None if text is None else int(text)
 
 
 def table_stats(table: pa.Table, base_offset: int, next_offset: int) -> FileStats:
