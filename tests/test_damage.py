@@ -207,11 +207,12 @@ def test_gc_leaves_a_running_compactions_files_alone_whatever_now_it_is_given(la
     log = topic.partition(0)
     staged = "segments/00000000000000000000-feedfacecafebeef.parquet"
     lake.store.write(log.prefix + staged, b"a staged output file")
-    with RunLeases(lake.store, "run-1", [log.prefix]):
+    with RunLeases(lake.store, "run-1", [topic.partition(p).prefix for p in range(3)], max_workers=4):
+        assert all(any(k.endswith("run-1.lease") for k in files_of(lake, topic, p)) for p in range(3))
         held = gc_far_ahead(lake, topic)
         assert staged in files_of(lake, topic, 0)
         assert "run(s) run-1 hold a lease" in str(held.partitions[0].orphans_kept)
-    assert not [k for k in files_of(lake, topic, 0) if k.endswith(".lease")]  # released
+    assert not [k for p in range(3) for k in files_of(lake, topic, p) if k.endswith(".lease")]  # released
     assert staged in gc_far_ahead(lake, topic).partitions[0].deleted_orphans  # an orphan once the run ended
 
 
