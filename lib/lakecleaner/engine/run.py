@@ -580,9 +580,8 @@ def compact_topic(
     retries_before = lake.store.retries
     prefixes = [partition_prefix(topic_name, r.partition) for r in requests]
     try:
-        with RunLeases(
-            lake.store, run.report.run_id, prefixes, lake.config.storage.max_concurrency
-        ):  # gc leaves the run's files alone
+        leases = RunLeases(lake.store, run.report.run_id, prefixes, lake.config.storage.max_concurrency)
+        with leases:  # gc leaves the run's files alone
             run.step("plan", lambda: run.plan(requests))
             if run.active:
                 run.clean()
