@@ -18,6 +18,7 @@ from lakecleaner.errors import (
 )
 from lakecleaner.faults import CRASH_EXIT_STATUS, on_crash_point
 from lakecleaner.lake import Lake
+from lakecleaner.log import segment_files
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.records import Record, encode_version, table_to_records
 from lakecleaner.log.repair import repair_partition
@@ -379,3 +380,25 @@ def test_repair_refuses_a_readable_manifest_without_force(lake: Lake) -> None:
     with pytest.raises(LakeCleanerError, match="--force"):
         repair_partition(lake.store, "t", 0, topic.config)
     assert repair_partition(lake.store, "t", 0, topic.config, force=True).manifest.next_offset == 2
+
+
+@pytest.mark.parametrize("whole_object_bytes", [segment_files.WHOLE_OBJECT_BYTES, 0], ids=["whole", "ranged"])
+def test_segment_files_read_the_same_whole_or_by_ranges(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch, whole_object_bytes: int
+) -> None:
+    """A small file is fetched with one GET, a large one read by column ranges: the same records,
+    the same checks of the file against its manifest entry, the same error for a missing file."""
+    monkeypatch.setattr(segment_files, "WHOLE_OBJECT_BYTES", whole_object_bytes)
+    log = lake.create_topic("t").partition(0)
+    log.append(recs(5), now_ms=NOW)
+    log.append(recs(3, prefix="other"), now_ms=NOW)
+    first, second = log.manifest().segments[0].files
+    whole = segment_files.read_segment_file(lake.store, log.prefix + first.path, expected=first)
+    assert whole.column("key").to_pylist() == [r.key for r in recs(5)]
+    keys = segment_files.read_segment_file(lake.store, log.prefix + first.path, columns=["key"], expected=first)
+    assert keys.column_names == ["key"] and keys.column("key").equals(whole.column("key"))
+    with pytest.raises(CorruptSegment, match="not the file its manifest entry describes"):
+        segment_files.read_segment_file(lake.store, log.prefix + second.path, expected=first)
+    lake.store.delete(log.prefix + first.path)
+    with pytest.raises(CorruptSegment, match="is missing; the manifest references it"):
+        segment_files.read_segment_file(lake.store, log.prefix + first.path, expected=first)

@@ -179,7 +179,7 @@ def _read_back(store: ObjectStore, prefix: str, group: GateGroup) -> pa.Table:
         columns = _REUSED_TOMBSTONE_COLUMNS if group.tombstone_count else _REUSED_COLUMNS
         tables = [read_segment_file(store, prefix + f.path, columns=columns, expected=f) for f in group.files]
     else:
-        tables = [read_segment_file(store, prefix + f.path) for f in group.files]
+        tables = [read_segment_file(store, prefix + f.path, size_bytes=f.size_bytes) for f in group.files]
     if not tables:
         return SEGMENT_SCHEMA.empty_table()
     return pa.concat_tables(tables)
