@@ -251,6 +251,7 @@ def _repeated_keys(keys: list[pa.ChunkedArray], offsets: list[NDArray[np.int64]]
 
 
 def _all_different(hashes: NDArray[np.uint64]) -> bool:
+    """Whether no two of `hashes` are equal (a sort of 64-bit numbers, no keys compared)."""
     ordered = np.sort(hashes)
     return not np.any(ordered[1:] == ordered[:-1])
 
