@@ -112,8 +112,10 @@ class Expected:
         horizon = table.column("delete_horizon_ms")
         held = in_sorted(offsets, winners) & (offsets >= log_start) & _np(pc.is_valid(table.column("key")))
         held &= ~_expired(tombstone, horizon, self.rules)
-        same = taken is not None and np.array_equal(taken[0], held)
-        chosen = taken[1] if same and taken is not None else rows_where(table.select(RECORD_SCHEMA.names), held)
+        if taken is not None and np.array_equal(taken[0], held):
+            chosen = taken[1]
+        else:
+            chosen = rows_where(table.select(RECORD_SCHEMA.names), held)
         stamp = pa.array(np.full(chosen.num_rows, self.rules.horizon_ms, np.int64), mask=~tombstone[held])
         input_horizons = rows_where(pa.table({"h": horizon}), held).column("h")
         expected = pa.table({"delete_horizon_ms": pc.coalesce(input_horizons, stamp)})

@@ -212,13 +212,12 @@ def _bucket_rows(
     """The keyed rows of the task's bucket, a spill or a file at a time, each with the number of
     records it covers and of malformed version headers among them (counted in the scatter step
     for spilled rows)."""
-    hashed = uses_hash(config.compaction_strategy)
     for spill in task.spills:
         with store.arrow_fs.open_input_file(store.arrow_path(prefix + spill.path)) as source:
             reader = pa.ipc.open_file(source)
             batches = [reader.get_batch(i) for i in range(spill.first, spill.first + spill.count)]
-        rows = pa.Table.from_batches(batches, reader.schema)
-        yield rows if hashed else rows.drop_columns([HASH]), spill.rows, 0
+        yield pa.Table.from_batches(batches, reader.schema), spill.rows, 0
+    hashed = uses_hash(config.compaction_strategy)
     for file in task.files:
         rows, malformed = _file_rows(store, prefix, file, task.log_start_offset, config)
         yield _hashed(rows) if hashed else rows, file.record_count, malformed
@@ -252,9 +251,9 @@ def bucket_winners(spec: StoreSpec, config: TopicConfig, task: MapTask) -> MapRe
 
 def scatter(spec: StoreSpec, config: TopicConfig, task: ScatterTask) -> Scattered:
     """The scatter step of a partition split into key buckets: the keyed rows of the task's files,
-    hashed once, written to one Arrow IPC spill file bucket after bucket, so that each bucket's
-    task reads only its own rows (and the files and keys are read and hashed once, not once per
-    bucket)."""
+    hashed once, written to one Arrow IPC spill file bucket after bucket (with their hashes when
+    the buckets' maps sort by them, `versions.uses_hash`), so that each bucket's task reads only
+    its own rows (and the files and keys are read and hashed once, not once per bucket)."""
     store = spec.open()
     prefix = partition_prefix(task.topic, task.partition)
     parts: list[pa.Table] = []
@@ -274,6 +273,8 @@ def scatter(spec: StoreSpec, config: TopicConfig, task: ScatterTask) -> Scattere
     order = np.argsort(buckets.astype(np.uint16 if task.buckets <= 1 << 16 else np.uint64), kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(buckets.astype(np.int64), minlength=task.buckets))])
     rows = rows.take(pa.array(order))
+    if not uses_hash(config.compaction_strategy):  # the buckets' maps keep no hash: spill none
+        rows = rows.drop_columns([HASH])
     spills, written = [], 0
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, rows.schema) as writer:
