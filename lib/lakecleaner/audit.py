@@ -153,25 +153,18 @@ def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
         audit.unreadable[f"{partition_prefix(topic_name, partition)}manifest.json"] = reason
     cleaner = lake.cleaner_state.read(topic_name)
     ctx = topic_context(lake, topic, now_ms, cleaner)
-    objects = [o for p in sorted(by_partition) for o in by_partition[p]]
-    found = dict(
-        zip(
-            (o.key for o in objects),
-            map_ordered(lambda o: _search(lake, o, key), objects, lake.config.storage.max_concurrency),
-            strict=True,
-        )
-    )
-    for partition, candidates in sorted(by_partition.items()):
-        hits = []
-        for obj in candidates:
-            hit = found[obj.key]
-            if isinstance(hit, str):
-                audit.unreadable[obj.key] = hit
-            elif hit.offsets:
-                hits.append((obj, hit))
+    objects = [(p, o) for p in sorted(by_partition) for o in by_partition[p]]
+    found = map_ordered(lambda item: _search(lake, item[1], key), objects, lake.config.storage.max_concurrency)
+    hits: dict[int, list[tuple[ObjectInfo, _Found]]] = {}
+    for (partition, obj), hit in zip(objects, found, strict=True):
+        if isinstance(hit, str):
+            audit.unreadable[obj.key] = hit
+        elif hit.offsets:
+            hits.setdefault(partition, []).append((obj, hit))
+    for partition, held in hits.items():
         manifest = read.manifests.get(partition)
-        if hits and manifest is not None:  # an unreadable manifest is reported above
-            audit.copies.extend(_judge(partition, manifest, hits, partition_context(ctx, cleaner, manifest)))
+        if manifest is not None:  # an unreadable manifest is reported above
+            audit.copies.extend(_judge(partition, manifest, held, partition_context(ctx, cleaner, manifest)))
     audit.copies.extend(_lake_folder_hits(lake, key, audit))
     return audit
 

@@ -68,9 +68,7 @@ def live_leases(store: ObjectStore, lease_objects: Iterable[ObjectInfo], wall_no
 class RunLeases:
     """Hold a lease on each of `partition_prefixes` for `run_id` while the `with` block runs."""
 
-    def __init__(
-        self, store: ObjectStore, run_id: str, partition_prefixes: Iterable[str], max_workers: int = 1
-    ) -> None:
+    def __init__(self, store: ObjectStore, run_id: str, partition_prefixes: Iterable[str], max_workers: int) -> None:
         """`max_workers`: leases written and deleted at once (`lake.storage.max_concurrency`): a run
         over 1,000 partitions on a bucket 20 ms away would otherwise wait 20 s at its start, its end
         and each renewal."""
