@@ -27,7 +27,7 @@ class OffsetSet:
 
     @staticmethod
     def of(offsets: NDArray[np.int64], low: int, high: int) -> OffsetSet:
-        """The set of `offsets` (each in [low, high))."""
+        """The set of `offsets` (each in [low, high), in any order)."""
         bits = np.zeros(max(high - low, 0), bool)
         bits[offsets - low] = True
         return OffsetSet.from_bits(bits, low)
