@@ -39,6 +39,8 @@ class FlakyProxy:
         self.lost: list[tuple[str, str]] = []
         self.strip_conditions = strip_conditions
         self.requests = 0
+        #: (method, path) of every request, in the order they came.
+        self.seen: list[tuple[str, str]] = []
         self.lock = threading.Lock()
         proxy = self
 
@@ -66,6 +68,7 @@ class FlakyProxy:
                 body = self._body()
                 with proxy.lock:
                     proxy.requests += 1
+                    proxy.seen.append((self.command, self.path))
                     fail = proxy.failures_left > 0 and proxy.fail_when(self.command, self.path)
                     proxy.failures_left -= 1 if fail else 0
                     lose = not fail and proxy.replies_to_lose > 0 and proxy.lose_when(self.command, self.path)

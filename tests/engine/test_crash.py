@@ -13,8 +13,10 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import yaml
 from pyspark.sql import SparkSession
@@ -172,6 +174,25 @@ def test_a_staged_file_replaced_after_the_gate_is_never_committed(spark: SparkSe
     (partition,) = report.partitions
     assert partition.status == "failed" and "was replaced after the gate validated it" in partition.message
     assert rows(topic) == before
+
+
+def test_a_small_partition_is_cleaned_with_one_get_of_each_input_file(
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+) -> None:
+    """Pass 1 and pass 2 of a partition whose map fits one task run in that task, which keeps the
+    small files pass 1 fetched for pass 2 (`segment_files.FetchedFiles`): each input file is
+    fetched once in the whole run (the gate reads back only the staged file)."""
+    with FlakyProxy(s3_endpoint.url) as proxy:
+        lake = _through(proxy, s3_endpoint, tmp_path, max_attempts=4)
+        topic = _dirty_topic(lake)
+        request, expected = _request_and_expected(topic)
+        inputs = [f.path for s in topic.partition(0).manifest().segments for f in s.files]
+        proxy.seen.clear()
+        report = compact_topic(spark, lake, topic.name, [request], NOW)
+        gets = Counter(unquote(path.split("?")[0]) for method, path in proxy.seen if method == "GET")
+    fetched = {p: sum(n for key, n in gets.items() if key.endswith("/" + p)) for p in inputs}
+    assert report.partitions[0].status == "committed" and rows(topic) == expected.rows
+    assert len(inputs) == 2 and fetched == dict.fromkeys(inputs, 1)
 
 
 def test_a_compaction_through_a_flaky_store_counts_its_retries_in_the_run_report(

@@ -49,7 +49,7 @@ from lakecleaner.io import ObjectStore
 from lakecleaner.log.leases import STAGING
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.partition import partition_prefix
-from lakecleaner.log.segment_files import read_segment_file
+from lakecleaner.log.segment_files import FetchedFiles, read_segment_file
 
 #: Bytes a record is planned to take in a task's map before any is read. Kafka's entry is 24 bytes
 #: (a 16-byte digest and an 8-byte offset); here an entry is the key's bytes, a 4-byte offset into
@@ -188,13 +188,17 @@ class _Map:
 
 
 def _file_rows(
-    store: ObjectStore, prefix: str, file: SegmentFile, log_start: int, config: TopicConfig
+    store: ObjectStore,
+    prefix: str,
+    file: SegmentFile,
+    log_start: int,
+    config: TopicConfig,
+    fetched: FetchedFiles | None = None,
 ) -> tuple[pa.Table, int]:
     """A segment file's keyed rows at or after the log start as (key, order columns…, offset),
     and the count of malformed version headers."""
-    table = read_segment_file(
-        store, prefix + file.path, columns=source_columns(config.compaction_strategy), expected=file
-    )
+    columns = source_columns(config.compaction_strategy)
+    table = read_segment_file(store, prefix + file.path, columns=columns, expected=file, fetched=fetched)
     if file.base_offset < log_start:
         table = rows_where(table, table.column("offset").to_numpy() >= log_start)
     ordered, malformed = order_table(table, config)
@@ -207,7 +211,7 @@ def _hashed(rows: pa.Table) -> pa.Table:
 
 
 def _bucket_rows(
-    store: ObjectStore, prefix: str, config: TopicConfig, task: MapTask
+    store: ObjectStore, prefix: str, config: TopicConfig, task: MapTask, fetched: FetchedFiles | None
 ) -> Iterator[tuple[pa.Table, int, int]]:
     """The keyed rows of the task's bucket, a spill or a file at a time, each with the number of
     records it covers and of malformed version headers among them (counted in the scatter step
@@ -219,12 +223,15 @@ def _bucket_rows(
         yield pa.Table.from_batches(batches, reader.schema), spill.rows, 0
     hashed = uses_hash(config.compaction_strategy)
     for file in task.files:
-        rows, malformed = _file_rows(store, prefix, file, task.log_start_offset, config)
+        rows, malformed = _file_rows(store, prefix, file, task.log_start_offset, config, fetched)
         yield _hashed(rows) if hashed else rows, file.record_count, malformed
 
 
-def bucket_winners(spec: StoreSpec, config: TopicConfig, task: MapTask) -> MapResult:
-    """One pass-1 task: the winners of `task`'s bucket of keys over its partition's range."""
+def bucket_winners(
+    spec: StoreSpec, config: TopicConfig, task: MapTask, fetched: FetchedFiles | None = None
+) -> MapResult:
+    """One pass-1 task: the winners of `task`'s bucket of keys over its partition's range
+    (`fetched`: small files it fetches are kept there for pass 2 in the same task)."""
     store = spec.open()
     prefix = partition_prefix(task.topic, task.partition)
     offset_map = _Map(task.budget_bytes)
@@ -232,7 +239,7 @@ def bucket_winners(spec: StoreSpec, config: TopicConfig, task: MapTask) -> MapRe
     total = sum(f.record_count for f in task.files) + sum(s.rows for s in task.spills)
     read = 0
     try:
-        for rows, covered, bad in _bucket_rows(store, prefix, config, task):
+        for rows, covered, bad in _bucket_rows(store, prefix, config, task, fetched):
             offset_map.add(rows)
             malformed += bad
             read += covered

@@ -45,9 +45,13 @@ from lakecleaner.engine.writer import OutputTarget, SegmentWriter
 from lakecleaner.errors import CorruptSegment, LakeCleanerError
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.manifest import SegmentFile
-from lakecleaner.log.segment_files import read_segment_file
+from lakecleaner.log.segment_files import FetchedFiles, read_segment_file
 
 UNCHANGED, REWRITTEN, CORRUPT, ERROR = "unchanged", "rewritten", "corrupt", "error"
+
+#: Bytes of small files a partition's task keeps between pass 1 and pass 2 (`FetchedFiles`): a
+#: partition of files this small is cleaned with one GET per file; larger ones read them twice.
+FETCHED_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -118,16 +122,17 @@ def clean_rows(
     return rows_where(table, keep), keep
 
 
-def _tombstones_change(store: ObjectStore, task: RecopyTask, now_ms: int) -> bool:
+def _tombstones_change(store: ObjectStore, task: RecopyTask, now_ms: int, fetched: FetchedFiles | None) -> bool:
     """Whether a group whose rows all won would still change: a tombstone without a horizon (to
     stamp) or with one that has passed (to remove). Horizons are set only on tombstones."""
     if task.tombstone_count == 0:
         return False
     stamped, earliest = 0, None
     for file in task.files:
-        horizon = read_segment_file(
-            store, task.target.prefix + file.path, columns=["delete_horizon_ms"], expected=file
-        ).column("delete_horizon_ms")
+        key = task.target.prefix + file.path
+        horizon = read_segment_file(store, key, columns=["delete_horizon_ms"], expected=file, fetched=fetched).column(
+            "delete_horizon_ms"
+        )
         stamped += len(horizon) - horizon.null_count
         low = pc.min(horizon).as_py()
         earliest = low if earliest is None or (low is not None and low < earliest) else earliest
@@ -135,11 +140,17 @@ def _tombstones_change(store: ObjectStore, task: RecopyTask, now_ms: int) -> boo
 
 
 def recopy_group(
-    store: ObjectStore, task: RecopyTask, kept: NDArray[np.int64], now_ms: int, retention_ms: int
+    store: ObjectStore,
+    task: RecopyTask,
+    kept: NDArray[np.int64],
+    now_ms: int,
+    retention_ms: int,
+    fetched: FetchedFiles | None = None,
 ) -> GroupResult:
     """Clean one group into one new file (or none, when nothing changes or nothing is kept),
-    and settle what the group must hold for the quality gate."""
-    if kept.size == task.record_count and not _tombstones_change(store, task, now_ms):
+    and settle what the group must hold for the quality gate (`fetched`: the small files pass 1
+    of this task fetched)."""
+    if kept.size == task.record_count and not _tombstones_change(store, task, now_ms, fetched):
         return GroupResult(task.index, UNCHANGED)
     horizon_ms = min(now_ms + retention_ms, LONG_MAX)
     writer = SegmentWriter(store, task.target)
@@ -147,7 +158,7 @@ def recopy_group(
     expected = Expected(GateRules(now_ms, horizon_ms), task.target.base_offset, task.target.next_offset)
     try:
         for file in task.files:
-            table = read_segment_file(store, task.target.prefix + file.path, expected=file)
+            table = read_segment_file(store, task.target.prefix + file.path, expected=file, fetched=fetched)
             cleaned, rows = clean_rows(table, kept, task.log_start_offset, now_ms, horizon_ms, counts)
             writer.write(cleaned)
             expected.add(table, kept, task.log_start_offset, taken=(rows, cleaned))
@@ -169,10 +180,12 @@ def recopy_group(
     )
 
 
-def _run(spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask) -> GroupResult:
+def _run(
+    spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask, fetched: FetchedFiles | None = None
+) -> GroupResult:
     assert task.kept is not None
     try:
-        return recopy_group(spec.open(), task, task.kept.offsets(), now_ms, retention_ms)
+        return recopy_group(spec.open(), task, task.kept.offsets(), now_ms, retention_ms, fetched)
     except CorruptSegment as exc:
         return GroupResult(task.index, CORRUPT, str(exc))
     except LakeCleanerError as exc:
@@ -203,15 +216,17 @@ class PartitionOutcome:
 def clean_partition(
     spec: StoreSpec, config: TopicConfig, now_ms: int, retention_ms: int, task: PartitionTask
 ) -> PartitionOutcome:
-    """Pass 1 of a partition in one key bucket, then pass 2 of each of its groups."""
-    found = bucket_winners(spec, config, task.map)
+    """Pass 1 of a partition in one key bucket, then pass 2 of each of its groups; the small files
+    pass 1 fetches are kept for pass 2 (`FETCHED_BYTES`)."""
+    fetched = FetchedFiles(FETCHED_BYTES)
+    found = bucket_winners(spec, config, task.map, fetched)
     if found.winners is None:
         return PartitionOutcome(found)
     winners = found.winners
     return PartitionOutcome(
         found,
         tuple(
-            _run(spec, now_ms, retention_ms, dataclasses.replace(g, kept=_group_winners(winners, g)))
+            _run(spec, now_ms, retention_ms, dataclasses.replace(g, kept=_group_winners(winners, g)), fetched)
             for g in task.groups
         ),
     )

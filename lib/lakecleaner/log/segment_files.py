@@ -169,6 +169,29 @@ def encode_segment_file(table: pa.Table, meta: FileMeta) -> bytes:
 WHOLE_OBJECT_BYTES = 4 * 1024 * 1024
 
 
+class FetchedFiles:
+    """The small segment files (`WHOLE_OBJECT_BYTES`) one task fetched whole, kept for its next
+    read of them, up to `limit_bytes` in all: pass 1 of a small partition fetches each of its
+    files and pass 2 parses the same bytes rather than fetching them again (on a store 20 ms
+    away, a GET per file saved; and both passes read the very same object). Lives as long as the
+    one task that made it."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self._kept: dict[str, bytes] = {}
+        self._bytes = 0
+
+    def read(self, store: ObjectStore, key: str) -> bytes:
+        """The object's bytes: kept ones, else fetched (and kept while the limit allows)."""
+        data = self._kept.get(key)
+        if data is None:
+            data = store.read(key)
+            if self._bytes + len(data) <= self.limit_bytes:
+                self._kept[key] = data
+                self._bytes += len(data)
+        return data
+
+
 def read_segment_file(
     store: ObjectStore,
     key: str,
@@ -176,13 +199,15 @@ def read_segment_file(
     columns: list[str] | None = None,
     expected: SegmentFile | None = None,
     size_bytes: int | None = None,
+    fetched: FetchedFiles | None = None,
 ) -> pa.Table:
     """Read a segment file (optionally only some columns); raise CorruptSegment naming the file
     and the reason when it is missing, unreadable, or is not the file the manifest's entry
     (`expected`) describes: its footer must name the partition of its key and the entry's offsets
     and record count (`check_identity`), so a file swapped for another is never served. A file
-    the entry (or `size_bytes`, without one) says is small (`WHOLE_OBJECT_BYTES`) is fetched whole;
-    a larger one is read by ranges, only the columns asked for.
+    the entry (or `size_bytes`, without one) says is small (`WHOLE_OBJECT_BYTES`) is fetched whole
+    (through `fetched`, when the task keeps what it fetched); a larger one is read by ranges, only
+    the columns asked for.
 
     Read with `ParquetFile` rather than `pq.read_table`, whose dataset machinery imports pandas
     (about a second in every fresh Spark Python worker)."""
@@ -190,7 +215,8 @@ def read_segment_file(
     try:
         size = expected.size_bytes if expected is not None else size_bytes
         if size is not None and size <= WHOLE_OBJECT_BYTES:
-            table = _parse(pa.BufferReader(store.read(key)), key, columns, expected, location)
+            data = fetched.read(store, key) if fetched is not None else store.read(key)
+            table = _parse(pa.BufferReader(data), key, columns, expected, location)
         else:
             with store.arrow_fs.open_input_file(store.arrow_path(key)) as source:
                 table = _parse(source, key, columns, expected, location)
