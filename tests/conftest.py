@@ -17,11 +17,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -84,6 +86,22 @@ class S3Endpoint:
         )
 
 
+def _serialise_motos_puts() -> None:
+    """S3 decides a conditional PUT (If-Match, If-None-Match) atomically; moto's server checks the
+    condition and then stores the object without a lock (moto/s3/responses.py `put_object`), so
+    under load two racing writers could both win. Its PUTs are serialised here, as the store it
+    stands in for serialises them; SeaweedFS's runs are the real thing."""
+    from moto.s3.responses import S3Response
+
+    put, lock = S3Response.put_object, threading.Lock()
+
+    def put_object(self: S3Response) -> Any:
+        with lock:
+            return put(self)
+
+    S3Response.put_object = put_object  # type: ignore[method-assign]
+
+
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[S3Endpoint]:
     url = os.environ.get(ENV_TEST_ENDPOINT)
@@ -99,6 +117,7 @@ def s3_endpoint() -> Iterator[S3Endpoint]:
         return
     from moto.server import ThreadedMotoServer
 
+    _serialise_motos_puts()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

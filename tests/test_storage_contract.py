@@ -30,6 +30,18 @@ def test_write_read_stat_list_delete(store: ObjectStore) -> None:
     assert [o.key for o in store.list("a/")] == ["a/b/one.bin"]
 
 
+def test_a_rewrite_with_the_same_bytes_changes_the_version_tag(store: ObjectStore) -> None:
+    """The commit tells a staged file the gate read from one written over it by its version tag
+    (issue #14): writing the very same bytes again (a single-part upload: the same MD5 ETag on S3)
+    gives another tag; reading or statting it again does not."""
+    store.write("staged/seg.parquet", b"the same bytes")
+    first = store.stat("staged/seg.parquet").version_tag
+    assert store.stat("staged/seg.parquet").version_tag == first
+    store.read("staged/seg.parquet")
+    store.write("staged/seg.parquet", b"the same bytes")
+    assert first and store.stat("staged/seg.parquet").version_tag != first
+
+
 def test_list_folders_names_the_folders_under_a_prefix_and_list_takes_partial_names(store: ObjectStore) -> None:
     """One delimited listing names the folders directly under a prefix (not the objects in
     them); `list` with a prefix that ends inside a name finds the keys that start with it."""

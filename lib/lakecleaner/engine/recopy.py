@@ -45,7 +45,7 @@ from lakecleaner.engine.writer import OutputTarget, SegmentWriter
 from lakecleaner.errors import CorruptSegment, LakeCleanerError
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.manifest import SegmentFile
-from lakecleaner.log.segment_files import FetchedFiles, read_segment_file
+from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES, FetchedFiles, read_segment_file
 
 UNCHANGED, REWRITTEN, CORRUPT, ERROR = "unchanged", "rewritten", "corrupt", "error"
 
@@ -153,7 +153,7 @@ def recopy_group(
     if kept.size == task.record_count and not _tombstones_change(store, task, now_ms, fetched):
         return GroupResult(task.index, UNCHANGED)
     horizon_ms = min(now_ms + retention_ms, LONG_MAX)
-    writer = SegmentWriter(store, task.target)
+    writer = SegmentWriter(store, task.target, whole=sum(f.size_bytes for f in task.files) <= WHOLE_OBJECT_BYTES)
     counts = RowCounts()
     expected = Expected(GateRules(now_ms, horizon_ms), task.target.base_offset, task.target.next_offset)
     try:

@@ -1,7 +1,11 @@
 """Streaming writer of one compacted segment file.
 
 Output rows are written as they are filtered, so a task holds one input file at a time
-rather than a whole group. The file's statistics are only known at the end, so its lakecleaner
+rather than a whole group. A small output (`whole`: its group's input is at most
+segment_files.WHOLE_OBJECT_BYTES) is built in memory and stored with one PUT of the store's own
+client; a larger one streams through pyarrow's filesystem (multipart on S3), whose output stream
+costs several requests and milliseconds of CPU to open and close — most of a tiny partition's
+write on a store far away. The file's statistics are only known at the end, so its lakecleaner
 metadata (segment_files.FileMeta) goes into the Parquet footer when the writer closes, and
 the Arrow schema is not stored (it would carry the metadata of the moment the writer opened):
 without it, nested lists are written with Parquet's legacy element name so the file reads
@@ -49,11 +53,13 @@ class OutputTarget:
 
 
 class SegmentWriter:
-    """Writes SEGMENT_SCHEMA batches to one new file; opens it only when the first row comes."""
+    """Writes SEGMENT_SCHEMA batches to one new file; opens it only when the first row comes. With
+    `whole`, the file is built in memory and written with one `store.write` when it closes."""
 
-    def __init__(self, store: ObjectStore, target: OutputTarget) -> None:
+    def __init__(self, store: ObjectStore, target: OutputTarget, *, whole: bool) -> None:
         self.store = store
         self.target = target
+        self.whole = whole
         self._sink: pa.NativeFile | None = None
         self._writer: pq.ParquetWriter | None = None
         self._pending: list[pa.Table] = []
@@ -84,7 +90,7 @@ class SegmentWriter:
         if not self._pending:
             return
         if self._writer is None:
-            self._sink = self.store.arrow_fs.open_output_stream(self._arrow_path())
+            self._sink = self._open_sink()
             self._writer = pq.ParquetWriter(
                 self._sink,
                 SEGMENT_SCHEMA,
@@ -96,6 +102,11 @@ class SegmentWriter:
             )
         self._writer.write_table(pa.concat_tables(self._pending).cast(SEGMENT_SCHEMA), row_group_size=ROW_GROUP_SIZE)
         self._pending, self._pending_rows = [], 0
+
+    def _open_sink(self) -> pa.NativeFile:
+        if self.whole:
+            return pa.BufferOutputStream()
+        return self.store.arrow_fs.open_output_stream(self._arrow_path())
 
     def _arrow_path(self) -> str:
         return self.store.arrow_path(self.target.prefix + self.target.path)
@@ -109,6 +120,8 @@ class SegmentWriter:
         self._writer.add_key_value_metadata(meta.to_metadata())
         self._writer.close()
         size = self._sink.tell()
+        if isinstance(self._sink, pa.BufferOutputStream):
+            self.store.write(self.target.prefix + self.target.path, self._sink.getvalue().to_pybytes())
         self._sink.close()
         t = self.target
         return SegmentFile(t.path, t.base_offset, t.next_offset, self._rows, size)

@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """An object's key, size and modification time, and a tag that changes whenever its content is
-    replaced (S3's ETag; a local file's inode, size and modification time)."""
+    """An object's key, size and modification time, and a tag that changes whenever the object is
+    written again (on S3 its ETag and the id of the write that stored it, `io.s3`: a single-part
+    ETag alone is the MD5 of the bytes; a local file's inode, size and modification time)."""
 
     key: str
     size: int

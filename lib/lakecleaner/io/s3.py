@@ -72,6 +72,9 @@ _TRANSIENT_CODES = {
     "504",
 }
 _CONDITION_HEADERS = {"IfNoneMatch": "If-None-Match", "IfMatch": "If-Match"}
+#: User metadata every write of this store carries: a new id per PUT, so that an object's version
+#: tag (`stat`) tells two writes apart even when their bytes, and so their MD5 ETags, are equal.
+_WRITE_ID = "lakecleaner-write"
 _NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound"}
 _CONDITION_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
 _HINTS = {
@@ -294,14 +297,24 @@ class S3Store(ObjectStore):
         """PutObject, with the store's retries, and If-None-Match / If-Match when given; the etag.
         Every write goes through here; only the probe calls it without `ensure_conditional_writes`."""
 
-        headers = {"Content-MD5": base64.b64encode(hashlib.md5(data).digest()).decode()}  # the store checks it
+        write_id = uuid.uuid4().hex
+        headers = {
+            "Content-MD5": base64.b64encode(hashlib.md5(data).digest()).decode(),  # the store checks it
+            f"x-amz-meta-{_WRITE_ID}": write_id,
+        }
         headers.update({_CONDITION_HEADERS[name]: value for name, value in condition.items()})
 
         def attempt() -> str:
             response = self._signed(operation, "PUT", key, data, headers)
             if response is not None:
                 return str(response.headers["ETag"])
-            resp = self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **condition)  # type: ignore[arg-type]
+            resp = self._client.put_object(
+                Bucket=self.bucket,
+                Key=self._key(key),
+                Body=data,
+                Metadata={_WRITE_ID: write_id},
+                **condition,  # type: ignore[arg-type]
+            )
             return resp["ETag"]
 
         return self._retrying(operation, key, attempt)
@@ -352,12 +365,13 @@ class S3Store(ObjectStore):
         def attempt() -> ObjectInfo:
             response = self._signed("stat", "HEAD", key)
             if response is not None:
-                modified = epoch_ms(parsedate_to_datetime(response.headers["Last-Modified"]))
-                return ObjectInfo(
-                    key, int(response.headers["Content-Length"]), modified, response.headers.get("ETag", "")
-                )
+                headers = response.headers
+                modified = epoch_ms(parsedate_to_datetime(headers["Last-Modified"]))
+                tag = _version_tag(headers.get("ETag", ""), headers.get(f"x-amz-meta-{_WRITE_ID}"))
+                return ObjectInfo(key, int(headers["Content-Length"]), modified, tag)
             resp = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
-            return ObjectInfo(key, int(resp["ContentLength"]), epoch_ms(resp["LastModified"]), resp.get("ETag", ""))
+            tag = _version_tag(resp.get("ETag", ""), resp.get("Metadata", {}).get(_WRITE_ID))
+            return ObjectInfo(key, int(resp["ContentLength"]), epoch_ms(resp["LastModified"]), tag)
 
         return self._retrying("stat", key, attempt)
 
@@ -387,3 +401,9 @@ class S3Store(ObjectStore):
                         self._client.delete_object(Bucket=self.bucket, Key=v["Key"], VersionId=v["VersionId"])
 
         self._retrying("delete all versions of", key, attempt)
+
+
+def _version_tag(etag: str, write_id: str | None) -> str:
+    """What tells one write of an object from another: its ETag, and the id this store's writes
+    carry (a single-part ETag is the MD5 of the bytes, the same for a rewrite of the same bytes)."""
+    return f"{etag};{write_id}" if write_id else etag
