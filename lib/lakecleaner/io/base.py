@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ObjectInfo:
     """An object's key, size and modification time, and a tag that changes whenever the object is
-    written again (on S3 its ETag and the id of the write that stored it, `io.s3`: a single-part
-    ETag alone is the MD5 of the bytes; a local file's inode, size and modification time)."""
+    written again (a local file's inode, size and modification time; on S3, from `stat`, its ETag
+    and the id of the write that stored it, `io.s3`: a single-part ETag alone is the MD5 of the
+    bytes; a listing's tag is the ETag only, so compare tags from `stat` with tags from `stat`)."""
 
     key: str
     size: int
