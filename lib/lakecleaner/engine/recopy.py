@@ -145,7 +145,7 @@ def recopy_group(
     kept: NDArray[np.int64],
     now_ms: int,
     retention_ms: int,
-    fetched: FetchedFiles | None = None,
+    fetched: FetchedFiles | None,
 ) -> GroupResult:
     """Clean one group into one new file (or none, when nothing changes or nothing is kept),
     and settle what the group must hold for the quality gate (`fetched`: the small files pass 1

@@ -120,7 +120,7 @@ class SegmentWriter:
         self._writer.add_key_value_metadata(meta.to_metadata())
         self._writer.close()
         size = self._sink.tell()
-        if isinstance(self._sink, pa.BufferOutputStream):
+        if self.whole:
             self.store.write(self.target.prefix + self.target.path, self._sink.getvalue().to_pybytes())
         self._sink.close()
         t = self.target
