@@ -239,18 +239,21 @@ def _group_violations(table: pa.Table, group: GateGroup) -> Violations:
     return [(check, base) for check, ok in checks.items() if not ok]
 
 
-def _repeated_keys(keys: list[pa.ChunkedArray], offsets: list[NDArray[np.int64]]) -> Violations:
-    """The records whose key an earlier record holds (null keys are `has_key`'s)."""
+def _repeated_keys(
+    keys: list[pa.ChunkedArray], offsets: list[NDArray[np.int64]], hashes: list[NDArray[np.uint64]]
+) -> Violations:
+    """The records whose key an earlier record holds (null keys are `has_key`'s); `hashes` are
+    the keys' `key_hash`es, taken once per group by the task."""
     every = pa.chunked_array([c for k in keys for c in k.chunks], pa.binary())
     at = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
+    hashed = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
     keyed = _np(pc.is_valid(every))
     if not keyed.any():
         return []
-    every, at = rows_where(pa.table({"key": every}), keyed).column("key"), at[keyed]
-    hashes = key_hash(every)
-    if _all_different(hashes):  # different hashes are different keys: nothing to compare
+    every, at, hashed = rows_where(pa.table({"key": every}), keyed).column("key"), at[keyed], hashed[keyed]
+    if _all_different(hashed):  # different hashes are different keys: nothing to compare
         return []
-    order, repeated = key_order(every, hashes, [at])
+    order, repeated = key_order(every, hashed, [at])
     return [("unique_key", at[order[1:][repeated]])]
 
 
@@ -290,6 +293,7 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome
     found: Violations = []
     keys: list[pa.ChunkedArray] = []
     offsets: list[NDArray[np.int64]] = []
+    hashes: list[NDArray[np.uint64]] = []
     try:
         for index, group in enumerate(task.groups):
             if task.checks(index):
@@ -299,11 +303,14 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome
                     found += _group_violations(table, group)
             else:
                 table = _read_keys(store, task.prefix, group)
+            hashed = key_hash(table.column("key"))
             if task.buckets > 1:
-                table = rows_where(table, key_buckets(table.column("key"), task.buckets) == task.bucket)
+                mine = key_buckets(hashed, task.buckets) == task.bucket
+                table, hashed = rows_where(table, mine), hashed[mine]
             keys.append(table.column("key"))
             offsets.append(table.column("offset").to_numpy())
+            hashes.append(hashed)
     except (CorruptSegment, StorageError) as exc:  # the partition fails the gate; the others go on
         return GateOutcome(task.partition, VIOLATION_SCHEMA.empty_table(), str(exc))
-    found += _repeated_keys(keys, offsets)
+    found += _repeated_keys(keys, offsets, hashes)
     return GateOutcome(task.partition, _violation_rows(task.partition, [(c, at) for c, at in found if at.size]))

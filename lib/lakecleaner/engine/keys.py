@@ -126,8 +126,7 @@ def key_hash(keys: pa.Array | pa.ChunkedArray) -> NDArray[np.uint64]:
     return out
 
 
-def key_buckets(keys: pa.Array | pa.ChunkedArray, buckets: int) -> NDArray[np.int64]:
-    """The bucket, of `buckets`, each key falls in (`key_hash` modulo the count)."""
-    if buckets == 1:
-        return np.zeros(len(keys), np.int64)
-    return (key_hash(keys) % np.uint64(buckets)).astype(np.int64)
+def key_buckets(hashes: NDArray[np.uint64], buckets: int) -> NDArray[np.uint64]:
+    """The bucket, of `buckets`, each key falls in, from its `key_hash`: the hash modulo the count
+    (pass 1's scatter step and the gate's key-bucket tasks split keys by this one rule)."""
+    return hashes % np.uint64(buckets)

@@ -38,7 +38,7 @@ from numpy.typing import NDArray
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import TopicConfig
-from lakecleaner.engine.keys import key_hash, rows_where
+from lakecleaner.engine.keys import key_buckets, key_hash, rows_where
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import PartitionPlan
 from lakecleaner.engine.sparkio import Overlap, run_tasks
@@ -275,7 +275,7 @@ def scatter(spec: StoreSpec, config: TopicConfig, task: ScatterTask) -> Scattere
     except (CorruptSegment, StorageError) as exc:
         return Scattered(task.partition, task.path, error=str(exc))
     rows = pa.concat_tables(parts)
-    buckets = np.concatenate(hashes) % np.uint64(task.buckets) if hashes else np.zeros(0, np.uint64)
+    buckets = key_buckets(np.concatenate(hashes), task.buckets) if hashes else np.zeros(0, np.uint64)
     # a stable sort keeps offset order within each bucket; numpy radix-sorts 16-bit numbers
     order = np.argsort(buckets.astype(np.uint16 if task.buckets <= 1 << 16 else np.uint64), kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(buckets.astype(np.int64), minlength=task.buckets))])
