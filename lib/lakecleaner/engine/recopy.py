@@ -130,9 +130,8 @@ def _tombstones_change(store: ObjectStore, task: RecopyTask, now_ms: int, fetche
     stamped, earliest = 0, None
     for file in task.files:
         key = task.target.prefix + file.path
-        horizon = read_segment_file(store, key, columns=["delete_horizon_ms"], expected=file, fetched=fetched).column(
-            "delete_horizon_ms"
-        )
+        table = read_segment_file(store, key, columns=["delete_horizon_ms"], expected=file, fetched=fetched)
+        horizon = table.column("delete_horizon_ms")
         stamped += len(horizon) - horizon.null_count
         low = pc.min(horizon).as_py()
         earliest = low if earliest is None or (low is not None and low < earliest) else earliest
