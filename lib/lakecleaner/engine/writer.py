@@ -25,12 +25,12 @@ from lakecleaner.io import ObjectStore
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.records import SEGMENT_SCHEMA
 from lakecleaner.log.segment_files import (
-    COMPRESSION,
     KIND_COMPACTED,
     ROW_GROUP_SIZE,
     STATISTICS_COLUMNS,
     FileMeta,
     FileStats,
+    column_compression,
     dictionary_columns,
 )
 
@@ -89,18 +89,19 @@ class SegmentWriter:
     def _flush(self) -> None:
         if not self._pending:
             return
+        table = pa.concat_tables(self._pending).cast(SEGMENT_SCHEMA)
         if self._writer is None:
             self._sink = self._open_sink()
             self._writer = pq.ParquetWriter(
                 self._sink,
                 SEGMENT_SCHEMA,
-                compression=COMPRESSION,
+                compression=column_compression(table),
                 write_statistics=list(STATISTICS_COLUMNS),
                 store_schema=False,
                 use_dictionary=dictionary_columns("item"),
                 use_compliant_nested_type=False,
             )
-        self._writer.write_table(pa.concat_tables(self._pending).cast(SEGMENT_SCHEMA), row_group_size=ROW_GROUP_SIZE)
+        self._writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
         self._pending, self._pending_rows = [], 0
 
     def _open_sink(self) -> pa.NativeFile:
