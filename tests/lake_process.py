@@ -9,12 +9,15 @@ LAKECLEANER_CRASH_AT=<crash point> to kill it at that point.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from lakecleaner.config import LakeConfig, StorageSettings
+from lakecleaner.faults import CRASH_EXIT_STATUS
+from lakecleaner.io import LocalStore
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 
@@ -42,8 +45,6 @@ def open_lake(spec: dict[str, Any]) -> Lake:
 
 
 def start(config: LakeConfig, action: dict[str, Any], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    import os
-
     payload = json.dumps({"lake": lake_spec(config), **action})
     return subprocess.Popen(
         [sys.executable, "-m", "tests.lake_process", payload],
@@ -66,6 +67,19 @@ def main() -> None:
                 for j in range(request["batch_size"])
             ]
             log.append(records, now_ms=1_000_000)
+    elif request["action"] == "abandon-write":
+        # a writer that dies in the middle of writing an object: on a local lake at the crash
+        # point before the rename (LAKECLEANER_CRASH_AT=local_store.before_rename); on S3 with a
+        # multipart upload of pyarrow's output stream under way, as a large compacted file has
+        key = log.prefix + request["path"]
+        data = os.urandom(request["bytes"])
+        if isinstance(lake.store, LocalStore):
+            lake.store.write(key, data)
+        else:
+            stream = lake.store.arrow_fs.open_output_stream(lake.store.arrow_path(key))
+            stream.write(data)
+            stream.flush()
+        os._exit(CRASH_EXIT_STATUS)
     else:
         raise SystemExit(f"unknown action {request['action']}")
 

@@ -19,18 +19,22 @@ from typing import Any
 
 import pytest
 
+from lakecleaner.audit import audit_key, audit_topic
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.dashboard.data import load_topic
 from lakecleaner.errors import CorruptManifest, CorruptSegment, StorageError
+from lakecleaner.faults import CRASH_EXIT_STATUS
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import RunLeases
 from lakecleaner.log.records import Record
 from lakecleaner.log.repair import repair_partition
 from lakecleaner.orchestration import tasks
+from lakecleaner.policy.erasure import UNFINISHED
 from lakecleaner.retention import gc_topic, retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import GcRunReport
+from tests import lake_process
 from tests.conftest import ALL_BACKENDS, S3Endpoint
 from tests.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_read
 
@@ -225,6 +229,51 @@ def test_gc_dry_run_lists_and_deletes_nothing(lake: Lake) -> None:
     report = gc_topic(lake, topic.name, wall_clock_ms() + 240 * HOUR, dry_run=True)
     assert report.partitions[0].deleted_orphans == (orphan,) and report.dry_run
     assert files_of(lake, topic, 0) == before
+
+
+def test_a_writer_killed_mid_write_leaves_an_unfinished_write_the_audits_count_and_gc_discards(
+    lake: Lake, lake_config: LakeConfig
+) -> None:
+    """A writer killed in the middle of a write (a local temporary file before its rename; an S3
+    multipart upload of pyarrow's output stream, as a large compacted file is written) leaves
+    bytes no listing shows: the audits count them as a copy that may hold any key of the
+    partition, and gc discards them once as old as an orphan must be, never sooner."""
+    topic = lake.create_topic("plain", config={"retention.ms": -1})  # nothing else awaits erasure
+    log = topic.partition(0)
+    log.append([Record(b"k", b"v", T0)], now_ms=T0)
+    path = "segments/00000000000000000001-00000000deadbeef.parquet"
+    before = files_of(lake, topic, 0)
+    child = lake_process.start(
+        lake_config,
+        {"action": "abandon-write", "topic": topic.name, "partition": 0, "path": path, "bytes": 12 * 1024 * 1024},
+        env={"LAKECLEANER_CRASH_AT": "local_store.before_rename"},
+    )
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == CRASH_EXIT_STATUS, err.decode()
+    assert files_of(lake, topic, 0) == before  # no listing shows it
+    (unfinished,) = lake.store.list_unfinished(log.prefix)
+    assert unfinished.key == log.prefix + path
+
+    now = wall_clock_ms()
+    (erasure,) = audit_topic(lake, topic.name, now)
+    assert (erasure.unfinished_writes, erasure.what) == (1, f"{path} (an unfinished write)")
+    copies = [c for c in audit_key(lake, topic.name, b"k", now).copies if c.kind == UNFINISHED]
+    assert [(c.partition, c.object, c.offset) for c in copies] == [(0, log.prefix + path, None)]
+
+    with RunLeases(lake.store, "run-1", [log.prefix], max_workers=1):  # a run's uploads are under its lease
+        held = gc_far_ahead(lake, topic)
+        assert held.partitions[0].discarded_unfinished == () and "run-1" in str(held.partitions[0].orphans_kept)
+    if unfinished.started_ms > now - HOUR:  # moto's server says every upload began in 2010 (its responses.py)
+        young = gc_topic(lake, topic.name, now)  # started just now: may still be under way
+        assert young.partitions[0].discarded_unfinished == ()
+    assert len(lake.store.list_unfinished(log.prefix)) == 1
+    dry = gc_topic(lake, topic.name, now + 240 * HOUR, dry_run=True)
+    assert dry.partitions[0].discarded_unfinished == (path,) and len(lake.store.list_unfinished(log.prefix)) == 1
+    assert gc_far_ahead(lake, topic).partitions[0].discarded_unfinished == (path,)
+    assert lake.store.list_unfinished(log.prefix) == ()
+    lake.store.discard_unfinished(unfinished)  # discarding again is no error
+    assert audit_topic(lake, topic.name, now)[0].unfinished_writes == 0
+    assert records(lake, topic.name) == [(0, b"k")]  # the log is as it was
 
 
 def pending(path: str) -> dict[str, Any]:

@@ -7,6 +7,9 @@ deletion, staged or abandoned run outputs and their key spills — and reads the
 offsets), which must never hold a record's key: a hit there is reported like a stored copy with no
 deadline. `audit_topic` answers per partition from the manifest and one listing: the oldest data
 that a deadline covers (the dirty section, files awaiting deletion, unreferenced files).
+Both count the topic's unfinished writes (`ObjectStore.list_unfinished`: a crashed writer's S3
+multipart upload or local temporary file), which no listing shows and no read reaches: each may
+hold any of the partition's keys until gc discards it, by the rule of unreferenced files.
 The audits read; they never write, and their reports hold offsets and object names, never keys.
 """
 
@@ -23,11 +26,11 @@ import pyarrow.parquet as pq
 
 from lakecleaner.cleaner_state import CleanerState
 from lakecleaner.errors import LakeCleanerError, StorageError
-from lakecleaner.io import ObjectInfo
+from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
-from lakecleaner.lake import TOPICS_PREFIX, Lake, Topic
+from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.manifest import Manifest, Segment
-from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.partition import partition_prefix, topic_prefix
 from lakecleaner.offsets import OFFSETS_PREFIX
 from lakecleaner.policy.cleanable import first_dirty_offset
 from lakecleaner.policy.erasure import (
@@ -36,6 +39,7 @@ from lakecleaner.policy.erasure import (
     LIVE,
     SUPERSEDED,
     TOMBSTONE,
+    UNFINISHED,
     UNREFERENCED,
     Deadline,
     ErasureContext,
@@ -134,12 +138,23 @@ def partition_context(ctx: ErasureContext, cleaner: CleanerState, manifest: Mani
 def record_objects(lake: Lake, topic: str) -> dict[int, list[ObjectInfo]]:
     """The objects of each partition of the topic that can hold records (segment files, key
     spills), from one listing of the topic's prefix."""
-    prefix = f"{TOPICS_PREFIX}{topic}/"
+    prefix = topic_prefix(topic)
     found: dict[int, list[ObjectInfo]] = {}
     for obj in lake.store.list(prefix):
         m = _PARTITION.match(obj.key[len(prefix) :])
         if m and (obj.key.endswith(".parquet") or ".map-" in obj.key):
             found.setdefault(int(m.group(1)), []).append(obj)
+    return found
+
+
+def unfinished_writes(lake: Lake, topic: str) -> dict[int, list[UnfinishedWrite]]:
+    """The unfinished writes under each partition of the topic, from one listing."""
+    prefix = topic_prefix(topic)
+    found: dict[int, list[UnfinishedWrite]] = {}
+    for write in lake.store.list_unfinished(prefix):
+        m = _PARTITION.match(write.key[len(prefix) :])
+        if m:
+            found.setdefault(int(m.group(1)), []).append(write)
     return found
 
 
@@ -165,6 +180,12 @@ def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
         manifest = read.manifests.get(partition)
         if manifest is not None:  # an unreadable manifest is reported above
             audit.copies.extend(_judge(partition, manifest, held, partition_context(ctx, cleaner, manifest)))
+    for partition, writes in sorted(unfinished_writes(lake, topic_name).items()):
+        manifest = read.manifests.get(partition)
+        judged = ctx if manifest is None else partition_context(ctx, cleaner, manifest)
+        audit.copies.extend(
+            KeyCopy(partition, w.key, None, UNFINISHED, unreferenced_deadline(w.started_ms, judged)) for w in writes
+        )
     audit.copies.extend(_lake_folder_hits(lake, key, audit))
     return audit
 
@@ -277,6 +298,7 @@ class PartitionErasure:
     partition: int
     pending_files: int = 0
     unreferenced_files: int = 0
+    unfinished_writes: int = 0
     deadline: Deadline | None = None
     what: str | None = None
     error: str | None = None
@@ -290,6 +312,7 @@ class PartitionErasure:
             "partition": self.partition,
             "pending_files": self.pending_files,
             "unreferenced_files": self.unreferenced_files,
+            "unfinished_writes": self.unfinished_writes,
             "what": self.what,
             "deadline": None if self.deadline is None else self.deadline.to_dict(),
             "overdue": self.overdue,
@@ -314,14 +337,19 @@ def partition_erasures(
     """`audit_topic` for manifests already read: one listing of the topic's objects (one LIST
     request per thousand), no other request."""
     files = record_objects(lake, topic.name)
+    unfinished = unfinished_writes(lake, topic.name)
     ctx = topic_context(lake, topic, now_ms, cleaner)
     return {
-        p: _partition_erasure(manifest, files.get(p, []), partition_context(ctx, cleaner, manifest))
+        p: _partition_erasure(
+            manifest, files.get(p, []), unfinished.get(p, []), partition_context(ctx, cleaner, manifest)
+        )
         for p, manifest in sorted(manifests.items())
     }
 
 
-def _partition_erasure(manifest: Manifest, objects: Sequence[ObjectInfo], ctx: ErasureContext) -> PartitionErasure:
+def _partition_erasure(
+    manifest: Manifest, objects: Sequence[ObjectInfo], unfinished: Sequence[UnfinishedWrite], ctx: ErasureContext
+) -> PartitionErasure:
     prefix = partition_prefix(manifest.topic, manifest.partition)
     referenced = manifest.referenced_paths()
     unreferenced = [o for o in objects if o.key[len(prefix) :] not in referenced]
@@ -342,8 +370,12 @@ def _partition_erasure(manifest: Manifest, objects: Sequence[ObjectInfo], ctx: E
         candidates.append(
             (unreferenced_deadline(obj.mtime_ms, ctx), f"{obj.key[len(prefix) :]} (no manifest references it)")
         )
-    result = PartitionErasure(manifest.partition, len(manifest.pending_deletes), len(unreferenced))
+    for write in unfinished:
+        candidates.append(
+            (unreferenced_deadline(write.started_ms, ctx), f"{write.key[len(prefix) :]} (an unfinished write)")
+        )
+    result = PartitionErasure(manifest.partition, len(manifest.pending_deletes), len(unreferenced), len(unfinished))
     if not candidates:
         return result
     deadline, what = min(candidates, key=lambda c: (c[0].overdue is None, c[0].gone_by_ms or 0))
-    return PartitionErasure(result.partition, result.pending_files, result.unreferenced_files, deadline, what)
+    return replace(result, deadline=deadline, what=what)

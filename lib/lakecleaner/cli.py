@@ -651,6 +651,11 @@ def gc(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ..
                 console.print(f"{topic}-{p.partition}: {verb} {path} (left the log, delay passed)", markup=False)
             for path in p.deleted_orphans:
                 console.print(f"{topic}-{p.partition}: {verb} {path} (orphan: no manifest references it)", markup=False)
+            for path in p.discarded_unfinished:
+                what = "would discard" if dry_run else "discarded"
+                console.print(
+                    f"{topic}-{p.partition}: {what} an unfinished write of {path} (its writer crashed)", markup=False
+                )
             if p.orphans_kept:
                 console.print(f"{topic}-{p.partition}: orphans kept: {p.orphans_kept}", markup=False)
         console.print(f"{topic}: {verb} {report.files_deleted} file(s); report: {report.location}", markup=False)
@@ -845,7 +850,9 @@ def audit_topic_command(ctx: Context, topic: str, now_text: str | None) -> None:
             table.add_row(
                 str(p.partition),
                 str(p.pending_files),
-                str(p.unreferenced_files),
+                f"{p.unreferenced_files} + {p.unfinished_writes} unfinished"
+                if p.unfinished_writes
+                else str(p.unreferenced_files),
                 p.error or p.what or "-",
                 "-" if d is None or d.gone_by_ms is None else format_timestamp_ms(d.gone_by_ms),
                 "" if d is None or d.overdue is None else d.overdue,

@@ -30,16 +30,14 @@ from lakecleaner.errors import (
 from lakecleaner.io import ObjectStore, open_store
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.log.manifest import Manifest
-from lakecleaner.log.partition import PartitionLog
+from lakecleaner.log.partition import TOPICS_PREFIX, PartitionLog, topic_prefix
 from lakecleaner.names import validate_partition, validate_topic_name
 from lakecleaner.offsets import OffsetStore
 from lakecleaner.reports import RUNS_PREFIX
 
-TOPICS_PREFIX = "topics/"
-
 
 def topic_metadata_key(topic: str) -> str:
-    return f"{TOPICS_PREFIX}{topic}/topic.json"
+    return f"{topic_prefix(topic)}topic.json"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lakecleaner.config import StorageSettings
 from lakecleaner.errors import StorageError
-from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy
+from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy, UnfinishedWrite
 from lakecleaner.io.local import LocalStore
 from lakecleaner.io.s3 import S3Store
 
@@ -23,4 +23,4 @@ def open_store(uri: str, settings: StorageSettings | None = None) -> ObjectStore
     raise StorageError("open", uri, "unsupported lake URI; use s3://bucket/prefix or file:///path")
 
 
-__all__ = ["LocalStore", "ObjectInfo", "ObjectStore", "RetryPolicy", "S3Store", "open_store"]
+__all__ = ["LocalStore", "ObjectInfo", "ObjectStore", "RetryPolicy", "S3Store", "UnfinishedWrite", "open_store"]

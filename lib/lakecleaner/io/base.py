@@ -38,6 +38,19 @@ class ObjectInfo:
     version_tag: str = ""
 
 
+@dataclass(frozen=True)
+class UnfinishedWrite:
+    """A write that started and never finished (its writer crashed), invisible to `list`: an S3
+    multipart upload neither completed nor aborted, whose parts the bucket keeps and bills and
+    which hold the records written so far, or a local temporary file never renamed over its
+    object. `key` is the object it was writing, `started_ms` when it began, `handle` the
+    backend's name for it (the upload id; the temporary file's name)."""
+
+    key: str
+    started_ms: int
+    handle: str
+
+
 class Transient(Exception):
     """Raised by a backend's classifier for an error worth retrying (never escapes the store)."""
 
@@ -161,6 +174,15 @@ class ObjectStore(ABC):
         """Every object whose key starts with `prefix` (recursive), sorted by key."""
 
     @abstractmethod
+    def list_unfinished(self, prefix: str) -> tuple[UnfinishedWrite, ...]:
+        """Every unfinished write of an object whose key starts with `prefix`, sorted by key."""
+
+    @abstractmethod
+    def discard_unfinished(self, write: UnfinishedWrite) -> None:
+        """Discard an unfinished write and what it stored (idempotent); the object it was writing,
+        if one exists, is left as it is."""
+
+    @abstractmethod
     def list_folders(self, prefix: str) -> tuple[str, ...]:
         """The names of the folders directly under `prefix` (which ends with "/"), sorted: one
         delimited LIST per page of a thousand, however many objects lie below them."""
@@ -197,4 +219,13 @@ class ObjectStore(ABC):
         self.delete(key)
 
 
-__all__ = ["ConditionFailed", "ObjectInfo", "ObjectNotFound", "ObjectStore", "RetryPolicy", "StorageError", "Transient"]
+__all__ = [
+    "ConditionFailed",
+    "ObjectInfo",
+    "ObjectNotFound",
+    "ObjectStore",
+    "RetryPolicy",
+    "StorageError",
+    "Transient",
+    "UnfinishedWrite",
+]

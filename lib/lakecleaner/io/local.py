@@ -13,6 +13,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,12 +23,14 @@ from typing import TypeVar
 import pyarrow.fs as pafs
 
 from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
-from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy, Transient
+from lakecleaner.faults import crash_point
+from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy, Transient, UnfinishedWrite
 
 T = TypeVar("T")
 
 _TRANSIENT_ERRNOS = {errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ETIMEDOUT, errno.ESTALE}
 _TMP_PREFIX = ".tmp-"
+_TMP_NAME = re.compile(r"\.tmp-[0-9a-f]{32}-(?P<name>.+)")
 
 
 def _info(key: str, st: os.stat_result) -> ObjectInfo:
@@ -82,6 +85,7 @@ class LocalStore(ObjectStore):
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+            crash_point("local_store.before_rename")
             os.replace(tmp, path)
         finally:
             if tmp.exists():
@@ -123,23 +127,44 @@ class LocalStore(ObjectStore):
 
         return self._retrying("replace", key, attempt)
 
-    def list(self, prefix: str) -> list[ObjectInfo]:
-        start = self.root / prefix.rpartition("/")[0]  # the deepest folder the prefix names
+    def _walk(self, prefix: str) -> Iterator[tuple[str, Path]]:
+        """(key, path) of every file below the deepest folder `prefix` names."""
+        for dirpath, _dirs, files in os.walk(self.root / prefix.rpartition("/")[0]):
+            for name in files:
+                full = Path(dirpath) / name
+                yield full.relative_to(self.root).as_posix(), full
 
+    def list(self, prefix: str) -> list[ObjectInfo]:
         def walk() -> list[ObjectInfo]:
             out = []
-            for dirpath, _dirs, files in os.walk(start):
-                for name in files:
-                    if name.startswith(_TMP_PREFIX):
-                        continue
-                    full = Path(dirpath) / name
-                    key = full.relative_to(self.root).as_posix()
-                    if key.startswith(prefix):
-                        st = full.stat()
-                        out.append(_info(key, st))
+            for key, full in self._walk(prefix):
+                if not full.name.startswith(_TMP_PREFIX) and key.startswith(prefix):
+                    out.append(_info(key, full.stat()))
             return sorted(out, key=lambda o: o.key)
 
         return self._retrying("list", prefix, walk)
+
+    def list_unfinished(self, prefix: str) -> tuple[UnfinishedWrite, ...]:
+        """The temporary files `_atomic_write` left behind (a crash before the rename)."""
+
+        def walk() -> tuple[UnfinishedWrite, ...]:
+            out = []
+            for temporary, full in self._walk(prefix):
+                match = _TMP_NAME.fullmatch(full.name)
+                if match is None:
+                    continue
+                key = temporary[: len(temporary) - len(full.name)] + match["name"]
+                if key.startswith(prefix):
+                    out.append(UnfinishedWrite(key, full.stat().st_mtime_ns // 1_000_000, full.name))
+            return tuple(sorted(out, key=lambda w: (w.key, w.handle)))
+
+        return self._retrying("list unfinished writes under", prefix, walk)
+
+    def discard_unfinished(self, write: UnfinishedWrite) -> None:
+        if not _TMP_NAME.fullmatch(write.handle):
+            raise StorageError("discard", self.location(write.key), f"{write.handle!r} is not a temporary file's name")
+        path = self._path(write.key).with_name(write.handle)
+        self._retrying("discard", write.key, lambda: path.unlink(missing_ok=True))
 
     def list_folders(self, prefix: str) -> tuple[str, ...]:
         folder = self.root / prefix

@@ -47,7 +47,7 @@ from botocore.config import Config as BotoConfig
 from lakecleaner.clock import epoch_ms
 from lakecleaner.config import ENV_AWS_DEFAULT_REGION, ENV_AWS_REGION, StorageSettings
 from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError, UnsafeStore
-from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy, Transient
+from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy, Transient, UnfinishedWrite
 
 if TYPE_CHECKING:
     from types_boto3_s3 import S3Client
@@ -346,6 +346,33 @@ class S3Store(ObjectStore):
             return sorted(out, key=lambda o: o.key)
 
         return self._retrying("list", prefix, attempt)
+
+    def list_unfinished(self, prefix: str) -> tuple[UnfinishedWrite, ...]:
+        """The multipart uploads under `prefix` never completed nor aborted (pyarrow's output
+        stream, which writes the large compacted files, uploads in parts)."""
+
+        def attempt() -> tuple[UnfinishedWrite, ...]:
+            out: list[UnfinishedWrite] = []
+            strip = len(self.prefix) + 1 if self.prefix else 0
+            paginator = self._client.get_paginator("list_multipart_uploads")
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+                for upload in page.get("Uploads", []):
+                    out.append(
+                        UnfinishedWrite(upload["Key"][strip:], epoch_ms(upload["Initiated"]), upload["UploadId"])
+                    )
+            return tuple(sorted(out, key=lambda w: (w.key, w.handle)))
+
+        return self._retrying("list unfinished uploads under", prefix, attempt)
+
+    def discard_unfinished(self, write: UnfinishedWrite) -> None:
+        def attempt() -> None:
+            try:
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(write.key), UploadId=write.handle)
+            except bexc.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "NoSuchUpload":
+                    raise
+
+        self._retrying("abort the unfinished upload of", write.key, attempt)
 
     def list_folders(self, prefix: str) -> tuple[str, ...]:
         def attempt() -> tuple[str, ...]:

@@ -53,8 +53,17 @@ MAX_COMMIT_ATTEMPTS = 50
 COMMIT_BACKOFF = RetryPolicy(max_attempts=MAX_COMMIT_ATTEMPTS, base_delay_s=0.01, max_delay_s=0.5)
 
 
+#: The folder of every topic's folder.
+TOPICS_PREFIX = "topics/"
+
+
+def topic_prefix(topic: str) -> str:
+    """The folder of every object of a topic."""
+    return f"{TOPICS_PREFIX}{topic}/"
+
+
 def partition_prefix(topic: str, partition: int) -> str:
-    return f"topics/{topic}/partition={partition}/"
+    return f"{topic_prefix(topic)}partition={partition}/"
 
 
 @dataclass(frozen=True)

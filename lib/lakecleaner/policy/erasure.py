@@ -67,6 +67,7 @@ SUPERSEDED = "superseded"  # a later record of the key is in the log
 BELOW_LOG_START = "below-log-start"  # below the log start offset (trim, DeleteRecords)
 LEFT_THE_LOG = "left-the-log"  # in a file awaiting physical deletion (pending_deletes)
 UNREFERENCED = "unreferenced"  # in a file no manifest references (a crashed run's output, a spill)
+UNFINISHED = "unfinished"  # maybe in a write its writer never finished (unreadable: S3 upload parts)
 
 
 def schedule_interval_ms(schedule: str | None, now_ms: int) -> int | None:

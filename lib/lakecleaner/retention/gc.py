@@ -10,6 +10,10 @@
    margin), and never while a run holds a lease on the partition (`log/leases.py`: a running
    compaction's files are unreferenced until it commits; leases are judged by the wall clock,
    never by `--now`).
+3. Unfinished writes under the partition (`ObjectStore.list_unfinished`: an S3 multipart upload
+   a crashed run never completed, a local temporary file never renamed) are discarded by the
+   same rule as orphans: started at least that long ago, no live lease. Listings do not show
+   them, yet they hold records (bytes the bucket bills, and copies of keys an erasure must reach).
 Physical deletion never guesses. The manifest is validated when read (every path a file in
 `segments/`, pending deletes never live files), and a manifest that fails stops that partition.
 Before anything is deleted, the partition's files are listed: when the manifest references a file
@@ -32,11 +36,12 @@ from typing import Any
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.faults import crash_point
-from lakecleaner.io import ObjectInfo
+from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import LEASE_SUFFIX, live_leases
 from lakecleaner.log.manifest import Manifest
+from lakecleaner.log.partition import topic_prefix
 from lakecleaner.reports import new_run_id, store_report
 
 ORPHAN_MIN_AGE_MS = 3_600_000
@@ -53,6 +58,8 @@ class GcResult:
     partition: int
     deleted_pending: tuple[str, ...] = ()
     deleted_orphans: tuple[str, ...] = ()
+    #: The objects (paths in the partition) whose unfinished writes were discarded.
+    discarded_unfinished: tuple[str, ...] = ()
     waiting: int = 0
     error: str | None = None
     # Why orphans were left alone (a live run's lease), when they were.
@@ -64,6 +71,7 @@ class GcResult:
             "partition": self.partition,
             "deleted_pending": list(self.deleted_pending),
             "deleted_orphans": list(self.deleted_orphans),
+            "discarded_unfinished": list(self.discarded_unfinished),
             "files_deleted": len(self.deleted_pending) + len(self.deleted_orphans),
             "pending_still_waiting": self.waiting,
             "error": self.error,
@@ -135,11 +143,15 @@ def collect_garbage(
     partition: int,
     now_ms: int,
     *,
+    unfinished: Collection[UnfinishedWrite],
     orphan_min_age_ms: int = ORPHAN_MIN_AGE_MS,
     dry_run: bool = False,
 ) -> GcResult:
-    """Delete one partition's expired pending files and old orphans (see the module docstring)."""
+    """Delete one partition's expired pending files and old orphans, and discard its old
+    unfinished writes (see the module docstring). `unfinished`: the topic's unfinished writes, as
+    listed before the partition's files (those of other partitions are ignored)."""
     log = topic.partition(partition)
+    unfinished = [w for w in unfinished if w.key.startswith(log.prefix)]
     # Listed before the manifest is read: whatever a run committed before the listing is in the
     # manifest, and a run still staging has its lease in the listing.
     files = {
@@ -160,8 +172,11 @@ def collect_garbage(
     min_age_ms = max(topic.config.file_delete_delay_ms, orphan_min_age_ms)
     if dry_run:
         orphans, kept = _orphans(lake, files, manifest.referenced_paths(), now_ms, min_age_ms)
+        abandoned = _abandoned(unfinished, now_ms, min_age_ms) if kept is None else []
         waiting = sum(1 for p in manifest.pending_deletes if p.delete_after_ms > now_ms)
-        return GcResult(topic.name, partition, tuple(due), tuple(orphans), waiting, orphans_kept=kept)
+        return GcResult(
+            topic.name, partition, tuple(due), tuple(orphans), _paths(log.prefix, abandoned), waiting, orphans_kept=kept
+        )
     for i, path in enumerate(due):
         _delete(lake, log.prefix + path)
         if i == 0:
@@ -179,8 +194,13 @@ def collect_garbage(
     orphans, kept = _orphans(lake, files, after.referenced_paths() | gone, now_ms, min_age_ms)
     for path in orphans:
         _delete(lake, log.prefix + path)
+    abandoned = _abandoned(unfinished, now_ms, min_age_ms) if kept is None else []
+    for write in abandoned:
+        lake.store.discard_unfinished(write)
     waiting = sum(1 for p in after.pending_deletes if p.delete_after_ms > now_ms)
-    return GcResult(topic.name, partition, tuple(due), tuple(orphans), waiting, orphans_kept=kept)
+    return GcResult(
+        topic.name, partition, tuple(due), tuple(orphans), _paths(log.prefix, abandoned), waiting, orphans_kept=kept
+    )
 
 
 def _orphans(
@@ -193,6 +213,16 @@ def _orphans(
         holders = ", ".join(sorted(lease.run_id for lease in leases))
         return [], f"run(s) {holders} hold a lease on the partition: their unreferenced files are not orphans yet"
     return [p for p, obj in files.items() if p not in keep and obj.mtime_ms + min_age_ms <= now_ms], None
+
+
+def _abandoned(unfinished: Collection[UnfinishedWrite], now_ms: int, min_age_ms: int) -> list[UnfinishedWrite]:
+    """The unfinished writes old enough to discard: started at least `min_age_ms` before now (a
+    write in progress is seconds old; a live lease on the partition keeps every one)."""
+    return [w for w in unfinished if w.started_ms + min_age_ms <= now_ms]
+
+
+def _paths(prefix: str, writes: Collection[UnfinishedWrite]) -> tuple[str, ...]:
+    return tuple(w.key[len(prefix) :] for w in writes)
 
 
 def gc_topic(
@@ -212,10 +242,13 @@ def gc_topic(
     ensure_deletes_are_final(lake)
     topic = lake.topic(topic_name)
     retries_before = lake.store.retries
+    unfinished = lake.store.list_unfinished(topic_prefix(topic_name))  # one listing for every partition
 
     def collect(p: int) -> GcResult:
         try:
-            return collect_garbage(lake, topic, p, now, orphan_min_age_ms=orphan_min_age_ms, dry_run=dry_run)
+            return collect_garbage(
+                lake, topic, p, now, unfinished=unfinished, orphan_min_age_ms=orphan_min_age_ms, dry_run=dry_run
+            )
         except LakeCleanerError as exc:
             logger.warning("gc of %s-%d: %s", topic_name, p, exc)
             return GcResult(topic_name, p, error=str(exc))
