@@ -88,6 +88,17 @@ def test_a_tombstone_an_unreferenced_copy_and_a_leak_into_the_lakes_own_files_ar
     )
     assert "alice" not in json.dumps(leaked.to_dict())  # the audit's own report names no key
 
+    for leak_key in ("_lakecleaner/report.html", "_lakecleaner/cleaner/users.json", "_consumer_offsets/g.json"):
+        lake.store.write(leak_key, b"... alice ...")  # the lake's own objects, wherever they are
+    lake.store.write("_lakecleaner/runs/orders/r2/report.json", b"... alice ...")  # another topic's run
+    found = {c.object for c in audit_key(lake, "users", b"alice", T0 + MINUTE).copies if c.partition is None}
+    assert found == {
+        "_lakecleaner/runs/users/r1/report.json",
+        "_lakecleaner/report.html",
+        "_lakecleaner/cleaner/users.json",
+        "_consumer_offsets/g.json",
+    }  # other topics' run reports are not read: a lake of many topics keeps millions
+
 
 def test_without_a_schedule_or_a_max_lag_nothing_promises_the_deletion(lake: Lake) -> None:
     unscheduled = scheduled(lake, "users", schedule=None)

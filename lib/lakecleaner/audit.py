@@ -3,9 +3,9 @@ when each copy is physically gone (the rules are `policy.erasure`'s).
 
 `audit_key` lists every object under the topic's prefix — live segments, files awaiting physical
 deletion, staged or abandoned run outputs and their key spills — and reads the key column of each
-(the values only of the rows that match), plus the lake's own folders (`_lakecleaner/`, consumer
-offsets), which must never hold a record's key: a hit there is reported like a stored copy with no
-deadline. `audit_topic` answers per partition from the manifest and one listing: the oldest data
+(the values only of the rows that match), plus the lake's own objects (`_lakecleaner/` but other
+topics' run reports, and the consumer offsets), which must never hold a record's key: a hit there
+is reported like a stored copy with no deadline. `audit_topic` answers per partition from the manifest and one listing: the oldest data
 that a deadline covers (the dirty section, files awaiting deletion, unreferenced files).
 Both count the topic's unfinished writes (`ObjectStore.list_unfinished`: a crashed writer's S3
 multipart upload or local temporary file), which no listing shows and no read reaches: each may
@@ -54,9 +54,10 @@ from lakecleaner.policy.erasure import (
 from lakecleaner.policy.metrics import deletion_deadline
 from lakecleaner.policy.segment_times import rolling_timestamp
 from lakecleaner.policy.uncleanable import still_uncleanable
+from lakecleaner.reports import RUNS_PREFIX
 
-#: The lake's own folders: they must never hold a record's key.
-LAKE_FOLDERS = ("_lakecleaner/", OFFSETS_PREFIX)
+#: The lake's own folder: its objects must never hold a record's key.
+LAKE_FOLDER = "_lakecleaner/"
 _PARTITION = re.compile(r"^partition=(\d+)/")
 
 
@@ -266,10 +267,22 @@ def _earliest_dirty(manifest: Manifest) -> Segment | None:
     return min((s for s in manifest.segments if s.next_offset > first_dirty), key=rolling_timestamp, default=None)
 
 
+def _lake_objects(lake: Lake, topic: str) -> list[ObjectInfo]:
+    """The lake's own objects that could hold a record of `topic`: every consumer group's offsets,
+    and everything under `_lakecleaner/` but the run reports of other topics (a lake of hundreds
+    of topics keeps millions of those; none has a record of this topic any more than this
+    topic's own reports have)."""
+    objects = [*lake.store.list(OFFSETS_PREFIX), *lake.store.list_here(LAKE_FOLDER)]
+    for folder in lake.store.list_folders(LAKE_FOLDER):
+        inside = f"{LAKE_FOLDER}{folder}/"
+        objects += lake.store.list(f"{RUNS_PREFIX}{topic}/" if inside == RUNS_PREFIX else inside)
+    return objects
+
+
 def _lake_folder_hits(lake: Lake, key: bytes, audit: KeyAudit) -> Iterator[KeyCopy]:
     """Objects of the lake's own folders whose bytes contain the key (they must not): a hit has no
     deadline, so it is overdue."""
-    objects = [o for folder in LAKE_FOLDERS for o in lake.store.list(folder)]
+    objects = _lake_objects(lake, audit.topic)
 
     def holds(obj: ObjectInfo) -> bool | str:
         try:

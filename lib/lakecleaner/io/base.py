@@ -183,6 +183,11 @@ class ObjectStore(ABC):
         if one exists, is left as it is."""
 
     @abstractmethod
+    def list_here(self, prefix: str) -> tuple[ObjectInfo, ...]:
+        """The objects directly under `prefix` (which ends with "/"), not those in its folders,
+        sorted by key: one delimited LIST per page of a thousand."""
+
+    @abstractmethod
     def list_folders(self, prefix: str) -> tuple[str, ...]:
         """The names of the folders directly under `prefix` (which ends with "/"), sorted: one
         delimited LIST per page of a thousand, however many objects lie below them."""

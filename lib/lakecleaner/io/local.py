@@ -166,6 +166,18 @@ class LocalStore(ObjectStore):
         path = self._path(write.key).with_name(write.handle)
         self._retrying("discard", write.key, lambda: path.unlink(missing_ok=True))
 
+    def list_here(self, prefix: str) -> tuple[ObjectInfo, ...]:
+        folder = self.root / prefix
+
+        def attempt() -> tuple[ObjectInfo, ...]:
+            try:
+                entries = [e for e in os.scandir(folder) if e.is_file() and not e.name.startswith(_TMP_PREFIX)]
+            except FileNotFoundError:
+                return ()
+            return tuple(sorted((_info(prefix + e.name, e.stat()) for e in entries), key=lambda o: o.key))
+
+        return self._retrying("list", prefix, attempt)
+
     def list_folders(self, prefix: str) -> tuple[str, ...]:
         folder = self.root / prefix
 

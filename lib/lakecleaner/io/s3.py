@@ -331,21 +331,29 @@ class S3Store(ObjectStore):
         self.ensure_conditional_writes()
         return self._put("replace", key, data, IfMatch=etag)
 
-    def list(self, prefix: str) -> list[ObjectInfo]:
-        def attempt() -> list[ObjectInfo]:
-            out: list[ObjectInfo] = []
-            strip = len(self.prefix) + 1 if self.prefix else 0
-            paginator = self._client.get_paginator("list_objects_v2")
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
-                for obj in page.get("Contents", []):
-                    out.append(
-                        ObjectInfo(
-                            obj["Key"][strip:], int(obj["Size"]), epoch_ms(obj["LastModified"]), obj.get("ETag", "")
-                        )
-                    )
-            return sorted(out, key=lambda o: o.key)
+    def _listed(self, prefix: str, delimiter: str = "") -> list[ObjectInfo]:
+        """The objects a LIST of `prefix` returns (with the delimiter "/": only those directly
+        under it)."""
+        out: list[ObjectInfo] = []
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        paginator = self._client.get_paginator("list_objects_v2")
+        key = self._key(prefix)
+        pages = (
+            paginator.paginate(Bucket=self.bucket, Prefix=key, Delimiter=delimiter)
+            if delimiter
+            else paginator.paginate(Bucket=self.bucket, Prefix=key)
+        )
+        for page in pages:
+            for obj in page.get("Contents", []):
+                modified = epoch_ms(obj["LastModified"])
+                out.append(ObjectInfo(obj["Key"][strip:], int(obj["Size"]), modified, obj.get("ETag", "")))
+        return sorted(out, key=lambda o: o.key)
 
-        return self._retrying("list", prefix, attempt)
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        return self._retrying("list", prefix, lambda: self._listed(prefix))
+
+    def list_here(self, prefix: str) -> tuple[ObjectInfo, ...]:
+        return self._retrying("list", prefix, lambda: tuple(self._listed(prefix, "/")))
 
     def list_unfinished(self, prefix: str) -> tuple[UnfinishedWrite, ...]:
         """The multipart uploads under `prefix` never completed nor aborted (pyarrow's output
