@@ -269,3 +269,16 @@ def test_spark_remote_is_a_connect_url_from_the_file_or_the_environment(monkeypa
     monkeypatch.delenv("LAKECLEANER_SPARK_REMOTE")
     with pytest.raises(ConfigError, match=r"x.yaml: spark.remote='http://h:1': must be a Spark Connect URL"):
         parse_config({"spark": {"remote": "http://h:1"}}, "x.yaml")
+
+
+@pytest.mark.parametrize("days", [0, -3, "thirty", True, 1.5])
+def test_a_bad_report_retention_names_the_key_and_the_rule(days: object) -> None:
+    (problem,) = problems_of({"lake": {"report_retention_days": days}})
+    assert problem.startswith(f"lakecleaner.yaml: lake.report_retention_days={days!r}: ")
+    assert "whole number of days of at least 1, or null" in problem
+
+
+def test_report_retention_is_days_thirty_by_default_and_null_keeps_every_report() -> None:
+    assert parse_config({}).report_retention_ms == 30 * 86_400_000
+    assert parse_config({"lake": {"report_retention_days": 7}}).report_retention_ms == 7 * 86_400_000
+    assert parse_config({"lake": {"report_retention_days": None}}).report_retention_ms is None

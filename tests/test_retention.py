@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Mapping
 
 import pytest
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import OffsetOutOfRange
 from lakecleaner.faults import CRASH_EXIT_STATUS, on_crash_point
+from lakecleaner.io import ObjectInfo
 from lakecleaner.lake import Lake
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.records import Record
 from lakecleaner.offsets import group_key
+from lakecleaner.reports import expired_runs, report_key, runs_prefix, store_report
 from lakecleaner.retention import gc_topic, retain_topic, trim_partition
 from lakecleaner.retention.gc import VersionedBucketError
 
@@ -273,3 +278,64 @@ def test_versioned_bucket_refuses_physical_deletion_unless_configured(backend: s
     for path in pending:
         versions = client.list_object_versions(Bucket="versioned-lake", Prefix=f"v/{log.prefix}{path}")
         assert versions.get("Versions", []) == [] and versions.get("DeleteMarkers", []) == []
+
+
+def test_gc_prunes_the_run_reports_older_than_their_retention_but_the_newest_run(lake: Lake) -> None:
+    """lake.report_retention_days: gc deletes the folders of a topic's runs whose reports are all
+    older than the retention, never the topic's newest run nor another topic's runs; a dry run
+    counts them and deletes nothing; a `--now` ahead of the clock prunes nothing sooner."""
+    build(lake, "t", {}, [T0])
+    build(lake, "other", {}, [T0])
+    for run_id in ("r1", "r2"):
+        store_report(lake.store, "t", run_id, "report", {"run": run_id})
+        store_report(lake.store, "t", run_id, "retention", {"run": run_id})
+    store_report(lake.store, "other", "r1", "report", {})
+    last_write = max(o.mtime_ms for o in lake.store.list(runs_prefix("t")))
+    time.sleep(1.1)  # S3 keeps modification times to the second
+    store_report(lake.store, "t", "r3", "report", {"run": "r3"})
+
+    def aged() -> Lake:
+        """A lake whose reports expire once as old as r1's and r2's are now (r3's are a second younger)."""
+        return replace_config(lake, report_retention_ms=wall_clock_ms() - last_write)
+
+    future = wall_clock_ms() + 365 * 24 * HOUR
+    kept = gc_topic(replace_config(lake, report_retention_ms=400 * 24 * HOUR), "t", future)
+    assert kept.run_reports_pruned == 0  # a year ahead by --now, but not by the clock
+    dry = gc_topic(aged(), "t", future, dry_run=True)
+    assert dry.run_reports_pruned == 2 and {"r1", "r2", "r3"} <= runs_of(lake, "t")
+    report = gc_topic(aged(), "t", future)
+    assert report.run_reports_pruned == 2 and report.to_dict()["run_reports_pruned"] == 2
+    assert {"r1", "r2"}.isdisjoint(runs_of(lake, "t")) and "r3" in runs_of(lake, "t")
+    assert [o.key for o in lake.store.list(runs_prefix("other"))] == [report_key("other", "r1", "report")]
+
+    keep_all = gc_topic(replace_config(lake, report_retention_ms=None), "t", future)
+    assert keep_all.run_reports_pruned == 0
+
+
+def runs_of(lake: Lake, topic: str) -> set[str]:
+    return {o.key[len(runs_prefix(topic)) :].split("/")[0] for o in lake.store.list(runs_prefix(topic))}
+
+
+def replace_config(lake: Lake, **changes: object) -> Lake:
+    return Lake.open(dataclasses.replace(lake.config, **changes))  # type: ignore[arg-type]
+
+
+def test_expired_runs_is_the_runs_whose_every_report_is_older_than_the_retention() -> None:
+    def obj(run: str, name: str, mtime: int) -> ObjectInfo:
+        return ObjectInfo(report_key("t", run, name), 10, mtime)
+
+    listing = [
+        obj("old", "report", 100),
+        obj("old", "gc", 200),
+        obj("mixed", "report", 100),
+        obj("mixed", "gc", 950),  # its newest report is young: the whole run stays
+        obj("edge", "report", 900),  # exactly the retention old: goes
+        obj("newest", "report", 960),
+        ObjectInfo(f"{runs_prefix('t')}stray.json", 1, 0),  # not in a run folder
+    ]
+    assert expired_runs(listing, "t", now_ms=1000, retention_ms=100) == {
+        "old": [report_key("t", "old", "report"), report_key("t", "old", "gc")],
+        "edge": [report_key("t", "edge", "report")],
+    }
+    only = [obj("alone", "report", 0)]
+    assert expired_runs(only, "t", now_ms=10**9, retention_ms=1) == {}  # the newest run stays, however old

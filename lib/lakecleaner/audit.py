@@ -5,8 +5,9 @@ when each copy is physically gone (the rules are `policy.erasure`'s).
 deletion, staged or abandoned run outputs and their key spills — and reads the key column of each
 (the values only of the rows that match), plus the lake's own objects (`_lakecleaner/` but other
 topics' run reports, and the consumer offsets), which must never hold a record's key: a hit there
-is reported like a stored copy with no deadline. `audit_topic` answers per partition from the manifest and one listing: the oldest data
-that a deadline covers (the dirty section, files awaiting deletion, unreferenced files).
+is reported like a stored copy with no deadline. `audit_topic` answers per partition from the
+manifest and one listing: the oldest data that a deadline covers (the dirty section, files
+awaiting deletion, unreferenced files).
 Both count the topic's unfinished writes (`ObjectStore.list_unfinished`: a crashed writer's S3
 multipart upload or local temporary file), which no listing shows and no read reaches: each may
 hold any of the partition's keys until gc discards it, by the rule of unreferenced files.
@@ -54,7 +55,7 @@ from lakecleaner.policy.erasure import (
 from lakecleaner.policy.metrics import deletion_deadline
 from lakecleaner.policy.segment_times import rolling_timestamp
 from lakecleaner.policy.uncleanable import still_uncleanable
-from lakecleaner.reports import RUNS_PREFIX
+from lakecleaner.reports import RUNS_PREFIX, runs_prefix
 
 #: The lake's own folder: its objects must never hold a record's key.
 LAKE_FOLDER = "_lakecleaner/"
@@ -275,7 +276,7 @@ def _lake_objects(lake: Lake, topic: str) -> list[ObjectInfo]:
     objects = [*lake.store.list(OFFSETS_PREFIX), *lake.store.list_here(LAKE_FOLDER)]
     for folder in lake.store.list_folders(LAKE_FOLDER):
         inside = f"{LAKE_FOLDER}{folder}/"
-        objects += lake.store.list(f"{RUNS_PREFIX}{topic}/" if inside == RUNS_PREFIX else inside)
+        objects += lake.store.list(runs_prefix(topic) if inside == RUNS_PREFIX else inside)
     return objects
 
 

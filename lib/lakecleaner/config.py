@@ -496,9 +496,15 @@ class AirflowSettings:
     pool_slots: int = 2
 
 
+#: How long run reports are kept by default (`lake.report_retention_days`).
+DEFAULT_REPORT_RETENTION_DAYS = 30
+DAY_MS = 86_400_000
+
+
 @dataclass(frozen=True)
 class LakeConfig:
-    """The whole config file, validated."""
+    """The whole config file, validated. `report_retention_ms`: how long a topic's run reports
+    stay (gc prunes older runs' folders, never the newest run); None keeps every one."""
 
     lake_uri: str
     storage: StorageSettings = field(default_factory=StorageSettings)
@@ -508,6 +514,7 @@ class LakeConfig:
     source: str = "<defaults>"
     airflow: AirflowSettings = field(default_factory=AirflowSettings)
     cleaner: CleanerSettings = field(default_factory=CleanerSettings)
+    report_retention_ms: int | None = DEFAULT_REPORT_RETENTION_DAYS * DAY_MS
 
     def topic_config(self, name: str, overrides: Mapping[str, object] | None = None) -> TopicConfig:
         """Effective config of `name`: its overrides here (or `overrides`) over the defaults."""
@@ -524,7 +531,7 @@ class LakeConfig:
 
 _TOP_KEYS = {"lake", "defaults", "topics", "spark", "airflow", "cleaner"}
 _CLEANER_KEYS = {"log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor"}
-_LAKE_KEYS = {"uri", "storage"}
+_LAKE_KEYS = {"uri", "storage", "report_retention_days"}
 _STORAGE_KEYS = {f for f in StorageSettings.__dataclass_fields__}
 _TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups"}
 _SPARK_KEYS = {"master", "conf", "ship_package", "remote"}
@@ -597,6 +604,18 @@ def _parse_storage(raw: dict[str, Any], where: str, problems: list[str]) -> Stor
         else:
             problems.append(f"{where}.delete_all_versions={raw['delete_all_versions']!r}: must be true or false")
     return StorageSettings(**values)
+
+
+def _parse_report_retention(lake: Mapping[str, Any], where: str, problems: list[str]) -> int | None:
+    """lake.report_retention_days in ms: a whole number of days (at least 1), or null to keep
+    every report; absent: DEFAULT_REPORT_RETENTION_DAYS."""
+    days = lake.get("report_retention_days", DEFAULT_REPORT_RETENTION_DAYS)
+    if days is None:
+        return None
+    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+        problems.append(f"{where}={days!r}: must be a whole number of days of at least 1, or null to keep every report")
+        return DEFAULT_REPORT_RETENTION_DAYS * DAY_MS
+    return days * DAY_MS
 
 
 def _parse_topic_spec(name: object, raw: object, where: str, problems: list[str]) -> TopicSpec | None:
@@ -706,6 +725,7 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
     )
     if os.environ.get(ENV_S3_ENDPOINT):
         storage = StorageSettings(**{**storage.__dict__, "endpoint_url": os.environ[ENV_S3_ENDPOINT]})
+    report_retention_ms = _parse_report_retention(lake, f"{source}: lake.report_retention_days", problems)
     defaults = _check_keys(top.get("defaults"), BROKER_KEYS, f"{source}: defaults", problems)
     raw_topics = top.get("topics") or {}
     topics: dict[str, TopicSpec] = {}
@@ -724,7 +744,15 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
         _check_keys(top.get("cleaner"), _CLEANER_KEYS, f"{source}: cleaner", problems), f"{source}: cleaner", problems
     )
     config = LakeConfig(
-        uri, storage, {k: v for k, v in defaults.items() if k in BROKER_KEYS}, topics, spark, source, airflow, cleaner
+        uri,
+        storage,
+        {k: v for k, v in defaults.items() if k in BROKER_KEYS},
+        topics,
+        spark,
+        source,
+        airflow,
+        cleaner,
+        report_retention_ms,
     )
     try:  # the defaults are checked even when no topic uses them yet
         resolve_topic_config(config.defaults, {}, broker_where=f"{source}: defaults")

@@ -23,7 +23,7 @@ from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.errors import ConfigError
 from lakecleaner.lake import Lake
-from lakecleaner.reports import RUNS_PREFIX, load_report
+from lakecleaner.reports import load_report, runs_prefix
 from lakecleaner.workload import WorkloadSpec, generate
 
 CDC_TOPIC = "customers-cdc"
@@ -107,8 +107,8 @@ def reset_sample_topics(lake: Lake) -> None:
     for prefix in (
         f"topics/{CDC_TOPIC}/",
         f"topics/{EVENTS_TOPIC}/",
-        f"{RUNS_PREFIX}{CDC_TOPIC}/",
-        f"{RUNS_PREFIX}{EVENTS_TOPIC}/",
+        runs_prefix(CDC_TOPIC),
+        runs_prefix(EVENTS_TOPIC),
     ):
         for obj in lake.store.list(prefix):
             lake.store.delete(obj.key)
@@ -132,9 +132,7 @@ def topic_snapshot(lake: Lake, name: str) -> dict[str, int]:
 
 def run_summaries(lake: Lake, name: str) -> list[dict[str, Any]]:
     """The DAG runs' summaries (run.json) of a topic, oldest first."""
-    run_ids = sorted(
-        {o.key.split("/")[3] for o in lake.store.list(f"{RUNS_PREFIX}{name}/") if o.key.endswith("/run.json")}
-    )
+    run_ids = sorted({o.key.split("/")[3] for o in lake.store.list(runs_prefix(name)) if o.key.endswith("/run.json")})
     return [load_report(lake.store, name, run_id, "run") for run_id in run_ids]
 
 

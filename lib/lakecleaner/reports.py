@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.io import ObjectStore
+from lakecleaner.io import ObjectInfo, ObjectStore
+from lakecleaner.io.concurrent import map_ordered
 
 RUNS_PREFIX = "_lakecleaner/runs/"
 
@@ -20,7 +22,7 @@ def new_run_id(now_ms: int | None = None) -> str:
 
 
 def report_key(topic: str, run_id: str, name: str) -> str:
-    return f"{RUNS_PREFIX}{topic}/{run_id}/{name}.json"
+    return f"{runs_prefix(topic)}{run_id}/{name}.json"
 
 
 def store_report(store: ObjectStore, topic: str, run_id: str, name: str, report: dict[str, Any]) -> str:
@@ -33,3 +35,38 @@ def store_report(store: ObjectStore, topic: str, run_id: str, name: str, report:
 def load_report(store: ObjectStore, topic: str, run_id: str, name: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(store.read(report_key(topic, run_id, name)))
     return data
+
+
+def runs_prefix(topic: str) -> str:
+    """The folder of a topic's run folders."""
+    return f"{RUNS_PREFIX}{topic}/"
+
+
+def expired_runs(listing: Iterable[ObjectInfo], topic: str, now_ms: int, retention_ms: int) -> dict[str, list[str]]:
+    """The objects of each run of `topic` (from a listing of `runs_prefix(topic)`) whose newest
+    object was written at least `retention_ms` before `now_ms`, by run id — never the run written
+    last, whatever its age: a topic whose DAG stopped keeps its last word."""
+    prefix = runs_prefix(topic)
+    runs: dict[str, list[ObjectInfo]] = {}
+    for obj in listing:
+        run_id, slash, _ = obj.key[len(prefix) :].partition("/")
+        if obj.key.startswith(prefix) and slash:
+            runs.setdefault(run_id, []).append(obj)
+    newest = {run_id: max(o.mtime_ms for o in objects) for run_id, objects in runs.items()}
+    last = max(newest, key=lambda run_id: (newest[run_id], run_id), default=None)
+    return {
+        run_id: [o.key for o in objects]
+        for run_id, objects in runs.items()
+        if run_id != last and newest[run_id] + retention_ms <= now_ms
+    }
+
+
+def prune_runs(
+    store: ObjectStore, topic: str, now_ms: int, retention_ms: int, *, dry_run: bool, concurrency: int
+) -> int:
+    """Delete the folders of `topic`'s runs older than `retention_ms` (`expired_runs`), their
+    objects `concurrency` at a time; how many runs went (or would go, with `dry_run`)."""
+    expired = expired_runs(store.list(runs_prefix(topic)), topic, now_ms, retention_ms)
+    if not dry_run:
+        map_ordered(store.delete, [key for keys in expired.values() for key in keys], concurrency)
+    return len(expired)

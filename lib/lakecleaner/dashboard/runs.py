@@ -21,7 +21,7 @@ from lakecleaner.metrics import Reclaimed, reclaimed
 from lakecleaner.orchestration.naming import report_run_id
 from lakecleaner.orchestration.tasks import failures
 from lakecleaner.policy.text import format_timestamp_ms
-from lakecleaner.reports import RUNS_PREFIX, load_report
+from lakecleaner.reports import load_report, runs_prefix
 
 #: The reports a run may have, by name (`<name>.json`), in the order they are shown.
 REPORT_NAMES = ("run", "report", "retention", "gc")
@@ -185,7 +185,7 @@ class _StoredRun:
 def _stored_runs(store: ObjectStore, topic: str) -> dict[str, _StoredRun]:
     """Every run folder of the topic with the reports it holds and when the last was written."""
     found: dict[str, dict[str, int]] = {}
-    prefix = f"{RUNS_PREFIX}{topic}/"
+    prefix = runs_prefix(topic)
     for info in store.list(prefix):
         run_id, _, name = info.key[len(prefix) :].partition("/")
         if name.endswith(".json") and "/" not in name and name[: -len(".json")] in REPORT_NAMES:

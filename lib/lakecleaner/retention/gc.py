@@ -42,7 +42,7 @@ from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import LEASE_SUFFIX, live_leases
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.partition import topic_prefix
-from lakecleaner.reports import new_run_id, store_report
+from lakecleaner.reports import new_run_id, prune_runs, store_report
 
 ORPHAN_MIN_AGE_MS = 3_600_000
 logger = logging.getLogger(__name__)
@@ -89,6 +89,10 @@ class GcRunReport:
     dry_run: bool = False
     #: Storage operations retried after a transient error during the run.
     storage_retries: int = 0
+    #: Runs whose report folders were pruned (`lake.report_retention_days`), and why pruning
+    #: stopped, when it did (the partitions' work is done by then).
+    run_reports_pruned: int = 0
+    run_reports_error: str | None = None
 
     @property
     def files_deleted(self) -> int:
@@ -108,6 +112,8 @@ class GcRunReport:
             "files_deleted": self.files_deleted,
             "partitions_failed": len(self.failed),
             "storage_retries": self.storage_retries,
+            "run_reports_pruned": self.run_reports_pruned,
+            "run_reports_error": self.run_reports_error,
             "partitions": [p.to_dict() for p in self.partitions],
         }
 
@@ -215,6 +221,23 @@ def _orphans(
     return [p for p, obj in files.items() if p not in keep and obj.mtime_ms + min_age_ms <= now_ms], None
 
 
+def _prune_run_reports(lake: Lake, topic: str, now_ms: int, dry_run: bool) -> tuple[int, str | None]:
+    """The topic's run reports older than lake.report_retention_days go (`reports.prune_runs`):
+    how many runs, and the error that stopped it, if one did. Their age is judged at `now_ms` or
+    the wall clock, whichever is earlier: a `--now` ahead of the clock never erases history."""
+    retention_ms = lake.config.report_retention_ms
+    if retention_ms is None:
+        return 0, None
+    at = min(now_ms, wall_clock_ms())
+    try:
+        return prune_runs(
+            lake.store, topic, at, retention_ms, dry_run=dry_run, concurrency=lake.config.storage.max_concurrency
+        ), None
+    except LakeCleanerError as exc:
+        logger.warning("pruning the run reports of %s: %s", topic, exc)
+        return 0, str(exc)
+
+
 def _abandoned(unfinished: Collection[UnfinishedWrite], now_ms: int, min_age_ms: int) -> list[UnfinishedWrite]:
     """The unfinished writes old enough to discard: started at least `min_age_ms` before now (a
     write in progress is seconds old; a live lease on the partition keeps every one)."""
@@ -255,8 +278,16 @@ def gc_topic(
 
     chosen = sorted(partitions) if partitions is not None else range(topic.partitions)
     results = map_ordered(collect, chosen, lake.config.storage.max_concurrency)
+    pruned, pruning_error = _prune_run_reports(lake, topic_name, now, dry_run)
     run = run_id or new_run_id(now)
     report = GcRunReport(
-        topic_name, run, now, tuple(results), dry_run=dry_run, storage_retries=lake.store.retries - retries_before
+        topic_name,
+        run,
+        now,
+        tuple(results),
+        dry_run=dry_run,
+        storage_retries=lake.store.retries - retries_before,
+        run_reports_pruned=pruned,
+        run_reports_error=pruning_error,
     )
     return replace(report, location=store_report(lake.store, topic_name, run, "gc", report.to_dict()))
