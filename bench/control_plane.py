@@ -14,7 +14,7 @@ committed offsets of three consumer groups) and `--small-topics` topics of 10 pa
 times each command against the proxy, in this process, on a fresh Lake (no cache carries over),
 and counts the requests it made:
 
-  plan, status, retain --dry-run, topics list, offsets list: the CLI commands on `big`;
+  plan, status, retain --dry-run, gc --dry-run, topics list, offsets list: the CLI commands on `big`;
   assess: the DAG's first task on `big` (roll idle segments, read offsets, plan);
   dashboard: the overview and `big`'s page, JSON and HTML (the FastAPI app, signed-in user stubbed);
   commit: the commit step of a compaction of every partition of `big` (a Spark run on local[*];
@@ -357,6 +357,10 @@ def main(argv: Sequence[str] | None = None) -> list[Figure]:
                     cli_action(config_file, "retain", "--topic", BIG, "--dry-run", "--now", str(NOW_MS)),
                 ),
                 ("offsets list --topic big", cli_action(config_file, "offsets", "list", "--topic", BIG)),
+                (
+                    "gc --topic big --dry-run",
+                    cli_action(config_file, "gc", "--topic", BIG, "--dry-run", "--now", str(NOW_MS)),
+                ),
                 ("DAG assess (roll idle + plan)", assess_action(config_file)),
                 ("dashboard overview, JSON", dashboard_action(client, "/api/topics")),
                 ("dashboard overview, HTML", dashboard_action(client, "/")),

@@ -16,7 +16,6 @@ The audits read; they never write, and their reports hold offsets and object nam
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,7 +30,7 @@ from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.manifest import Manifest, Segment
-from lakecleaner.log.partition import partition_prefix, topic_prefix
+from lakecleaner.log.partition import by_partition, partition_prefix, topic_prefix
 from lakecleaner.offsets import OFFSETS_PREFIX
 from lakecleaner.policy.cleanable import first_dirty_offset
 from lakecleaner.policy.erasure import (
@@ -59,7 +58,6 @@ from lakecleaner.reports import RUNS_PREFIX, runs_prefix
 
 #: The lake's own folder: its objects must never hold a record's key.
 LAKE_FOLDER = "_lakecleaner/"
-_PARTITION = re.compile(r"^partition=(\d+)/")
 
 
 @dataclass(frozen=True)
@@ -140,24 +138,13 @@ def partition_context(ctx: ErasureContext, cleaner: CleanerState, manifest: Mani
 def record_objects(lake: Lake, topic: str) -> dict[int, list[ObjectInfo]]:
     """The objects of each partition of the topic that can hold records (segment files, key
     spills), from one listing of the topic's prefix."""
-    prefix = topic_prefix(topic)
-    found: dict[int, list[ObjectInfo]] = {}
-    for obj in lake.store.list(prefix):
-        m = _PARTITION.match(obj.key[len(prefix) :])
-        if m and (obj.key.endswith(".parquet") or ".map-" in obj.key):
-            found.setdefault(int(m.group(1)), []).append(obj)
-    return found
+    listed = lake.store.list(topic_prefix(topic))
+    return by_partition(topic, [o for o in listed if o.key.endswith(".parquet") or ".map-" in o.key])
 
 
 def unfinished_writes(lake: Lake, topic: str) -> dict[int, list[UnfinishedWrite]]:
     """The unfinished writes under each partition of the topic, from one listing."""
-    prefix = topic_prefix(topic)
-    found: dict[int, list[UnfinishedWrite]] = {}
-    for write in lake.store.list_unfinished(prefix):
-        m = _PARTITION.match(write.key[len(prefix) :])
-        if m:
-            found.setdefault(int(m.group(1)), []).append(write)
-    return found
+    return by_partition(topic, lake.store.list_unfinished(topic_prefix(topic)))
 
 
 def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:

@@ -10,11 +10,12 @@ committing leaves the old log: the file is an orphan no manifest references, rem
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeAlias
+from typing import Protocol, TypeAlias, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -64,6 +65,29 @@ def topic_prefix(topic: str) -> str:
 
 def partition_prefix(topic: str, partition: int) -> str:
     return f"{topic_prefix(topic)}partition={partition}/"
+
+
+_PARTITION_FOLDER = re.compile(r"partition=(\d+)/")
+
+
+class _Keyed(Protocol):
+    @property
+    def key(self) -> str: ...
+
+
+K = TypeVar("K", bound=_Keyed)
+
+
+def by_partition(topic: str, listed: Iterable[K]) -> dict[int, list[K]]:
+    """Listed things (objects, unfinished writes) under the topic's folder, by the partition whose
+    folder holds them; the others (topic.json) are left out."""
+    prefix = topic_prefix(topic)
+    found: dict[int, list[K]] = {}
+    for item in listed:
+        m = _PARTITION_FOLDER.match(item.key, len(prefix)) if item.key.startswith(prefix) else None
+        if m:
+            found.setdefault(int(m.group(1)), []).append(item)
+    return found
 
 
 @dataclass(frozen=True)

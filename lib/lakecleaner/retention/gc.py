@@ -29,7 +29,7 @@ is true, in which case it deletes every version of each file.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,7 +41,7 @@ from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import LEASE_SUFFIX, live_leases
 from lakecleaner.log.manifest import Manifest
-from lakecleaner.log.partition import topic_prefix
+from lakecleaner.log.partition import by_partition, topic_prefix
 from lakecleaner.reports import new_run_id, prune_runs, store_report
 
 ORPHAN_MIN_AGE_MS = 3_600_000
@@ -143,26 +143,41 @@ class PartitionNotAsDescribed(LakeCleanerError):
     """The manifest references files the partition does not hold: gc deletes nothing there."""
 
 
+@dataclass(frozen=True)
+class PartitionListing:
+    """What the listings of a topic found under one partition's folder: its objects and its
+    unfinished writes. Taken before the partition's manifest is read, so whatever a run committed
+    before it is in the manifest, and a run still staging has its lease in it."""
+
+    objects: Sequence[ObjectInfo] = ()
+    unfinished: Sequence[UnfinishedWrite] = ()
+
+
+def list_partitions(lake: Lake, topic: str) -> dict[int, PartitionListing]:
+    """Every partition's listing from two listings of the whole topic (a LIST request per thousand
+    objects, however many partitions hold them)."""
+    objects = by_partition(topic, lake.store.list(topic_prefix(topic)))
+    unfinished = by_partition(topic, lake.store.list_unfinished(topic_prefix(topic)))
+    return {p: PartitionListing(objects.get(p, ()), unfinished.get(p, ())) for p in objects.keys() | unfinished.keys()}
+
+
 def collect_garbage(
     lake: Lake,
     topic: Topic,
     partition: int,
     now_ms: int,
     *,
-    unfinished: Collection[UnfinishedWrite],
+    listing: PartitionListing,
     orphan_min_age_ms: int = ORPHAN_MIN_AGE_MS,
     dry_run: bool = False,
 ) -> GcResult:
     """Delete one partition's expired pending files and old orphans, and discard its old
-    unfinished writes (see the module docstring). `unfinished`: the topic's unfinished writes, as
-    listed before the partition's files (those of other partitions are ignored)."""
+    unfinished writes (see the module docstring); `listing` is the partition's (`list_partitions`)."""
     log = topic.partition(partition)
-    unfinished = [w for w in unfinished if w.key.startswith(log.prefix)]
-    # Listed before the manifest is read: whatever a run committed before the listing is in the
-    # manifest, and a run still staging has its lease in the listing.
+    unfinished = listing.unfinished
     files = {
         path: obj
-        for obj in lake.store.list(log.prefix)
+        for obj in listing.objects
         if (path := obj.key[len(log.prefix) :]).startswith(("segments/", "_staging/"))
     }
     manifest = log.manifest()
@@ -265,12 +280,13 @@ def gc_topic(
     ensure_deletes_are_final(lake)
     topic = lake.topic(topic_name)
     retries_before = lake.store.retries
-    unfinished = lake.store.list_unfinished(topic_prefix(topic_name))  # one listing for every partition
+    listings = list_partitions(lake, topic_name)  # before any manifest is read
 
     def collect(p: int) -> GcResult:
         try:
+            listing = listings.get(p, PartitionListing())
             return collect_garbage(
-                lake, topic, p, now, unfinished=unfinished, orphan_min_age_ms=orphan_min_age_ms, dry_run=dry_run
+                lake, topic, p, now, listing=listing, orphan_min_age_ms=orphan_min_age_ms, dry_run=dry_run
             )
         except LakeCleanerError as exc:
             logger.warning("gc of %s-%d: %s", topic_name, p, exc)
