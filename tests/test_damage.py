@@ -95,6 +95,34 @@ def test_retention_and_gc_through_a_flaky_store_succeed_and_count_their_retries(
     assert records(lake, "events") == [(1, b"b")]
 
 
+def test_gc_on_a_store_that_cannot_list_unfinished_uploads_does_the_rest_and_says_so(
+    s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """An S3-compatible store that fails ListMultipartUploads (unsupported, or down): gc still
+    deletes what is due and reports, as a warning, that it discarded no unfinished write."""
+
+    def lists_uploads(method: str, path: str) -> bool:
+        return method == "GET" and "uploads" in path.partition("?")[2].split("&")
+
+    with FlakyProxy(s3_endpoint.url, failures=10**6, fail_when=lists_uploads) as proxy:
+        settings = s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=2, backoff_base_ms=1, backoff_max_ms=5)
+        lake = Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path_factory.mktemp('nouploads').name}", settings))
+        log = lake.create_topic("events", config={"retention.ms": HOUR, "file.delete.delay.ms": 0}).partition(0)
+        log.append([Record(b"a", b"1", T0)], now_ms=T0)
+        log.roll(now_ms=T0)
+        log.append([Record(b"b", b"2", T0 + 2 * HOUR)], now_ms=T0 + 2 * HOUR)
+        assert retain_topic(lake, "events", T0 + 2 * HOUR).success
+        (gone,) = [p.path for p in log.manifest().pending_deletes]
+        gc = gc_topic(lake, "events", T0 + 2 * HOUR)
+        assert any(lists_uploads(method, path) for method, path in proxy.seen)
+    assert gc.failed == [] and gc.partitions[0].deleted_pending == (gone,)
+    (warning,) = gc.warnings
+    assert warning.startswith("unfinished writes were not listed, so none was discarded: ")
+    assert json.loads(lake.store.read(str(gc.location).removeprefix(lake.store.root_uri + "/")))["warnings"] == [
+        warning
+    ]
+
+
 def test_a_roll_a_trim_and_a_retention_whose_replies_are_lost_each_land_once(lossy: tuple[Lake, FlakyProxy]) -> None:
     lake, proxy = lossy
     topic = lake.create_topic("views", config={"retention.ms": 10 * HOUR, "file.delete.delay.ms": 0})

@@ -661,8 +661,8 @@ def gc(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ..
         if report.run_reports_pruned:
             pruned = "would prune" if dry_run else "pruned"
             console.print(f"{topic}: {pruned} the reports of {report.run_reports_pruned} old run(s)", markup=False)
-        if report.run_reports_error:
-            console.print(f"{topic}: pruning old run reports stopped: {report.run_reports_error}", markup=False)
+        for warning in report.warnings:
+            console.print(f"{topic}: warning: {warning}", markup=False)
         console.print(f"{topic}: {verb} {report.files_deleted} file(s); report: {report.location}", markup=False)
 
     ctx.emit({**report.to_dict(), "location": report.location}, human)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.errors import LakeCleanerError
+from lakecleaner.errors import LakeCleanerError, StorageError
 from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
@@ -89,10 +89,11 @@ class GcRunReport:
     dry_run: bool = False
     #: Storage operations retried after a transient error during the run.
     storage_retries: int = 0
-    #: Runs whose report folders were pruned (`lake.report_retention_days`), and why pruning
-    #: stopped, when it did (the partitions' work is done by then).
+    #: Runs whose report folders were pruned (`lake.report_retention_days`).
     run_reports_pruned: int = 0
-    run_reports_error: str | None = None
+    #: What gc could not do beside the partitions' own work, which went on without it (listing
+    #: the topic's unfinished uploads, pruning run reports).
+    warnings: tuple[str, ...] = ()
 
     @property
     def files_deleted(self) -> int:
@@ -113,7 +114,7 @@ class GcRunReport:
             "partitions_failed": len(self.failed),
             "storage_retries": self.storage_retries,
             "run_reports_pruned": self.run_reports_pruned,
-            "run_reports_error": self.run_reports_error,
+            "warnings": list(self.warnings),
             "partitions": [p.to_dict() for p in self.partitions],
         }
 
@@ -153,11 +154,17 @@ class PartitionListing:
     unfinished: Sequence[UnfinishedWrite] = ()
 
 
-def list_partitions(lake: Lake, topic: str) -> dict[int, PartitionListing]:
+def list_partitions(lake: Lake, topic: str, warnings: list[str]) -> dict[int, PartitionListing]:
     """Every partition's listing from two listings of the whole topic (a LIST request per thousand
-    objects, however many partitions hold them)."""
+    objects, however many partitions hold them). A store that cannot list unfinished uploads
+    (an S3-compatible one without ListMultipartUploads) adds to `warnings` and lists none."""
     objects = by_partition(topic, lake.store.list(topic_prefix(topic)))
-    unfinished = by_partition(topic, lake.store.list_unfinished(topic_prefix(topic)))
+    try:
+        unfinished = by_partition(topic, lake.store.list_unfinished(topic_prefix(topic)))
+    except StorageError as exc:
+        warnings.append(f"unfinished writes were not listed, so none was discarded: {exc}")
+        logger.warning("gc of %s: %s", topic, warnings[-1])
+        unfinished = {}
     return {p: PartitionListing(objects.get(p, ()), unfinished.get(p, ())) for p in objects.keys() | unfinished.keys()}
 
 
@@ -236,21 +243,21 @@ def _orphans(
     return [p for p, obj in files.items() if p not in keep and obj.mtime_ms + min_age_ms <= now_ms], None
 
 
-def _prune_run_reports(lake: Lake, topic: str, now_ms: int, dry_run: bool) -> tuple[int, str | None]:
+def _prune_run_reports(lake: Lake, topic: str, now_ms: int, dry_run: bool, warnings: list[str]) -> int:
     """The topic's run reports older than lake.report_retention_days go (`reports.prune_runs`):
-    how many runs, and the error that stopped it, if one did. Their age is judged at `now_ms` or
+    how many runs; an error that stops it adds to `warnings`. Their age is judged at `now_ms` or
     the wall clock, whichever is earlier: a `--now` ahead of the clock never erases history."""
     retention_ms = lake.config.report_retention_ms
     if retention_ms is None:
-        return 0, None
+        return 0
     at = min(now_ms, wall_clock_ms())
     try:
-        return prune_runs(
-            lake.store, topic, at, retention_ms, dry_run=dry_run, concurrency=lake.config.storage.max_concurrency
-        ), None
+        concurrency = lake.config.storage.max_concurrency
+        return prune_runs(lake.store, topic, at, retention_ms, dry_run=dry_run, concurrency=concurrency)
     except LakeCleanerError as exc:
-        logger.warning("pruning the run reports of %s: %s", topic, exc)
-        return 0, str(exc)
+        warnings.append(f"old run reports were not pruned: {exc}")
+        logger.warning("gc of %s: %s", topic, warnings[-1])
+        return 0
 
 
 def _abandoned(unfinished: Collection[UnfinishedWrite], now_ms: int, min_age_ms: int) -> list[UnfinishedWrite]:
@@ -280,7 +287,8 @@ def gc_topic(
     ensure_deletes_are_final(lake)
     topic = lake.topic(topic_name)
     retries_before = lake.store.retries
-    listings = list_partitions(lake, topic_name)  # before any manifest is read
+    warnings: list[str] = []
+    listings = list_partitions(lake, topic_name, warnings)  # before any manifest is read
 
     def collect(p: int) -> GcResult:
         try:
@@ -294,7 +302,7 @@ def gc_topic(
 
     chosen = sorted(partitions) if partitions is not None else range(topic.partitions)
     results = map_ordered(collect, chosen, lake.config.storage.max_concurrency)
-    pruned, pruning_error = _prune_run_reports(lake, topic_name, now, dry_run)
+    pruned = _prune_run_reports(lake, topic_name, now, dry_run, warnings)
     run = run_id or new_run_id(now)
     report = GcRunReport(
         topic_name,
@@ -304,6 +312,6 @@ def gc_topic(
         dry_run=dry_run,
         storage_retries=lake.store.retries - retries_before,
         run_reports_pruned=pruned,
-        run_reports_error=pruning_error,
+        warnings=tuple(warnings),
     )
     return replace(report, location=store_report(lake.store, topic_name, run, "gc", report.to_dict()))
