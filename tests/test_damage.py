@@ -99,7 +99,8 @@ def test_gc_on_a_store_that_cannot_list_unfinished_uploads_does_the_rest_and_say
     s3_endpoint: S3Endpoint, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """An S3-compatible store that fails ListMultipartUploads (unsupported, or down): gc still
-    deletes what is due and reports, as a warning, that it discarded no unfinished write."""
+    deletes what is due and reports, as a warning, that it discarded no unfinished write; the
+    audits cannot prove such writes gone, so they call the partition overdue and say why."""
 
     def lists_uploads(method: str, path: str) -> bool:
         return method == "GET" and "uploads" in path.partition("?")[2].split("&")
@@ -115,6 +116,10 @@ def test_gc_on_a_store_that_cannot_list_unfinished_uploads_does_the_rest_and_say
         (gone,) = [p.path for p in log.manifest().pending_deletes]
         gc = gc_topic(lake, "events", T0 + 2 * HOUR)
         assert any(lists_uploads(method, path) for method, path in proxy.seen)
+        (erasure,) = audit_topic(lake, "events", T0 + 2 * HOUR)  # nothing proves them gone: overdue
+        key_audit = audit_key(lake, "events", b"b", T0 + 2 * HOUR)
+    assert erasure.overdue and erasure.what == "unfinished writes, which could not be listed"
+    assert key_audit.overdue and "the unfinished writes could not be listed" in key_audit.unreadable["topics/events/"]
     assert gc.failed == [] and gc.partitions[0].deleted_pending == (gone,)
     (warning,) = gc.warnings
     assert warning.startswith("unfinished writes were not listed, so none was discarded: ")

@@ -142,9 +142,14 @@ def record_objects(lake: Lake, topic: str) -> dict[int, list[ObjectInfo]]:
     return by_partition(topic, [o for o in listed if o.key.endswith(".parquet") or ".map-" in o.key])
 
 
-def unfinished_writes(lake: Lake, topic: str) -> dict[int, list[UnfinishedWrite]]:
-    """The unfinished writes under each partition of the topic, from one listing."""
-    return by_partition(topic, lake.store.list_unfinished(topic_prefix(topic)))
+def unfinished_writes(lake: Lake, topic: str) -> tuple[dict[int, list[UnfinishedWrite]], str | None]:
+    """The unfinished writes under each partition of the topic, from one listing; or none and why
+    they could not be listed (a store without ListMultipartUploads): then nothing proves they
+    are gone, and the audits say so."""
+    try:
+        return by_partition(topic, lake.store.list_unfinished(topic_prefix(topic))), None
+    except StorageError as exc:
+        return {}, f"the unfinished writes could not be listed: {exc}"
 
 
 def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
@@ -169,7 +174,10 @@ def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
         manifest = read.manifests.get(partition)
         if manifest is not None:  # an unreadable manifest is reported above
             audit.copies.extend(_judge(partition, manifest, held, partition_context(ctx, cleaner, manifest)))
-    for partition, writes in sorted(unfinished_writes(lake, topic_name).items()):
+    unfinished, unlisted = unfinished_writes(lake, topic_name)
+    if unlisted is not None:
+        audit.unreadable[topic_prefix(topic_name)] = unlisted
+    for partition, writes in sorted(unfinished.items()):
         manifest = read.manifests.get(partition)
         judged = ctx if manifest is None else partition_context(ctx, cleaner, manifest)
         audit.copies.extend(
@@ -338,19 +346,24 @@ def partition_erasures(
     """`audit_topic` for manifests already read: one listing of the topic's objects (one LIST
     request per thousand), no other request."""
     files = record_objects(lake, topic.name)
-    unfinished = unfinished_writes(lake, topic.name)
+    unfinished, unlisted = unfinished_writes(lake, topic.name)
     ctx = topic_context(lake, topic, now_ms, cleaner)
     return {
         p: _partition_erasure(
-            manifest, files.get(p, []), unfinished.get(p, []), partition_context(ctx, cleaner, manifest)
+            manifest, files.get(p, []), (unfinished.get(p, []), unlisted), partition_context(ctx, cleaner, manifest)
         )
         for p, manifest in sorted(manifests.items())
     }
 
 
 def _partition_erasure(
-    manifest: Manifest, objects: Sequence[ObjectInfo], unfinished: Sequence[UnfinishedWrite], ctx: ErasureContext
+    manifest: Manifest,
+    objects: Sequence[ObjectInfo],
+    writes: tuple[Sequence[UnfinishedWrite], str | None],
+    ctx: ErasureContext,
 ) -> PartitionErasure:
+    """`writes`: the partition's unfinished writes, and why they could not be listed, if so."""
+    unfinished, unlisted = writes
     prefix = partition_prefix(manifest.topic, manifest.partition)
     referenced = manifest.referenced_paths()
     unreferenced = [o for o in objects if o.key[len(prefix) :] not in referenced]
@@ -375,6 +388,8 @@ def _partition_erasure(
         candidates.append(
             (unreferenced_deadline(write.started_ms, ctx), f"{write.key[len(prefix) :]} (an unfinished write)")
         )
+    if unlisted is not None:
+        candidates.append((Deadline(None, unlisted), "unfinished writes, which could not be listed"))
     result = PartitionErasure(manifest.partition, len(manifest.pending_deletes), len(unreferenced), len(unfinished))
     if not candidates:
         return result
