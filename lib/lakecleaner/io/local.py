@@ -153,7 +153,7 @@ class LocalStore(ObjectStore):
                 match = _TMP_NAME.fullmatch(full.name)
                 if match is None:
                     continue
-                key = temporary[: len(temporary) - len(full.name)] + match["name"]
+                key = temporary.removesuffix(full.name) + match["name"]  # the object it was writing
                 if key.startswith(prefix):
                     out.append(UnfinishedWrite(key, full.stat().st_mtime_ns // 1_000_000, full.name))
             return tuple(sorted(out, key=lambda w: (w.key, w.handle)))

@@ -54,7 +54,7 @@ MAX_COMMIT_ATTEMPTS = 50
 COMMIT_BACKOFF = RetryPolicy(max_attempts=MAX_COMMIT_ATTEMPTS, base_delay_s=0.01, max_delay_s=0.5)
 
 
-#: The folder of every topic's folder.
+#: The folder that holds every topic's folder.
 TOPICS_PREFIX = "topics/"
 
 

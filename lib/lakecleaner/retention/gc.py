@@ -16,9 +16,10 @@
    them, yet they hold records (bytes the bucket bills, and copies of keys an erasure must reach).
 Physical deletion never guesses. The manifest is validated when read (every path a file in
 `segments/`, pending deletes never live files), and a manifest that fails stops that partition.
-Before anything is deleted, the partition's files are listed: when the manifest references a file
-that is not there, the manifest does not describe the partition and nothing in it is deleted (the
-file may have been renamed or restored elsewhere; `lakecleaner repair` settles it).
+Before anything is deleted, the topic's files are listed (once for every partition, before any
+manifest is read): when a partition's manifest references a file that is not there, the
+manifest does not describe the partition and nothing in it is deleted (the file may have been
+renamed or restored elsewhere; `lakecleaner repair` settles it).
 A file the manifest's segments reference is never deleted. `dry_run` lists what would go.
 
 On S3 a bucket with versioning keeps a deleted object's old versions, so superseded and
@@ -181,7 +182,6 @@ def collect_garbage(
     """Delete one partition's expired pending files and old orphans, and discard its old
     unfinished writes (see the module docstring); `listing` is the partition's (`list_partitions`)."""
     log = topic.partition(partition)
-    unfinished = listing.unfinished
     files = {
         path: obj
         for obj in listing.objects
@@ -200,10 +200,16 @@ def collect_garbage(
     min_age_ms = max(topic.config.file_delete_delay_ms, orphan_min_age_ms)
     if dry_run:
         orphans, kept = _orphans(lake, files, manifest.referenced_paths(), now_ms, min_age_ms)
-        abandoned = _abandoned(unfinished, now_ms, min_age_ms) if kept is None else []
+        abandoned = _abandoned(listing.unfinished, now_ms, min_age_ms) if kept is None else []
         waiting = sum(1 for p in manifest.pending_deletes if p.delete_after_ms > now_ms)
         return GcResult(
-            topic.name, partition, tuple(due), tuple(orphans), _paths(log.prefix, abandoned), waiting, orphans_kept=kept
+            topic.name,
+            partition,
+            tuple(due),
+            tuple(orphans),
+            _relative_keys(log.prefix, abandoned),
+            waiting,
+            orphans_kept=kept,
         )
     for i, path in enumerate(due):
         _delete(lake, log.prefix + path)
@@ -222,12 +228,18 @@ def collect_garbage(
     orphans, kept = _orphans(lake, files, after.referenced_paths() | gone, now_ms, min_age_ms)
     for path in orphans:
         _delete(lake, log.prefix + path)
-    abandoned = _abandoned(unfinished, now_ms, min_age_ms) if kept is None else []
+    abandoned = _abandoned(listing.unfinished, now_ms, min_age_ms) if kept is None else []
     for write in abandoned:
         lake.store.discard_unfinished(write)
     waiting = sum(1 for p in after.pending_deletes if p.delete_after_ms > now_ms)
     return GcResult(
-        topic.name, partition, tuple(due), tuple(orphans), _paths(log.prefix, abandoned), waiting, orphans_kept=kept
+        topic.name,
+        partition,
+        tuple(due),
+        tuple(orphans),
+        _relative_keys(log.prefix, abandoned),
+        waiting,
+        orphans_kept=kept,
     )
 
 
@@ -266,7 +278,7 @@ def _abandoned(unfinished: Collection[UnfinishedWrite], now_ms: int, min_age_ms:
     return [w for w in unfinished if w.started_ms + min_age_ms <= now_ms]
 
 
-def _paths(prefix: str, writes: Collection[UnfinishedWrite]) -> tuple[str, ...]:
+def _relative_keys(prefix: str, writes: Collection[UnfinishedWrite]) -> tuple[str, ...]:
     return tuple(w.key[len(prefix) :] for w in writes)
 
 
