@@ -95,7 +95,7 @@ class SegmentWriter:
             self._writer = pq.ParquetWriter(
                 self._sink,
                 SEGMENT_SCHEMA,
-                compression=column_compression(table),
+                compression=column_compression(table, "item"),
                 write_statistics=list(STATISTICS_COLUMNS),
                 store_schema=False,
                 use_dictionary=dictionary_columns("item"),

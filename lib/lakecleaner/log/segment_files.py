@@ -47,19 +47,31 @@ def dictionary_columns(list_item: str) -> list[str]:
     return ["value", f"headers.list.{list_item}.key", f"headers.list.{list_item}.value"]
 
 
-def column_compression(table: pa.Table) -> dict[str, str]:
-    """Each column's Parquet codec for a file that starts with `table`'s rows: zstd, except the
-    value column when zstd does not shrink a sample of its first bytes (up to
-    COMPRESSION_SAMPLE_BYTES) below COMPRESSED_SHARE of its size — encrypted payloads (crypto-
-    shredding), producer-compressed or random bytes — which is stored uncompressed: as large as
-    zstd would make it, without the compression's CPU on write (about 45% of writing a file of
-    100-byte random values, measured) nor the decompression on every read. A sample under 4 KiB
-    says too little, so the column stays zstd."""
-    codecs = {name: COMPRESSION for name in table.schema.names}
+def column_compression(table: pa.Table, list_item: str) -> dict[str, str]:
+    """Each column's Parquet codec (by leaf path; lists' items named `list_item`, as in
+    `dictionary_columns`) for a file that starts with `table`'s rows: zstd, except the value
+    column when zstd does not shrink a sample of its first bytes (up to COMPRESSION_SAMPLE_BYTES)
+    below COMPRESSED_SHARE of its size — encrypted payloads (crypto-shredding), producer-
+    compressed or random bytes — which is stored uncompressed: as large as zstd would make it,
+    without the compression's CPU on write (about 45% of writing a file of 100-byte random values,
+    measured) nor the decompression on every read. A sample under 4 KiB says too little, so the
+    column stays zstd."""
+    codecs = dict.fromkeys(_leaf_paths(table.schema, list_item), COMPRESSION)
     sample = _leading_bytes(table.column("value"), COMPRESSION_SAMPLE_BYTES)
     if sample.size >= 4096 and pa.compress(sample, codec=COMPRESSION).size >= COMPRESSED_SHARE * sample.size:
         codecs["value"] = "none"
     return codecs
+
+
+def _leaf_paths(schema: pa.Schema, list_item: str) -> list[str]:
+    """The Parquet leaf column paths of a schema whose nested columns are lists of structs."""
+    paths = []
+    for f in schema:
+        if pa.types.is_list(f.type):
+            paths += [f"{f.name}.list.{list_item}.{child.name}" for child in f.type.value_type]
+        else:
+            paths.append(f.name)
+    return paths
 
 
 def _leading_bytes(column: pa.ChunkedArray, limit: int) -> pa.Buffer:
@@ -188,7 +200,7 @@ def encode_segment_file(table: pa.Table, meta: FileMeta) -> bytes:
     pq.write_table(
         rows.replace_schema_metadata(schema.metadata),
         sink,
-        compression=column_compression(rows),
+        compression=column_compression(rows, "element"),
         row_group_size=ROW_GROUP_SIZE,
         write_statistics=list(STATISTICS_COLUMNS),
         use_dictionary=dictionary_columns("element"),
