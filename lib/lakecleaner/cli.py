@@ -4,9 +4,12 @@ for output scripts can parse. Errors print one clear message and exit with statu
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import functools
 import json
+import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
@@ -1076,28 +1079,57 @@ class _progress:
 
 
 def main() -> None:
-    """Entry point: run the CLI, turning the project's errors into one clear message and exit 2."""
+    """Entry point: run the CLI, turning the project's errors into one clear message and exit 2.
+
+    The process then ends with `os._exit` once its output and logs are flushed: at an ordinary
+    interpreter exit, Arrow's thread pools can abort in their C++ static destructors ("terminate
+    called without an active exception", apache/arrow#34314), which turned a command that had
+    done its work and printed its result into exit status -6. Every command has finished its
+    I/O by the time it returns (its thread pools wait for their work), so nothing is cut short."""
+    code = _run()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError):  # the reader left (`| head`): its choice
+            stream.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
+def _run() -> int:
+    """The CLI's exit status, its errors reported."""
     try:
-        cli.main(standalone_mode=False)
+        result = cli.main(standalone_mode=False)
+    except SystemExit as exc:  # a command's own sys.exit (failed partitions: 1)
+        return _status(exc.code)
     except click.exceptions.Abort:
-        sys.exit(130)
+        return 130
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except ConfigError as exc:
         click.echo("configuration error:", err=True)
         for problem in exc.problems:
             click.echo(f"  - {problem}", err=True)
-        sys.exit(2)
+        return 2
     except (LakeCleanerError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        return 2
     except ModuleNotFoundError as exc:
         extra = extra_providing(exc.name)
         if extra is None:
             raise
         click.echo(f"error: this command needs {exc.name}: pip install 'lakecleaner[{extra}]'", err=True)
-        sys.exit(2)
+        return 2
+    return result if isinstance(result, int) else 0  # click returns an Exit's code (--help: 0)
+
+
+def _status(code: object) -> int:
+    """The exit status of a SystemExit's code, as the interpreter would make it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    click.echo(str(code), err=True)
+    return 1
 
 
 #: The package extra that brings each optional top-level module (pyproject.toml).
