@@ -4,12 +4,9 @@ for output scripts can parse. Errors print one clear message and exit with statu
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
 import functools
 import json
-import logging
-import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
@@ -37,6 +34,7 @@ from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.records import BATCH_SCHEMA, HEADER_TYPE
 from lakecleaner.log.repair import repair_partition
 from lakecleaner.policy.text import format_timestamp_ms
+from lakecleaner.process import exit_flushed
 from lakecleaner.status import partition_status
 from lakecleaner.workload import WorkloadSpec, generate, kafka_partition
 
@@ -1079,19 +1077,10 @@ class _progress:
 
 
 def main() -> None:
-    """Entry point: run the CLI, turning the project's errors into one clear message and exit 2.
-
-    The process then ends with `os._exit` once its output and logs are flushed: at an ordinary
-    interpreter exit, Arrow's thread pools can abort in their C++ static destructors ("terminate
-    called without an active exception", apache/arrow#34314), which turned a command that had
-    done its work and printed its result into exit status -6. Every command has finished its
-    I/O by the time it returns (its thread pools wait for their work), so nothing is cut short."""
-    code = _run()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BrokenPipeError):  # the reader left (`| head`): its choice
-            stream.flush()
-    logging.shutdown()
-    os._exit(code)
+    """Entry point: run the CLI, turning the project's errors into one clear message and exit 2;
+    the process ends by `process.exit_flushed` (every command's I/O is done when it returns: its
+    thread pools wait for their work)."""
+    exit_flushed(_run())
 
 
 def _run() -> int:

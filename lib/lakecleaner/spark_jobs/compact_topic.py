@@ -28,6 +28,7 @@ from lakecleaner.engine import EngineOptions, compact_topic, print_report, reque
 from lakecleaner.engine.session import build_session
 from lakecleaner.engine.sparkio import is_connect
 from lakecleaner.lake import Lake
+from lakecleaner.process import exit_flushed
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -75,4 +76,4 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_flushed(main())
