@@ -42,7 +42,7 @@ from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import LEASE_SUFFIX, live_leases
 from lakecleaner.log.manifest import Manifest
-from lakecleaner.log.partition import by_partition, topic_prefix
+from lakecleaner.log.partition import PartitionLog, by_partition, topic_prefix
 from lakecleaner.reports import new_run_id, prune_runs, store_report
 
 ORPHAN_MIN_AGE_MS = 3_600_000
@@ -198,24 +198,32 @@ def collect_garbage(
         )
     due = [p.path for p in manifest.pending_deletes if p.delete_after_ms <= now_ms]
     min_age_ms = max(topic.config.file_delete_delay_ms, orphan_min_age_ms)
-    if dry_run:
-        orphans, kept = _orphans(lake, files, manifest.referenced_paths(), now_ms, min_age_ms)
-        abandoned = _abandoned(listing.unfinished, now_ms, min_age_ms) if kept is None else []
-        waiting = sum(1 for p in manifest.pending_deletes if p.delete_after_ms > now_ms)
-        return GcResult(
-            topic.name,
-            partition,
-            tuple(due),
-            tuple(orphans),
-            _relative_keys(log.prefix, abandoned),
-            waiting,
-            orphans_kept=kept,
-        )
+    after, keep = manifest, manifest.referenced_paths()
+    if not dry_run:
+        after = _delete_due(lake, log, manifest, due, now_ms)
+        keep = after.referenced_paths() | set(due)
+    orphans, kept = _orphans(lake, files, keep, now_ms, min_age_ms)
+    abandoned = _abandoned(listing.unfinished, now_ms, min_age_ms) if kept is None else []
+    if not dry_run:
+        for path in orphans:
+            _delete(lake, log.prefix + path)
+        for write in abandoned:
+            lake.store.discard_unfinished(write)
+    waiting = sum(1 for p in after.pending_deletes if p.delete_after_ms > now_ms)
+    relative = tuple(w.key[len(log.prefix) :] for w in abandoned)
+    return GcResult(topic.name, partition, tuple(due), tuple(orphans), relative, waiting, orphans_kept=kept)
+
+
+def _delete_due(lake: Lake, log: PartitionLog, manifest: Manifest, due: list[str], now_ms: int) -> Manifest:
+    """Delete the pending files that are due, then drop them from the manifest in one commit;
+    the manifest after it (`manifest` when none was due)."""
     for i, path in enumerate(due):
         _delete(lake, log.prefix + path)
         if i == 0:
             crash_point("gc.after_first_delete")
     crash_point("gc.before_manifest_commit")
+    if not due:
+        return manifest
     gone = set(due)
 
     def drop_deleted(current: Manifest) -> Manifest | None:
@@ -224,23 +232,7 @@ def collect_garbage(
             return None
         return current.next_version(now_ms, pending_deletes=kept)
 
-    after = log.commit(drop_deleted) if due else manifest
-    orphans, kept = _orphans(lake, files, after.referenced_paths() | gone, now_ms, min_age_ms)
-    for path in orphans:
-        _delete(lake, log.prefix + path)
-    abandoned = _abandoned(listing.unfinished, now_ms, min_age_ms) if kept is None else []
-    for write in abandoned:
-        lake.store.discard_unfinished(write)
-    waiting = sum(1 for p in after.pending_deletes if p.delete_after_ms > now_ms)
-    return GcResult(
-        topic.name,
-        partition,
-        tuple(due),
-        tuple(orphans),
-        _relative_keys(log.prefix, abandoned),
-        waiting,
-        orphans_kept=kept,
-    )
+    return log.commit(drop_deleted)
 
 
 def _orphans(
@@ -276,10 +268,6 @@ def _abandoned(unfinished: Collection[UnfinishedWrite], now_ms: int, min_age_ms:
     """The unfinished writes old enough to discard: started at least `min_age_ms` before now (a
     write in progress is seconds old; a live lease on the partition keeps every one)."""
     return [w for w in unfinished if w.started_ms + min_age_ms <= now_ms]
-
-
-def _relative_keys(prefix: str, writes: Collection[UnfinishedWrite]) -> tuple[str, ...]:
-    return tuple(w.key[len(prefix) :] for w in writes)
 
 
 def gc_topic(
