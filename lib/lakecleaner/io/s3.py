@@ -169,6 +169,10 @@ class S3Store(ObjectStore):
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
+    def _lake_key(self, bucket_key: str) -> str:
+        """The inverse of `_key`: a bucket's key as the lake names it."""
+        return bucket_key[len(self.prefix) + 1 :] if self.prefix else bucket_key
+
     def _classified(self, operation: str, key: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
@@ -335,7 +339,6 @@ class S3Store(ObjectStore):
         """The objects a LIST of `prefix` returns (with the delimiter "/": only those directly
         under it)."""
         out: list[ObjectInfo] = []
-        strip = len(self.prefix) + 1 if self.prefix else 0
         paginator = self._client.get_paginator("list_objects_v2")
         key = self._key(prefix)
         pages = (
@@ -346,7 +349,7 @@ class S3Store(ObjectStore):
         for page in pages:
             for obj in page.get("Contents", []):
                 modified = epoch_ms(obj["LastModified"])
-                out.append(ObjectInfo(obj["Key"][strip:], int(obj["Size"]), modified, obj.get("ETag", "")))
+                out.append(ObjectInfo(self._lake_key(obj["Key"]), int(obj["Size"]), modified, obj.get("ETag", "")))
         return sorted(out, key=lambda o: o.key)
 
     def list(self, prefix: str) -> list[ObjectInfo]:
@@ -361,12 +364,13 @@ class S3Store(ObjectStore):
 
         def attempt() -> tuple[UnfinishedWrite, ...]:
             out: list[UnfinishedWrite] = []
-            strip = len(self.prefix) + 1 if self.prefix else 0
             paginator = self._client.get_paginator("list_multipart_uploads")
             for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
                 for upload in page.get("Uploads", []):
                     out.append(
-                        UnfinishedWrite(upload["Key"][strip:], epoch_ms(upload["Initiated"]), upload["UploadId"])
+                        UnfinishedWrite(
+                            self._lake_key(upload["Key"]), epoch_ms(upload["Initiated"]), upload["UploadId"]
+                        )
                     )
             return tuple(sorted(out, key=lambda w: (w.key, w.handle)))
 
