@@ -69,3 +69,34 @@ def test_maps_that_outgrow_the_plan_run_again_in_more_buckets(spark: SparkSessio
     assert rows(tiny.topic("changes")) == rows(whole.topic("changes"))
     planned = -(-30_000 * PLANNED_ENTRY_BYTES // int(TINY * EngineOptions().io_buffer_load_factor))
     assert bounded.partition(0).key_buckets > 2 * planned
+
+
+def test_a_mostly_cleaned_partition_is_mapped_by_one_task_holding_its_dirty_keys(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Kafka's map holds the dirty section only: 200k keys compacted once, then 1,000 records over
+    the same keys appended. With a 64 KB buffer, far too small for 200k keys but enough for
+    1,000, the second run maps the partition in one task, its map within the buffer, and leaves
+    the same log as a run with Kafka's default buffer."""
+    spec = WorkloadSpec(keys=200_000, records=200_000, partitions=1, value_size=8, tombstone_share=0.05, seed=5)
+    topic = _topic(tmp_path / "whole", spec)
+    now = spec.start_ms + spec.timestamp_spread_ms + 1
+    first = compact(spark, Lake.open(f"file://{tmp_path / 'whole'}"), topic, now)
+    assert first.partition(0).status == COMMITTED
+    more = WorkloadSpec(keys=200_000, records=1_000, partitions=1, value_size=8, seed=6, start_ms=now + 1)
+    for _, batch in generate(more, 1_000):
+        topic.partition(0).append(batch, now_ms=now + 2)
+    topic.partition(0).roll(now_ms=now + 2)
+    shutil.copytree(tmp_path / "whole", tmp_path / "tiny")
+    whole, tiny = Lake.open(f"file://{tmp_path / 'whole'}"), Lake.open(f"file://{tmp_path / 'tiny'}")
+    later = more.start_ms + more.timestamp_spread_ms + 1
+    one = compact(spark, whole, whole.topic("changes"), later)
+    bounded = compact(spark, tiny, tiny.topic("changes"), later, options=EngineOptions(dedupe_buffer_size=TINY))
+    for report in (one, bounded):
+        assert report.partition(0).status == COMMITTED, report.partition(0).message
+    part = bounded.partition(0)
+    assert part.key_buckets == 1
+    assert 0 < part.max_map_bytes <= int(TINY * EngineOptions().io_buffer_load_factor)
+    assert part.stats.records_read > 100_000  # the cleaned section was read, past the map
+    assert part.stats == one.partition(0).stats
+    assert rows(tiny.topic("changes")) == rows(whole.topic("changes"))

@@ -20,7 +20,7 @@ from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import encode_segment_file, read_file_meta, read_segment_file
 from lakecleaner.reports import load_report
-from tests.engine.helpers import compact, rows, sealed_two_partitions, unreferenced_files
+from tests.engine.helpers import compact, keyed, rows, sealed_two_partitions, unreferenced_files
 
 
 def _change_a_value(table: pa.Table, superseded: pa.Table) -> pa.Table:
@@ -113,3 +113,29 @@ def test_a_staged_file_that_cannot_be_read_back_fails_its_partition(spark: Spark
     (unreadable,) = [f for f in failed.quality.failures if f.rule == READABLE_RULE]
     assert "missing" in str(unreadable.sample[0])
     assert rows(topic, 0) == before
+
+
+def test_a_cleaner_checkpoint_over_uncleaned_records_fails_the_gate_not_the_log(
+    spark: SparkSession, lake: Lake
+) -> None:
+    """Pass 1 trusts the cleaned section below the cleaner checkpoint to hold each key once, as
+    Kafka's cleaner does. A checkpoint moved over records never cleaned (here by hand) breaks that
+    trust: the duplicated key reaches the staged output, and the gate, which checks the keys of
+    the whole cleaned range, stops the commit. The other partition commits."""
+    topic = sealed_two_partitions(lake, {"a": "1", "b": "1"}, {"a": "2"})
+    for p in range(2):
+        topic.partition(p).append(keyed(dict.fromkeys("cdef", "3")), now_ms=100)  # dirty enough to clean
+        topic.partition(p).roll(now_ms=100)
+    log = topic.partition(0)
+    uncleaned = log.manifest().segments[0].next_offset  # past both records of "a"
+    log.commit(lambda m: m.next_version(100, cleaner_checkpoint=uncleaned))
+    before, version = rows(topic, 0), log.manifest().version
+    report = compact(spark, lake, topic, 500)
+    failed = report.partition(0)
+    assert failed.status == FAILED_QUALITY
+    assert failed.quality is not None
+    assert RULE["unique_key"] in {f.rule for f in failed.quality.failures}
+    assert rows(topic, 0) == before and log.manifest().version == version
+    assert unreferenced_files(lake, topic, 0) == []
+    assert report.partition(1).status == COMMITTED
+    assert [r["value"] for r in rows(topic, 1)] == [b"1", b"2", b"3", b"3", b"3", b"3"]

@@ -44,7 +44,7 @@ from numpy.typing import NDArray
 
 from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.engine.digest import RecordDigest
-from lakecleaner.engine.keys import in_sorted, key_buckets, key_hash, key_order, rows_where
+from lakecleaner.engine.keys import bool_mask, in_sorted, key_buckets, key_hash, key_order, rows_where
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.errors import CorruptSegment, StorageError
@@ -108,9 +108,9 @@ class Expected:
         when they are exactly the rows held here, their key, value, timestamp and headers are
         digested rather than taken a second time (the horizons always come from `table`)."""
         offsets = table.column("offset").to_numpy()
-        tombstone = _np(pc.is_null(table.column("value")))
+        tombstone = bool_mask(pc.is_null(table.column("value")))
         horizon = table.column("delete_horizon_ms")
-        held = in_sorted(offsets, winners) & (offsets >= log_start) & _np(pc.is_valid(table.column("key")))
+        held = in_sorted(offsets, winners) & (offsets >= log_start) & bool_mask(pc.is_valid(table.column("key")))
         held &= ~_expired(tombstone, horizon, self.rules)
         if taken is not None and np.array_equal(taken[0], held):
             chosen = taken[1]
@@ -159,13 +159,9 @@ class GateTask:
         return index % self.buckets == self.bucket
 
 
-def _np(values: pa.Array | pa.ChunkedArray) -> NDArray[np.bool_]:
-    return np.asarray(values.to_numpy(zero_copy_only=False), bool)
-
-
 def _expired(tombstone: NDArray[np.bool_], horizons: pa.Array | pa.ChunkedArray, rules: GateRules) -> NDArray[np.bool_]:
     """Tombstones whose delete_horizon_ms has passed (KIP-534)."""
-    return tombstone & _np(pc.fill_null(pc.less_equal(horizons, rules.now_ms), False))
+    return tombstone & bool_mask(pc.fill_null(pc.less_equal(horizons, rules.now_ms), False))
 
 
 def _increasing(offsets: NDArray[np.int64], group: GateGroup) -> NDArray[np.bool_]:
@@ -201,7 +197,7 @@ def _record_violations(table: pa.Table, group: GateGroup, rules: GateRules) -> V
     offsets = table.column("offset").to_numpy()
     increasing = _increasing(offsets, group)
     found: Violations = [
-        ("has_key", offsets[~_np(pc.is_valid(table.column("key")))]),
+        ("has_key", offsets[~bool_mask(pc.is_valid(table.column("key")))]),
         ("offset_increasing", offsets[~increasing]),
     ]
     if group.reused:
@@ -219,10 +215,10 @@ def _kept_file_violations(table: pa.Table, group: GateGroup, rules: GateRules) -
     if not group.tombstone_count:
         return []
     offsets = table.column("offset").to_numpy()
-    tombstone = _np(pc.is_null(table.column("value")))
+    tombstone = bool_mask(pc.is_null(table.column("value")))
     horizon = table.column("delete_horizon_ms")
     return [
-        ("horizon_as_expected", offsets[tombstone & ~_np(pc.is_valid(horizon))]),
+        ("horizon_as_expected", offsets[tombstone & ~bool_mask(pc.is_valid(horizon))]),
         ("is_winner", offsets[_expired(tombstone, horizon, rules)]),
     ]
 
@@ -247,7 +243,7 @@ def _repeated_keys(
     every = pa.chunked_array([c for k in keys for c in k.chunks], pa.binary())
     at = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
     hashed = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
-    keyed = _np(pc.is_valid(every))
+    keyed = bool_mask(pc.is_valid(every))
     if not keyed.any():
         return []
     every, at, hashed = rows_where(pa.table({"key": every}), keyed).column("key"), at[keyed], hashed[keyed]

@@ -9,6 +9,11 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 
+def bool_mask(values: pa.Array | pa.ChunkedArray) -> NDArray[np.bool_]:
+    """A boolean Arrow column as a numpy mask (a null is false)."""
+    return np.asarray(values.to_numpy(zero_copy_only=False), bool)
+
+
 def rows_where(table: pa.Table, mask: NDArray[np.bool_]) -> pa.Table:
     """The rows of `table` where `mask` holds, in order. Taken by index: Arrow's filter with a
     boolean mask is many times slower on these tables (28x with the headers column, measured)."""

@@ -13,7 +13,14 @@ each key's winner by the single rule of `versions`, comparing the keys themselve
 are ever confused (Kafka compares 16-byte MD5 digests). The rows read are held as they are until
 they would pass the budget, and only then reduced to a row per key, so a bucket whose records fit
 is reduced once.
-The number of buckets is first planned from the record count, at `PLANNED_ENTRY_BYTES` a key;
+
+As Kafka's cleaner does, the map holds the dirty section only: the cleaned section
+[log start, `PartitionPlan.clean_end`) holds each key once, so its rows are streamed past the map
+(`_CleanProbe`) rather than added to it. A clean row whose key the map lacks is its key's winner;
+one whose key the map holds is reduced with the map's row of that key by the same rule (KIP-280:
+an older record may still win by its timestamp or version). A partition with a small dirty
+section and a large cleaned one is thus mapped by one task, in a map of its dirty keys.
+The number of buckets is first planned from the dirty section's records, at `PLANNED_ENTRY_BYTES` a key;
 a task whose map outgrows its budget (longer keys) stops and reports the size it reached, and the
 partition runs again with more buckets. Buckets are also added, up to the cluster's parallelism,
 when a run has fewer partitions than cores and a partition is large enough to be worth it.
@@ -38,7 +45,7 @@ from numpy.typing import NDArray
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import TopicConfig
-from lakecleaner.engine.keys import key_buckets, key_hash, rows_where
+from lakecleaner.engine.keys import bool_mask, key_buckets, key_hash, rows_where
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import PartitionPlan
 from lakecleaner.engine.sparkio import Overlap, run_tasks
@@ -94,13 +101,14 @@ class Spill:
 class MapTask:
     """One key bucket of one partition over [low, high): the whole partition from its segment files
     (`files`, one bucket), or one bucket of several from the rows the scatter step wrote
-    (`spills`)."""
+    (`spills`). Rows below `clean_end` belong to the cleaned section (`PartitionPlan.clean_end`)."""
 
     topic: str
     partition: int
     log_start_offset: int
     low: int
     high: int
+    clean_end: int
     files: tuple[SegmentFile, ...]
     bucket: int
     buckets: int
@@ -210,49 +218,127 @@ def _hashed(rows: pa.Table) -> pa.Table:
     return rows.append_column(HASH, pa.array(key_hash(rows.column("key"))))
 
 
-def _bucket_rows(
-    store: ObjectStore, prefix: str, config: TopicConfig, task: MapTask, fetched: FetchedFiles | None
-) -> Iterator[tuple[pa.Table, int, int]]:
-    """The keyed rows of the task's bucket, a spill or a file at a time, each with the number of
-    records it covers and of malformed version headers among them (counted in the scatter step
-    for spilled rows)."""
-    for spill in task.spills:
-        with store.arrow_fs.open_input_file(store.arrow_path(prefix + spill.path)) as source:
-            reader = pa.ipc.open_file(source)
-            batches = [reader.get_batch(i) for i in range(spill.first, spill.first + spill.count)]
-        yield pa.Table.from_batches(batches, reader.schema), spill.rows, 0
-    hashed = uses_hash(config.compaction_strategy)
-    for file in task.files:
-        rows, malformed = _file_rows(store, prefix, file, task.log_start_offset, config, fetched)
-        yield _hashed(rows) if hashed else rows, file.record_count, malformed
+class _BucketRows:
+    """The keyed rows of a task's bucket: the dirty section's first (a spill or a file at a time,
+    each with the records it covers and the malformed version headers among them, which the
+    scatter step counted for spilled rows), then the cleaned section's. A spill holds both, in
+    offset order: its clean rows are held until the dirty ones are mapped."""
+
+    def __init__(self, store: ObjectStore, config: TopicConfig, task: MapTask, fetched: FetchedFiles | None) -> None:
+        self.store, self.config, self.task, self.fetched = store, config, task, fetched
+        self.prefix = partition_prefix(task.topic, task.partition)
+        self.held: list[pa.Table] = []
+
+    def dirty(self) -> Iterator[tuple[pa.Table, int, int]]:
+        for spill in self.task.spills:
+            with self.store.arrow_fs.open_input_file(self.store.arrow_path(self.prefix + spill.path)) as source:
+                reader = pa.ipc.open_file(source)
+                batches = [reader.get_batch(i) for i in range(spill.first, spill.first + spill.count)]
+            rows = pa.Table.from_batches(batches, reader.schema)
+            clean = rows.column("offset").to_numpy() < self.task.clean_end
+            self.held.append(rows_where(rows, clean))
+            yield rows_where(rows, ~clean), spill.rows, 0
+        for file in self.task.files:
+            if file.base_offset >= self.task.clean_end:
+                rows, malformed = self._file(file)
+                yield rows, file.record_count, malformed
+
+    def clean(self) -> Iterator[tuple[pa.Table, int]]:
+        yield from ((rows, 0) for rows in self.held)
+        self.held = []
+        for file in self.task.files:
+            if file.base_offset < self.task.clean_end:
+                yield self._file(file)
+
+    def _file(self, file: SegmentFile) -> tuple[pa.Table, int]:
+        rows, malformed = _file_rows(
+            self.store, self.prefix, file, self.task.log_start_offset, self.config, self.fetched
+        )
+        return (_hashed(rows) if uses_hash(self.config.compaction_strategy) else rows), malformed
+
+    @property
+    def dirty_records(self) -> int:
+        """Records the dirty rows cover, for the map's projection (a spill's clean rows count)."""
+        files = sum(f.record_count for f in self.task.files if f.base_offset >= self.task.clean_end)
+        return files + sum(s.rows for s in self.task.spills)
+
+
+class _CleanProbe:
+    """The cleaned section's rows tested against the dirty section's map (Kafka cleans the whole
+    log with a map of its dirty section): the cleaned section holds each key once, so a clean row
+    whose key the map lacks is its key's winner, and one whose key the map holds is a candidate,
+    reduced with the map by the rule of `versions`. Rows are tested in batches of up to the map's
+    budget, since Arrow builds the set of the map's keys once per batch."""
+
+    def __init__(self, task: MapTask, dirty: pa.Table | None) -> None:
+        self.low, self.budget = task.low, task.budget_bytes
+        self.dirty = dirty
+        self.won = np.zeros(max(task.high - task.low, 0), bool)
+        self.keys: pa.Array | None = None
+        self.pending: list[pa.Table] = []
+        self.pending_bytes = 0
+        self.candidates: list[pa.Table] = []
+
+    def add(self, rows: pa.Table) -> None:
+        self.pending.append(rows)
+        self.pending_bytes += rows.nbytes
+        if self.pending_bytes >= self.budget:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        rows = pa.concat_tables(self.pending)
+        self.pending, self.pending_bytes = [], 0
+        if self.dirty is None:
+            mapped = np.zeros(rows.num_rows, bool)
+        else:
+            if self.keys is None:
+                self.keys = self.dirty.column("key").combine_chunks()
+            mapped = bool_mask(pc.is_in(rows.column("key"), value_set=self.keys))
+        self.won[rows.column("offset").to_numpy()[~mapped] - self.low] = True
+        if mapped.any():
+            self.candidates.append(rows_where(rows, mapped))
+
+    def winners(self) -> OffsetSet:
+        """Every winner of the range: the clean rows the map lacks, and the winners of the map's
+        keys among the map and the candidates."""
+        self.flush()
+        parts = ([self.dirty] if self.dirty is not None else []) + self.candidates
+        if parts:
+            final = latest_per_key(pa.concat_tables(parts)) if self.candidates else parts[0]
+            self.won[final.column("offset").to_numpy() - self.low] = True
+        return OffsetSet.from_bits(self.won, self.low)
 
 
 def bucket_winners(
     spec: StoreSpec, config: TopicConfig, task: MapTask, fetched: FetchedFiles | None = None
 ) -> MapResult:
     """One pass-1 task: the winners of `task`'s bucket of keys over its partition's range
-    (`fetched`: small files it fetches are kept there for pass 2 in the same task)."""
-    store = spec.open()
-    prefix = partition_prefix(task.topic, task.partition)
+    (`fetched`: small files it fetches are kept there for pass 2 in the same task). The dirty
+    section's rows go into the map; the cleaned section's are then tested against it."""
+    rows = _BucketRows(spec.open(), config, task, fetched)
     offset_map = _Map(task.budget_bytes)
     malformed = 0
-    total = sum(f.record_count for f in task.files) + sum(s.rows for s in task.spills)
-    read = 0
+    total, read = rows.dirty_records, 0
     try:
-        for rows, covered, bad in _bucket_rows(store, prefix, config, task, fetched):
-            offset_map.add(rows)
+        for dirty, covered, bad in rows.dirty():
+            offset_map.add(dirty)
             malformed += bad
             read += covered
             projected = math.ceil(offset_map.bytes * total / max(read, 1))
             if projected > task.budget_bytes:  # new keys keep coming at this rate: the map will not fit
                 return MapResult(task.partition, task.bucket, needed_bytes=projected)
+        offset_map.reduce()
+        if offset_map.bytes > task.budget_bytes:
+            return MapResult(task.partition, task.bucket, needed_bytes=offset_map.bytes)
+        probe = _CleanProbe(task, offset_map.reduced)
+        for clean, bad in rows.clean():
+            probe.add(clean)
+            malformed += bad
     except (CorruptSegment, StorageError) as exc:  # the partition fails; the others go on
         return MapResult(task.partition, task.bucket, error=str(exc))
-    offset_map.reduce()
-    if offset_map.bytes > task.budget_bytes:
-        return MapResult(task.partition, task.bucket, needed_bytes=offset_map.bytes)
-    offsets = np.zeros(0, np.int64) if offset_map.reduced is None else offset_map.reduced.column("offset").to_numpy()
-    winners = OffsetSet.of(offsets, task.low, task.high)  # a bitmap: any order
+    winners = probe.winners()
     return MapResult(task.partition, task.bucket, winners, malformed=malformed, map_bytes=offset_map.bytes)
 
 
@@ -310,17 +396,29 @@ def _too_small(budget: MapBudget, topic: str, partition: int, buckets: int) -> s
 def map_task(topic: str, plan: PartitionPlan, budget: MapBudget) -> MapTask:
     """The task of a partition whose map fits one bucket: every file of its range."""
     files = tuple(f for g in plan.groups for f in g.files)
-    return MapTask(topic, plan.partition, plan.log_start_offset, *_range(plan), files, 0, 1, budget.bytes)
+    low, high = _range(plan)
+    return MapTask(topic, plan.partition, plan.log_start_offset, low, high, plan.clean_end, files, 0, 1, budget.bytes)
 
 
 def planned_buckets(plans: Sequence[PartitionPlan], budget: MapBudget, parallelism: int) -> dict[int, int]:
-    """Each partition's key buckets: as many as its map needs at the planned entry size, or more,
-    up to the share of `parallelism` the partition would leave idle, for large partitions."""
+    """Each partition's key buckets: as many as the map of its dirty section needs at the planned
+    entry size, or more, up to the share of `parallelism` the partition would leave idle, for
+    large dirty sections; a partition split into buckets gets at least `bucketed`'s."""
     spread = max(1, math.ceil(parallelism / max(len(plans), 1)))
-    return {
-        p.partition: max(budget.buckets(p.record_count), min(spread, p.record_count // MIN_PARALLEL_BUCKET_RECORDS))
+    planned = {
+        p.partition: max(
+            budget.buckets(p.dirty_record_count), min(spread, p.dirty_record_count // MIN_PARALLEL_BUCKET_RECORDS)
+        )
         for p in plans
     }
+    return {p.partition: bucketed(p, budget, planned[p.partition]) for p in plans}
+
+
+def bucketed(plan: PartitionPlan, budget: MapBudget, buckets: int) -> int:
+    """The buckets of a partition whose map wants `buckets`: one task streams the cleaned section
+    past a map that fits; in key buckets, each bucket holds its share of every row spilled, the
+    cleaned section's too, so there are enough buckets for all of them to fit."""
+    return 1 if buckets == 1 else max(buckets, budget.buckets(plan.record_count))
 
 
 def scatter_tasks(
@@ -394,7 +492,18 @@ def _scatter_and_map(
     """One round of pass 1 in key buckets; returns the partitions to run again, with their buckets."""
     spills, malformed = _scatter(spark, spec, topic, config, scatters, result)
     tasks = [
-        MapTask(topic, p, plans[p].log_start_offset, *_range(plans[p]), (), b, n, budget.bytes, spills.get((p, b), ()))
+        MapTask(
+            topic,
+            p,
+            plans[p].log_start_offset,
+            *_range(plans[p]),
+            plans[p].clean_end,
+            (),
+            b,
+            n,
+            budget.bytes,
+            spills.get((p, b), ()),
+        )
         for p, n in buckets.items()
         if p not in result.errors
         for b in range(n)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from lakecleaner.engine.requests import CompactionRequest
 from lakecleaner.errors import ConcurrentModification
 from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
+from lakecleaner.policy.cleanable import first_dirty_offset
 
 
 class StalePlan(ConcurrentModification):
@@ -101,6 +102,22 @@ class PartitionPlan:
     @property
     def size_bytes(self) -> int:
         return sum(g.size_bytes for g in self.groups)
+
+    @property
+    def clean_end(self) -> int:
+        """Where the plan's share of the cleaned section ends: the last input segment boundary at
+        or below the first dirty offset (`cleanable.first_dirty_offset`: the cleaner checkpoint, or
+        the log start when there is none or it is out of bounds). Below it the log holds each key
+        at most once: every record there was written or kept by a run whose quality gate found
+        the keys of its cleaned range unique, and later runs only remove records from it."""
+        first_dirty, _ = first_dirty_offset(self.manifest)
+        ends = [s.next_offset for s in self.input_segments if s.next_offset <= first_dirty]
+        return max(ends, default=self.log_start_offset)
+
+    @property
+    def dirty_record_count(self) -> int:
+        """Records of the input segments at or after `clean_end`: the dirty section pass 1 maps."""
+        return sum(s.record_count for s in self.input_segments if s.base_offset >= self.clean_end)
 
 
 def group_segments(segments: Sequence[Segment], max_bytes: int) -> list[tuple[Segment, ...]]:

@@ -36,7 +36,14 @@ from lakecleaner.config import (
 )
 from lakecleaner.engine.commit import InputsChanged, apply_compaction
 from lakecleaner.engine.gate_rows import GateGroup, GateTask
-from lakecleaner.engine.offset_map import MapBudget, build_offset_map, map_task, more_buckets, planned_buckets
+from lakecleaner.engine.offset_map import (
+    MapBudget,
+    bucketed,
+    build_offset_map,
+    map_task,
+    more_buckets,
+    planned_buckets,
+)
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import Group, PartitionPlan, StalePlan, plan_partition
 from lakecleaner.engine.quality import UncleanableSegment, run_gate
@@ -281,7 +288,8 @@ class _Run:
                 if found.error is not None:
                     self.finish(found.partition, UNCLEANABLE, found.error)
                 elif found.needed_bytes:
-                    again[found.partition] = more_buckets(1, found.needed_bytes, self.options.budget)
+                    wanted = more_buckets(1, found.needed_bytes, self.options.budget)
+                    again[found.partition] = bucketed(self.active[found.partition].plan, self.options.budget, wanted)
                 else:
                     self._mapped(self.active[found.partition], 1, found.malformed, found.map_bytes)
                     results[found.partition].extend(outcome.groups)
