@@ -236,7 +236,8 @@ class _BucketRows:
                 batches = [reader.get_batch(i) for i in range(spill.first, spill.first + spill.count)]
             rows = pa.Table.from_batches(batches, reader.schema)
             clean = rows.column("offset").to_numpy() < self.task.clean_end
-            self.held.append(rows_where(rows, clean))
+            if clean.any():
+                self.held.append(rows_where(rows, clean))
             yield rows_where(rows, ~clean), spill.rows, 0
         for file in self.task.files:
             if file.base_offset >= self.task.clean_end:
@@ -280,6 +281,8 @@ class _CleanProbe:
         self.candidates: list[pa.Table] = []
 
     def add(self, rows: pa.Table) -> None:
+        if rows.num_rows == 0:  # no clean row: the set of the map's keys is never built
+            return
         self.pending.append(rows)
         self.pending_bytes += rows.nbytes
         if self.pending_bytes >= self.budget:
