@@ -134,7 +134,8 @@ def test_a_cleaner_checkpoint_over_uncleaned_records_fails_the_gate_not_the_log(
     failed = report.partition(0)
     assert failed.status == FAILED_QUALITY
     assert failed.quality is not None
-    assert RULE["unique_key"] in {f.rule for f in failed.quality.failures}
+    assert {RULE["unique_key"], RULE["clean_keys_once"]} <= {f.rule for f in failed.quality.failures}
+    assert "lakecleaner repair --force" in failed.message
     assert rows(topic, 0) == before and log.manifest().version == version
     assert unreferenced_files(lake, topic, 0) == []
     assert report.partition(1).status == COMMITTED

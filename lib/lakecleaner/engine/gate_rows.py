@@ -19,7 +19,10 @@ per violation, (partition, offset, check):
 - per offset the group must hold that the output lacks: `winner_kept`;
 - per group, at its base offset: `entry_matches` (the staged file holds as many records as its
   manifest entry will say), `unchanged` and `horizon_as_expected` (the digests);
-- per record whose key an earlier output record of the partition holds: `unique_key`.
+- per record whose key an earlier output record of the partition holds: `unique_key`, and
+  `clean_keys_once` too when both lie in the cleaned section below `GateTask.clean_end` (which
+  pass 1 trusted to hold each key once: the cleaner checkpoint was moved over records never
+  cleaned).
 
 A partition whose output holds more keys than one offset map (log.cleaner.dedupe.buffer.size)
 is checked by a task per key bucket, as pass 1 is: each checks every record and group rule on a
@@ -151,6 +154,7 @@ class GateTask:
     partition: int
     prefix: str
     groups: tuple[GateGroup, ...]
+    clean_end: int
     bucket: int = 0
     buckets: int = 1
 
@@ -236,10 +240,10 @@ def _group_violations(table: pa.Table, group: GateGroup) -> Violations:
 
 
 def _repeated_keys(
-    keys: list[pa.ChunkedArray], offsets: list[NDArray[np.int64]], hashes: list[NDArray[np.uint64]]
+    keys: list[pa.ChunkedArray], offsets: list[NDArray[np.int64]], hashes: list[NDArray[np.uint64]], clean_end: int
 ) -> Violations:
-    """The records whose key an earlier record holds (null keys are `has_key`'s); `hashes` are
-    the keys' `key_hash`es, taken once per group by the task."""
+    """The records whose key an earlier record holds (null keys are `has_key`'s), and those of
+    them below `clean_end`; `hashes` are the keys' `key_hash`es, taken once per group by the task."""
     every = pa.chunked_array([c for k in keys for c in k.chunks], pa.binary())
     at = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
     hashed = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
@@ -250,7 +254,8 @@ def _repeated_keys(
     if _all_different(hashed):  # different hashes are different keys: nothing to compare
         return []
     order, repeated = key_order(every, hashed, [at])
-    return [("unique_key", at[order[1:][repeated]])]
+    later = at[order[1:][repeated]]
+    return [("unique_key", later), ("clean_keys_once", later[later < clean_end])]
 
 
 def _all_different(hashes: NDArray[np.uint64]) -> bool:
@@ -308,5 +313,5 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome
             hashes.append(hashed)
     except (CorruptSegment, StorageError) as exc:  # the partition fails the gate; the others go on
         return GateOutcome(task.partition, VIOLATION_SCHEMA.empty_table(), str(exc))
-    found += _repeated_keys(keys, offsets, hashes)
+    found += _repeated_keys(keys, offsets, hashes, task.clean_end)
     return GateOutcome(task.partition, _violation_rows(task.partition, [(c, at) for c, at in found if at.size]))

@@ -60,6 +60,11 @@ class GateCheck:
 
 CHECKS = (
     GateCheck("unique_key", "keys are unique in the cleaned range"),
+    GateCheck(
+        "clean_keys_once",
+        "the cleaned section below the cleaner checkpoint holds each key once (if not, the checkpoint was "
+        "moved over records never cleaned: `lakecleaner repair --force` rebuilds the manifest without it)",
+    ),
     GateCheck("has_key", "every output record has a key"),
     GateCheck(
         "is_winner",

@@ -446,7 +446,10 @@ class _Run:
             groups.append(GateGroup(g.base_offset, g.next_offset, files, reused, g.tombstone_count, r.expected))
         prefix = partition_prefix(self.topic.name, state.plan.partition)
         buckets = self.options.budget.buckets(state.report.stats.records_written)
-        return [GateTask(state.plan.partition, prefix, tuple(groups), b, buckets) for b in range(buckets)]
+        return [
+            GateTask(state.plan.partition, prefix, tuple(groups), state.plan.clean_end, b, buckets)
+            for b in range(buckets)
+        ]
 
     def staged_files(self, states: list[_Partition]) -> dict[int, dict[str, ObjectInfo | None] | StorageError]:
         """Each file the run wrote for `states`, as the store has it now (None: missing), by
