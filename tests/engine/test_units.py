@@ -15,6 +15,7 @@ from lakecleaner.config import TopicConfig
 from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected, GateRules
 from lakecleaner.engine.keys import in_sorted, key_buckets, key_hash, key_order
+from lakecleaner.engine.offset_map import MapBudget, planned_buckets
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import StalePlan, group_segments, plan_partition
 from lakecleaner.engine.recopy import RowCounts, clean_rows
@@ -82,6 +83,28 @@ def test_plan_rejects_a_first_uncleanable_offset_that_is_no_longer_a_boundary() 
         plan_partition(m, CompactionRequest("t", 0, 0, 20, 5), 100)
     plan = plan_partition(manifest(seg(0, 10), seg(10, 20), start=12), CompactionRequest("t", 0, 0, 20, 5), 100)
     assert [s.base_offset for s in plan.input_segments] == [10]
+
+
+def test_pass_1_maps_the_dirty_section_and_streams_the_cleaned_one_past_it() -> None:
+    """The cleaned section ends at the last input boundary at or below the checkpoint; buckets are
+    planned from the dirty section's records, except that a large partition is split over idle
+    cores, and then into enough buckets for all of its rows."""
+    million = 1_000_000
+    segments = [
+        Segment(f"s{b}", b, b + million, record_count=million, size_bytes=10) for b in (0, million, 2 * million)
+    ]
+    segments.append(Segment("new", 3 * million, 3 * million + 10_000, record_count=10_000, size_bytes=10, sealed=True))
+    request = CompactionRequest("t", 0, 0, 3 * million + 10_000, 5)
+    budget = MapBudget(buffer_bytes=million, load_factor=1.0)  # 25,000 records a map
+    mostly_clean = plan_partition(manifest(*segments, checkpoint=3 * million), request, 100)
+    assert (mostly_clean.clean_end, mostly_clean.dirty_record_count) == (3 * million, 10_000)
+    assert planned_buckets([mostly_clean], budget, parallelism=1) == {0: 1}
+    assert planned_buckets([mostly_clean], budget, parallelism=2) == {0: budget.buckets(3 * million + 10_000)}
+    inside = plan_partition(manifest(*segments, checkpoint=2 * million + 5), request, 100)
+    assert (inside.clean_end, inside.dirty_record_count) == (2 * million, million + 10_000)
+    uncleaned = plan_partition(manifest(*segments), request, 100)
+    assert (uncleaned.clean_end, uncleaned.dirty_record_count) == (0, 3 * million + 10_000)
+    assert planned_buckets([uncleaned], budget, parallelism=1) == {0: budget.buckets(3 * million + 10_000)}
 
 
 header_lists = st.lists(

@@ -406,11 +406,12 @@ def map_task(topic: str, plan: PartitionPlan, budget: MapBudget) -> MapTask:
 def planned_buckets(plans: Sequence[PartitionPlan], budget: MapBudget, parallelism: int) -> dict[int, int]:
     """Each partition's key buckets: as many as the map of its dirty section needs at the planned
     entry size, or more, up to the share of `parallelism` the partition would leave idle, for
-    large dirty sections; a partition split into buckets gets at least `bucketed`'s."""
+    large partitions (in buckets, pass 2 runs a task per group rather than one for the
+    partition); a partition split into buckets gets at least `bucketed`'s."""
     spread = max(1, math.ceil(parallelism / max(len(plans), 1)))
     planned = {
         p.partition: max(
-            budget.buckets(p.dirty_record_count), min(spread, p.dirty_record_count // MIN_PARALLEL_BUCKET_RECORDS)
+            budget.buckets(p.dirty_record_count), min(spread, p.record_count // MIN_PARALLEL_BUCKET_RECORDS)
         )
         for p in plans
     }
