@@ -28,17 +28,23 @@ def _topic(root: Path, spec: WorkloadSpec) -> Topic:
     return topic
 
 
-def _compact_both(spark: SparkSession, tmp_path: Path, spec: WorkloadSpec) -> tuple[Lake, Lake, RunReport]:
-    """The topic compacted twice, with Kafka's default buffer and with a tiny one; the same
-    counters, every bucket's map within the tiny buffer."""
-    _topic(tmp_path / "whole", spec)
+def _both_ways(spark: SparkSession, tmp_path: Path, now: int) -> tuple[Lake, Lake, RunReport, RunReport]:
+    """The lake in tmp_path/whole copied to tmp_path/tiny, then each compacted at `now`: with
+    Kafka's default buffer and with a tiny one. Both commit every partition."""
     shutil.copytree(tmp_path / "whole", tmp_path / "tiny")
     whole, tiny = Lake.open(f"file://{tmp_path / 'whole'}"), Lake.open(f"file://{tmp_path / 'tiny'}")
-    now = spec.start_ms + spec.timestamp_spread_ms + 1
     one = compact(spark, whole, whole.topic("changes"), now)
     bounded = compact(spark, tiny, tiny.topic("changes"), now, options=EngineOptions(dedupe_buffer_size=TINY))
     for report in (one, bounded):
         assert {p.status for p in report.partitions} == {COMMITTED}, [p.message for p in report.partitions]
+    return whole, tiny, one, bounded
+
+
+def _compact_both(spark: SparkSession, tmp_path: Path, spec: WorkloadSpec) -> tuple[Lake, Lake, RunReport]:
+    """The topic compacted twice, with Kafka's default buffer and with a tiny one; the same
+    counters, every bucket's map within the tiny buffer."""
+    _topic(tmp_path / "whole", spec)
+    whole, tiny, one, bounded = _both_ways(spark, tmp_path, spec.start_ms + spec.timestamp_spread_ms + 1)
     for p in one.partitions:
         assert p.key_buckets == 1
     budget = int(TINY * EngineOptions().io_buffer_load_factor)
@@ -87,13 +93,7 @@ def test_a_mostly_cleaned_partition_is_mapped_by_one_task_holding_its_dirty_keys
     for _, batch in generate(more, 1_000):
         topic.partition(0).append(batch, now_ms=now + 2)
     topic.partition(0).roll(now_ms=now + 2)
-    shutil.copytree(tmp_path / "whole", tmp_path / "tiny")
-    whole, tiny = Lake.open(f"file://{tmp_path / 'whole'}"), Lake.open(f"file://{tmp_path / 'tiny'}")
-    later = more.start_ms + more.timestamp_spread_ms + 1
-    one = compact(spark, whole, whole.topic("changes"), later)
-    bounded = compact(spark, tiny, tiny.topic("changes"), later, options=EngineOptions(dedupe_buffer_size=TINY))
-    for report in (one, bounded):
-        assert report.partition(0).status == COMMITTED, report.partition(0).message
+    whole, tiny, one, bounded = _both_ways(spark, tmp_path, more.start_ms + more.timestamp_spread_ms + 1)
     part = bounded.partition(0)
     assert part.key_buckets == 1
     assert 0 < part.max_map_bytes <= int(TINY * EngineOptions().io_buffer_load_factor)
