@@ -115,13 +115,14 @@ def test_a_staged_file_that_cannot_be_read_back_fails_its_partition(spark: Spark
     assert rows(topic, 0) == before
 
 
-def test_a_cleaner_checkpoint_over_uncleaned_records_fails_the_gate_not_the_log(
+def test_a_cleaner_checkpoint_over_uncleaned_records_fails_the_gate_and_is_reset(
     spark: SparkSession, lake: Lake
 ) -> None:
     """Pass 1 trusts the cleaned section below the cleaner checkpoint to hold each key once, as
     Kafka's cleaner does. A checkpoint moved over records never cleaned (here by hand) breaks that
     trust: the duplicated key reaches the staged output, and the gate, which checks the keys of
-    the whole cleaned range, stops the commit. The other partition commits."""
+    the whole cleaned range, stops the commit. The run resets the checkpoint and nothing else, the
+    other partition commits, and the next run cleans the partition from its log start."""
     topic = sealed_two_partitions(lake, {"a": "1", "b": "1"}, {"a": "2"})
     for p in range(2):
         topic.partition(p).append(keyed(dict.fromkeys("cdef", "3")), now_ms=100)  # dirty enough to clean
@@ -129,14 +130,22 @@ def test_a_cleaner_checkpoint_over_uncleaned_records_fails_the_gate_not_the_log(
     log = topic.partition(0)
     uncleaned = log.manifest().segments[0].next_offset  # past both records of "a"
     log.commit(lambda m: m.next_version(100, cleaner_checkpoint=uncleaned))
-    before, version = rows(topic, 0), log.manifest().version
+    before, before_manifest = rows(topic, 0), log.manifest()
+    version = before_manifest.version
     report = compact(spark, lake, topic, 500)
     failed = report.partition(0)
     assert failed.status == FAILED_QUALITY
     assert failed.quality is not None
     assert {RULE["unique_key"], RULE["clean_keys_once"]} <= {f.rule for f in failed.quality.failures}
-    assert "lakecleaner repair --force" in failed.message
-    assert rows(topic, 0) == before and log.manifest().version == version
+    assert f"the cleaner checkpoint {uncleaned} was reset" in failed.message
+    after = log.manifest()  # the run reset the checkpoint, and changed nothing else
+    assert after.cleaner_checkpoint is None and after.version == version + 1
+    assert after.segments == before_manifest.segments and rows(topic, 0) == before
     assert unreferenced_files(lake, topic, 0) == []
     assert report.partition(1).status == COMMITTED
     assert [r["value"] for r in rows(topic, 1)] == [b"1", b"2", b"3", b"3", b"3", b"3"]
+    state = lake.cleaner_state.read(topic.name)
+    assert 0 not in state.uncleanable  # not skipped: the next run cleans it from the log start
+    again = compact(spark, lake, topic, 600)
+    assert again.partition(0).status == COMMITTED, again.partition(0).message
+    assert [r["value"] for r in rows(topic, 0)] == [b"1", b"2", b"3", b"3", b"3", b"3"]

@@ -58,13 +58,16 @@ class GateCheck:
     rule: str
 
 
+#: Pass 1 trusts the cleaned section below the cleaner checkpoint to hold each key once; when it
+#: does not, the run resets the checkpoint (`engine.run`).
+CLEAN_KEYS_ONCE = GateCheck(
+    "clean_keys_once",
+    "the cleaned section below the cleaner checkpoint holds each key once (if not, the checkpoint was moved "
+    "over records never cleaned: the run resets it, and the next run maps the partition from its log start)",
+)
 CHECKS = (
     GateCheck("unique_key", "keys are unique in the cleaned range"),
-    GateCheck(
-        "clean_keys_once",
-        "the cleaned section below the cleaner checkpoint holds each key once (if not, the checkpoint was "
-        "moved over records never cleaned: `lakecleaner repair --force` rebuilds the manifest without it)",
-    ),
+    CLEAN_KEYS_ONCE,
     GateCheck("has_key", "every output record has a key"),
     GateCheck(
         "is_winner",

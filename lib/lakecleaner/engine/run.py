@@ -46,7 +46,7 @@ from lakecleaner.engine.offset_map import (
 )
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.plan import Group, PartitionPlan, StalePlan, plan_partition
-from lakecleaner.engine.quality import UncleanableSegment, run_gate
+from lakecleaner.engine.quality import CLEAN_KEYS_ONCE, UncleanableSegment, run_gate
 from lakecleaner.engine.recopy import (
     CORRUPT,
     UNCHANGED,
@@ -137,6 +137,8 @@ class _Run:
         self.started = time.monotonic()
         self.report = RunReport(run_id, topic.name, now_ms, wall_clock_ms(), spark=session_kind(spark))
         self.active: dict[int, _Partition] = {}
+        #: Partitions whose cleaner checkpoint the gate proved wrong and the run reset.
+        self.checkpoints_reset: set[int] = set()
         #: The manifest each requested partition was planned on (for the cleaner state).
         self.planned: dict[int, Manifest] = {}
 
@@ -424,7 +426,35 @@ class _Run:
         for partition, verdict in verdicts.items():
             self.active[partition].report.quality = verdict
             if not verdict.success:
-                self.finish(partition, FAILED_QUALITY, verdict.summary())
+                message = verdict.summary()
+                if CLEAN_KEYS_ONCE.rule in {f.rule for f in verdict.failures}:
+                    message += "\n" + self._reset_checkpoint(self.active[partition])
+                self.finish(partition, FAILED_QUALITY, message)
+
+    def _reset_checkpoint(self, state: _Partition) -> str:
+        """Reset the cleaner checkpoint of a partition whose cleaned section holds a key twice (the
+        gate's `clean_keys_once`): it claims records were cleaned that were not, so the next run
+        must map the partition from its log start. Kafka likewise resets a checkpoint it cannot
+        use to the log start (`cleanableOffsets`). Only the checkpoint changes, and only if no
+        other writer moved it meanwhile; the partition is then not marked uncleanable, so the next
+        scheduled run cleans it. Returns what was done, for the partition's message."""
+        partition = state.plan.partition
+        checkpoint = state.plan.manifest.cleaner_checkpoint
+
+        def change(current: Manifest) -> Manifest | None:
+            if current.cleaner_checkpoint != checkpoint:
+                return None
+            return current.next_version(self.now_ms, cleaner_checkpoint=None)
+
+        try:
+            self.topic.partition(partition).commit(change)
+        except LakeCleanerError as exc:
+            return (
+                f"the cleaner checkpoint {checkpoint} could not be reset ({exc}): run `lakecleaner repair "
+                f"--topic {self.topic.name} --partition {partition} --force`"
+            )
+        self.checkpoints_reset.add(partition)
+        return f"the cleaner checkpoint {checkpoint} was reset: the next run maps the partition from its log start"
 
     def _uncleanable_segments(self, state: _Partition, current: Manifest) -> list[UncleanableSegment]:
         after = self.candidate(state, current)
@@ -515,11 +545,14 @@ class _Run:
 
     def record_cleaner_state(self) -> None:
         """Mark the partitions that failed uncleanable (Kafka's `markPartitionUncleanable`, kept
-        between runs), clear the mark of those that were cleaned or had nothing to do, and keep
-        this run as the topic's last. A lost race (aborted) changes no mark. A storage error here
-        is logged, not raised: the run's outcome stands, and a lost mark only means a retry."""
+        between runs) but those whose cleaner checkpoint was reset, clear the mark of those that
+        were cleaned or had nothing to do, and keep this run as the topic's last. A lost race
+        (aborted) changes no mark. A storage error here is logged, not raised: the run's outcome
+        stands, and a lost mark only means a retry."""
         failures = [
-            Failure(p.partition, p.message, self.planned.get(p.partition)) for p in self.report.partitions if p.failed
+            Failure(p.partition, p.message, self.planned.get(p.partition))
+            for p in self.report.partitions
+            if p.failed and p.partition not in self.checkpoints_reset
         ]
         cleaned = {p.partition for p in self.report.partitions if p.status in (COMMITTED, NOTHING_TO_DO)}
         map_bytes = max((p.max_map_bytes for p in self.report.partitions), default=0)
