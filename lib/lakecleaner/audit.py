@@ -30,7 +30,7 @@ from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.manifest import Manifest, Segment
-from lakecleaner.log.partition import by_partition, partition_prefix, topic_prefix
+from lakecleaner.log.partition import by_partition, partition_prefix, topic_prefix, unfinished_by_partition
 from lakecleaner.offsets import OFFSETS_PREFIX
 from lakecleaner.policy.cleanable import first_dirty_offset
 from lakecleaner.policy.erasure import (
@@ -146,10 +146,8 @@ def unfinished_writes(lake: Lake, topic: str) -> tuple[dict[int, list[Unfinished
     """The unfinished writes under each partition of the topic, from one listing; or none and why
     they could not be listed (a store without ListMultipartUploads): then nothing proves they
     are gone, and the audits say so."""
-    try:
-        return by_partition(topic, lake.store.list_unfinished(topic_prefix(topic))), None
-    except StorageError as exc:
-        return {}, f"the unfinished writes could not be listed: {exc}"
+    unfinished, unlisted = unfinished_by_partition(lake.store, topic)
+    return unfinished, None if unlisted is None else f"the unfinished writes could not be listed: {unlisted}"
 
 
 def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:

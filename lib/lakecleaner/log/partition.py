@@ -34,7 +34,7 @@ from lakecleaner.errors import (
     TopicNotFound,
 )
 from lakecleaner.faults import crash_point
-from lakecleaner.io import ObjectStore, RetryPolicy
+from lakecleaner.io import ObjectStore, RetryPolicy, UnfinishedWrite
 from lakecleaner.log.manifest import Manifest, Segment, SegmentFile, new_commit_id
 from lakecleaner.log.records import BATCH_SCHEMA, SEGMENT_SCHEMA, Record, conform_batch, records_to_batch
 from lakecleaner.log.segment_files import (
@@ -88,6 +88,18 @@ def by_partition(topic: str, listed: Iterable[K]) -> dict[int, list[K]]:
         if m:
             found.setdefault(int(m.group(1)), []).append(item)
     return found
+
+
+def unfinished_by_partition(
+    store: ObjectStore, topic: str
+) -> tuple[dict[int, list[UnfinishedWrite]], StorageError | None]:
+    """The topic's unfinished writes by partition, from one listing (`by_partition`); or none, and
+    the error, from a store that cannot list them (an S3-compatible one without
+    ListMultipartUploads): nothing then proves them gone, and each caller says so."""
+    try:
+        return by_partition(topic, store.list_unfinished(topic_prefix(topic))), None
+    except StorageError as exc:
+        return {}, exc
 
 
 @dataclass(frozen=True)

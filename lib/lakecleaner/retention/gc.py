@@ -35,14 +35,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.errors import LakeCleanerError, StorageError
+from lakecleaner.errors import LakeCleanerError
 from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import LEASE_SUFFIX, live_leases
 from lakecleaner.log.manifest import Manifest
-from lakecleaner.log.partition import PartitionLog, by_partition, topic_prefix
+from lakecleaner.log.partition import PartitionLog, by_partition, topic_prefix, unfinished_by_partition
 from lakecleaner.reports import new_run_id, prune_runs, store_report
 
 ORPHAN_MIN_AGE_MS = 3_600_000
@@ -160,12 +160,10 @@ def list_partitions(lake: Lake, topic: str, warnings: list[str]) -> dict[int, Pa
     objects, however many partitions hold them). A store that cannot list unfinished uploads
     (an S3-compatible one without ListMultipartUploads) adds to `warnings` and lists none."""
     objects = by_partition(topic, lake.store.list(topic_prefix(topic)))
-    try:
-        unfinished = by_partition(topic, lake.store.list_unfinished(topic_prefix(topic)))
-    except StorageError as exc:
-        warnings.append(f"unfinished writes were not listed, so none was discarded: {exc}")
+    unfinished, unlisted = unfinished_by_partition(lake.store, topic)
+    if unlisted is not None:
+        warnings.append(f"unfinished writes were not listed, so none was discarded: {unlisted}")
         logger.warning("gc of %s: %s", topic, warnings[-1])
-        unfinished = {}
     return {p: PartitionListing(objects.get(p, ()), unfinished.get(p, ())) for p in objects.keys() | unfinished.keys()}
 
 
