@@ -210,7 +210,7 @@ def _file_rows(
     if file.base_offset < log_start:
         table = rows_where(table, table.column("offset").to_numpy() >= log_start)
     ordered, malformed = order_table(table, config)
-    return rows_where(ordered, pc.is_valid(ordered.column("key")).to_numpy(zero_copy_only=False)), malformed
+    return rows_where(ordered, bool_mask(pc.is_valid(ordered.column("key")))), malformed
 
 
 def _hashed(rows: pa.Table) -> pa.Table:

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from lakecleaner.config import TopicConfig
-from lakecleaner.engine.keys import key_hash, key_order
+from lakecleaner.engine.keys import bool_mask, key_hash, key_order
 
 VERSION_BYTES = 8
 #: The column of `keys.key_hash` values pass 1 keeps beside the keys.
@@ -65,9 +65,9 @@ def header_versions(headers: pa.Array | pa.ChunkedArray, name: str) -> HeaderVer
     if len(flat) == 0:
         return HeaderVersions(has_version, version, 0)
     parents = pc.list_parent_indices(array).to_numpy()
-    named = pc.fill_null(pc.equal(flat.field("key"), name), False).to_numpy(zero_copy_only=False)
+    named = bool_mask(pc.fill_null(pc.equal(flat.field("key"), name), False))
     values = flat.field("value")
-    eight = pc.fill_null(pc.equal(pc.binary_length(values), VERSION_BYTES), False).to_numpy(zero_copy_only=False)
+    eight = bool_mask(pc.fill_null(pc.equal(pc.binary_length(values), VERSION_BYTES), False))
     valid = np.flatnonzero(named & eight)
     malformed = int(np.unique(parents[named & ~eight]).size)
     if valid.size:
