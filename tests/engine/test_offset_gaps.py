@@ -53,3 +53,29 @@ def test_a_log_with_offset_gaps_compacts_reads_and_retains_by_its_own_offsets(sp
     log.append([mirrored("f", "1", T0 + 300 * HOUR)], now_ms=T0 + 300 * HOUR)
     retain_topic(lake, topic.name, T0 + 200 * HOUR)  # retention.ms: the segment [42, 91) is 199 h old
     assert log.read().column("offset").to_pylist() == [91]
+
+
+def test_a_log_spread_over_a_trillion_offsets_compacts_in_memory_per_record(spark: SparkSession, lake: Lake) -> None:
+    """A compacted topic keeps its keys' latest records spread over every offset it ever had (a
+    mirror of a topic cleaned for years: a few keys over a trillion offsets). Pass 1's winners,
+    pass 2's shares of them and the gate's expected offsets hold memory per record, never per
+    offset of the range (a byte per offset would be a terabyte here), on the first run and on the
+    next, which streams the cleaned section past the new records' map."""
+    topic = new_topic(lake)
+    log = topic.partition(0)
+    gap = 10**11
+    log.append([mirrored(k, f"{k}1") for k in "abcab"], offsets=[i * gap for i in range(5)], now_ms=T0)
+    log.roll(now_ms=T0)
+    assert compact(spark, lake, topic, T0 + HOUR).partition(0).status == COMMITTED
+    assert log.read().column("offset").to_pylist() == [2 * gap, 3 * gap, 4 * gap]
+
+    log.append([mirrored("a", "a2"), mirrored("d", "d1")], offsets=[10 * gap, 10 * gap + 1], now_ms=T0 + HOUR)
+    log.roll(now_ms=T0 + HOUR)
+    assert compact(spark, lake, topic, T0 + 2 * HOUR).partition(0).status == COMMITTED
+    after = log.read()
+    assert list(zip(after.column("offset").to_pylist(), after.column("value").to_pylist(), strict=True)) == [
+        (2 * gap, b"c1"),
+        (4 * gap, b"b1"),
+        (10 * gap, b"a2"),
+        (10 * gap + 1, b"d1"),
+    ]

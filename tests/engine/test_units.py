@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import tracemalloc
 from typing import Any
 
 import numpy as np
@@ -273,16 +274,37 @@ def test_key_hash_spreads_keys_over_buckets() -> None:
     assert len(set(key_hash(keys).tolist())) == 100_000
 
 
-@given(st.sets(st.integers(0, 300)), st.integers(0, 20), st.integers(0, 20))
-def test_an_offset_set_holds_its_members(members: set[int], cut_low: int, cut_high: int) -> None:
+@given(st.sets(st.integers(0, 300)), st.integers(0, 20), st.integers(0, 20), st.sampled_from([301, 10**12]))
+def test_an_offset_set_holds_its_members(members: set[int], cut_low: int, cut_high: int, span: int) -> None:
+    """Dense or sparse (the same members over 301 offsets or over a trillion), a set holds its
+    members, cuts into its groups' shares and joins disjoint sets."""
     offsets = np.array(sorted(members), np.int64) + 1000
-    whole = OffsetSet.of(offsets, 1000, 1301)
+    whole = OffsetSet.of(offsets[::-1].copy(), 1000, 1000 + span)
     assert whole.offsets().tolist() == offsets.tolist() and len(whole) == len(members)
     low, high = 1000 + cut_low, 1301 - cut_high
-    assert whole.slice(low, high).offsets().tolist() == [o for o in offsets.tolist() if low <= o < high]
-    evens = OffsetSet.of(offsets[offsets % 2 == 0], 1000, 1301)
-    odds = OffsetSet.of(offsets[offsets % 2 == 1], 1000, 1301)
-    assert evens.union(odds).offsets().tolist() == offsets.tolist()
+    pieces = whole.split([(1000, low), (low, high), (high, 1000 + span)])
+    assert [p.offsets().tolist() for p in pieces] == [
+        [o for o in offsets.tolist() if a <= o < b] for a, b in ((1000, low), (low, high), (high, 1000 + span))
+    ]
+    evens = OffsetSet.of(offsets[offsets % 2 == 0], 1000, 1000 + span)
+    odds = OffsetSet.of(offsets[offsets % 2 == 1], 1000, 1000 + span)
+    assert OffsetSet.union([evens, odds]).offsets().tolist() == offsets.tolist()
+
+
+def test_an_offset_set_over_a_sparse_range_takes_memory_per_member_not_per_offset() -> None:
+    """A cleaned section's winners: 100k records left over 10^11 offsets. A bitmap would be 12.5 GB;
+    the set keeps the gaps, and building, reading and cutting it never allocates per offset."""
+    offsets = np.sort(np.random.default_rng(5).choice(10**11, 100_000, replace=False)).astype(np.int64)
+    tracemalloc.start()
+    try:
+        members = OffsetSet.of(offsets, 0, 10**11)
+        shares = members.split([(0, 5 * 10**10), (5 * 10**10, 10**11)])
+        assert np.array_equal(np.concatenate([s.offsets() for s in shares]), offsets)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert not members.bitmap and len(members) == 100_000
+    assert peak < 20 * 8 * offsets.size  # a few arrays of the members' 8-byte offsets
 
 
 @given(st.lists(st.sampled_from([b"a", b"b", b"", b"dd"]), max_size=30), st.booleans())

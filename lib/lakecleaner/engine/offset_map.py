@@ -46,7 +46,7 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.keys import bool_mask, key_buckets, key_hash, rows_where
-from lakecleaner.engine.offset_set import OffsetSet
+from lakecleaner.engine.offset_set import Members, OffsetSet
 from lakecleaner.engine.plan import PartitionPlan
 from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.storage import StoreSpec
@@ -272,9 +272,10 @@ class _CleanProbe:
     budget, since Arrow builds the set of the map's keys once per batch."""
 
     def __init__(self, task: MapTask, dirty: pa.Table | None) -> None:
-        self.low, self.budget = task.low, task.budget_bytes
+        self.budget = task.budget_bytes
         self.dirty = dirty
-        self.won = np.zeros(max(task.high - task.low, 0), bool)
+        records = sum(f.record_count for f in task.files) + sum(s.rows for s in task.spills)
+        self.won = Members(task.low, task.high, records)
         self.keys: pa.Array | None = None
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
@@ -299,7 +300,7 @@ class _CleanProbe:
             if self.keys is None:
                 self.keys = self.dirty.column("key").combine_chunks()
             mapped = bool_mask(pc.is_in(rows.column("key"), value_set=self.keys))
-        self.won[rows.column("offset").to_numpy()[~mapped] - self.low] = True
+        self.won.add(rows.column("offset").to_numpy()[~mapped])
         if mapped.any():
             self.candidates.append(rows_where(rows, mapped))
 
@@ -310,8 +311,8 @@ class _CleanProbe:
         parts = ([self.dirty] if self.dirty is not None else []) + self.candidates
         if parts:
             final = latest_per_key(pa.concat_tables(parts)) if self.candidates else parts[0]
-            self.won[final.column("offset").to_numpy() - self.low] = True
-        return OffsetSet.from_bits(self.won, self.low)
+            self.won.add(final.column("offset").to_numpy())
+        return self.won.result()
 
 
 def bucket_winners(
@@ -533,12 +534,7 @@ def _scatter_and_map(
         if p in result.errors or p in again:
             continue
         mine = [o for o in outcomes if o.partition == p]
-        kept = mine[0].winners
-        assert kept is not None
-        for other in mine[1:]:
-            assert other.winners is not None
-            kept = kept.union(other.winners)
-        result.kept[p] = kept
+        result.kept[p] = OffsetSet.union([o.winners for o in mine if o.winners is not None])
         result.buckets[p] = buckets[p]
         result.malformed[p] = malformed.get(p, 0)
         result.map_bytes[p] = max(o.map_bytes for o in mine)

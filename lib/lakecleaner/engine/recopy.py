@@ -221,18 +221,9 @@ def clean_partition(
     found = bucket_winners(spec, config, task.map, fetched)
     if found.winners is None:
         return PartitionOutcome(found)
-    winners = found.winners
     return PartitionOutcome(
-        found,
-        tuple(
-            _run(spec, now_ms, retention_ms, dataclasses.replace(g, kept=_group_winners(winners, g)), fetched)
-            for g in task.groups
-        ),
+        found, tuple(_run(spec, now_ms, retention_ms, g, fetched) for g in group_tasks(task.groups, found.winners))
     )
-
-
-def _group_winners(winners: OffsetSet, task: RecopyTask) -> OffsetSet:
-    return winners.slice(task.target.base_offset, task.target.next_offset)
 
 
 def _clean(
@@ -252,7 +243,8 @@ def _weight(item: RecopyTask | PartitionTask) -> int:
 
 def group_tasks(tasks: Sequence[RecopyTask], winners: OffsetSet) -> list[RecopyTask]:
     """Group tasks of one partition, each with its group's share of the partition's winners."""
-    return [dataclasses.replace(t, kept=_group_winners(winners, t)) for t in tasks]
+    shares = winners.split([(t.target.base_offset, t.target.next_offset) for t in tasks])
+    return [dataclasses.replace(t, kept=share) for t, share in zip(tasks, shares, strict=True)]
 
 
 def run_recopy(
