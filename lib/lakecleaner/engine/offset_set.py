@@ -60,33 +60,35 @@ class OffsetSet:
 
     def offsets(self) -> NDArray[np.int64]:
         """The members, ascending."""
-        data = zlib.decompress(self.packed)
         if self.bitmap:
-            bits = np.unpackbits(np.frombuffer(data, np.uint8), count=self.high - self.low)
-            return np.flatnonzero(bits).astype(np.int64) + self.low
-        return np.cumsum(np.frombuffer(data, "<i8")).astype(np.int64) + self.low
+            return np.flatnonzero(self._bits()).astype(np.int64) + self.low
+        return np.cumsum(np.frombuffer(zlib.decompress(self.packed), "<i8")).astype(np.int64) + self.low
 
     def __len__(self) -> int:
         return self.count
 
     def split(self, bounds: Sequence[tuple[int, int]]) -> list[OffsetSet]:
         """The members in each [low, high) of `bounds` (each inside this set's range), as sets of
-        those ranges."""
+        those ranges; the set is decompressed once."""
+        if self.bitmap:
+            bits = self._bits()
+            return [_from_bits(bits[low - self.low : high - self.low], low) for low, high in bounds]
         members = self.offsets()
-        return [
-            OffsetSet.of(members[np.searchsorted(members, low) : np.searchsorted(members, high)], low, high)
-            for low, high in bounds
-        ]
+        cuts = [(np.searchsorted(members, low), np.searchsorted(members, high)) for low, high in bounds]
+        return [_from_sorted(members[a:b], low, high) for (a, b), (low, high) in zip(cuts, bounds, strict=True)]
+
+    def _bits(self) -> NDArray[np.bool_]:
+        packed = np.frombuffer(zlib.decompress(self.packed), np.uint8)
+        return np.unpackbits(packed, count=self.high - self.low).view(bool)
 
 
 class Members:
-    """Offsets of [low, high), at most `expected` of them, gathered a batch at a time and held as
-    their set will keep them: a byte per offset of a dense range, else the offsets themselves."""
+    """Offsets of [low, high), at most `expected` of them, gathered a batch at a time: a byte per
+    offset of a dense range, else the offsets themselves."""
 
     def __init__(self, low: int, high: int, expected: int) -> None:
         self.low, self.high = low, max(high, low)
-        dense = self.high - low <= DENSE_SPAN * expected
-        self.bits = np.zeros(self.high - low, bool) if dense else None
+        self.bits = np.zeros(self.high - low, bool) if _dense(self.high - low, expected) else None
         self.parts: list[NDArray[np.int64]] = []
 
     def add(self, offsets: NDArray[np.int64]) -> None:
@@ -97,12 +99,31 @@ class Members:
 
     def result(self) -> OffsetSet:
         if self.bits is not None:
-            count = int(np.count_nonzero(self.bits))
-            return OffsetSet(self.low, self.high, count, _compress(np.packbits(self.bits)), True)
+            return _from_bits(self.bits, self.low)
         every = np.concatenate([np.zeros(0, np.int64), *self.parts])
-        members = every if _ascending(every) else np.unique(every)
-        gaps = np.diff(members, prepend=np.int64(self.low))
-        return OffsetSet(self.low, self.high, members.size, _compress(gaps.astype("<i8")), False)
+        return _from_sorted(every if _ascending(every) else np.unique(every), self.low, self.high)
+
+
+def _dense(span: int, members: int) -> bool:
+    return span <= DENSE_SPAN * members
+
+
+def _from_bits(bits: NDArray[np.bool_], low: int) -> OffsetSet:
+    """The set of the offsets marked in `bits` (a byte per offset from `low`), in its form."""
+    count = int(np.count_nonzero(bits))
+    if _dense(bits.size, count):
+        return OffsetSet(low, low + bits.size, count, _compress(np.packbits(bits)), True)
+    return _from_sorted(np.flatnonzero(bits).astype(np.int64) + low, low, low + bits.size)
+
+
+def _from_sorted(members: NDArray[np.int64], low: int, high: int) -> OffsetSet:
+    """The set of `members` (ascending, distinct) in its form."""
+    if _dense(high - low, members.size):
+        bits = np.zeros(high - low, bool)
+        bits[members - low] = True
+        return OffsetSet(low, high, members.size, _compress(np.packbits(bits)), True)
+    gaps = np.diff(members, prepend=np.int64(low))
+    return OffsetSet(low, high, members.size, _compress(gaps.astype("<i8")), False)
 
 
 def _compress(values: NDArray[np.generic]) -> bytes:
