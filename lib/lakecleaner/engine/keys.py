@@ -3,6 +3,8 @@ sorted set of offsets."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -124,11 +126,26 @@ def key_hash(keys: pa.Array | pa.ChunkedArray) -> NDArray[np.uint64]:
         width = int(lengths[0])
         rows = data[offsets[0] : offsets[0] + n * width].reshape(n, width)
         return _hash_rows(rows, width)
-    for width in np.unique(lengths).tolist():
-        at = np.flatnonzero(lengths == width)
-        rows = data[offsets[at][:, None] + np.arange(width)]
-        out[at] = _hash_rows(rows, width)
+    order = np.argsort(lengths.astype(np.uint16) if lengths.max() < 1 << 16 else lengths, kind="stable")
+    out[order] = _hash_sorted(array.take(pa.array(order)), lengths[order])
     return out
+
+
+def _hash_sorted(array: pa.BinaryArray, lengths: NDArray[np.int64]) -> NDArray[np.uint64]:
+    """`key_hash` of keys in ascending order of length (`lengths`): Arrow's take laid each
+    length's keys back to back, so each is a matrix hashed at once. (Gathering each length's keys
+    by a numpy index per byte took 3-5 times as long for keys of 8 to 300 bytes, and 8 bytes of
+    index per key byte.)"""
+    n = len(array)
+    offsets = np.frombuffer(array.buffers()[1], np.int32, n + 1, array.offset * 4)
+    data_buffer = array.buffers()[2]
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    cuts = [0, *(np.flatnonzero(np.diff(lengths)) + 1).tolist(), n]
+    hashes = np.empty(n, np.uint64)
+    for low, high in itertools.pairwise(cuts):
+        width = int(lengths[low])
+        hashes[low:high] = _hash_rows(data[offsets[low] : offsets[high]].reshape(high - low, width), width)
+    return hashes
 
 
 def key_buckets(hashes: NDArray[np.uint64], buckets: int) -> NDArray[np.uint64]:
