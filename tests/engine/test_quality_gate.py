@@ -5,13 +5,16 @@ keep its log as it was and lose its staged files, while the other partition comm
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
+from lakecleaner.config import LakeConfig
 from lakecleaner.engine import EngineOptions
 from lakecleaner.engine.quality import CHECKS, READABLE_RULE
 from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY
@@ -20,7 +23,9 @@ from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import encode_segment_file, read_file_meta, read_segment_file
 from lakecleaner.reports import load_report
-from tests.engine.helpers import compact, keyed, rows, sealed_two_partitions, unreferenced_files
+from tests.conftest import S3Endpoint
+from tests.engine.helpers import compact, keyed, new_topic, rows, sealed_two_partitions, unreferenced_files
+from tests.flaky_proxy import FlakyProxy
 
 
 def _change_a_value(table: pa.Table, superseded: pa.Table) -> pa.Table:
@@ -149,3 +154,36 @@ def test_a_cleaner_checkpoint_over_uncleaned_records_fails_the_gate_and_is_reset
     again = compact(spark, lake, topic, 600)
     assert again.partition(0).status == COMMITTED, again.partition(0).message
     assert [r["value"] for r in rows(topic, 0)] == [b"1", b"2", b"3", b"3", b"3", b"3"]
+
+
+def test_a_partition_checked_in_key_buckets_reads_each_output_file_back_once(
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+) -> None:
+    """A partition whose keys outgrow one offset map is checked in key buckets: one task reads back
+    each output file and spills its keys by bucket, and each bucket's task reads its keys from the
+    spills, so no output file is read once per bucket (a partition of 100M keys in 33 buckets
+    would read its keys 33 times). The spills are gone after the run."""
+    with FlakyProxy(s3_endpoint.url) as proxy:
+        lake = Lake.open(
+            LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", s3_endpoint.settings(endpoint_url=proxy.url))
+        )
+        topic = new_topic(lake, segment_bytes=4096)  # a group a segment: several output files
+        log = topic.partition(0)
+        for batch in range(4):
+            log.append(keyed({f"k{i:03d}": f"{batch}" for i in range(batch * 20, batch * 20 + 60)}), now_ms=100)
+            log.roll(now_ms=100)
+        gated: list[int] = []
+        with on_crash_point("engine.after_staging", lambda: gated.append(len(proxy.seen))):
+            report = compact(spark, lake, topic, 500, options=EngineOptions(dedupe_buffer_size=1024))
+        reads = Counter(path.split("?")[0] for method, path in proxy.seen[gated[0] :] if method == "GET")
+    partition = report.partition(0)
+    assert partition.status == COMMITTED, partition.message
+    assert partition.key_buckets > 2
+    outputs = [f.path for s in log.manifest().segments for f in s.files]
+    assert len(outputs) > 2
+    assert [n for path, n in reads.items() if path.endswith(".parquet")] == [1] * len(outputs)
+    assert sum(1 for path in reads if path.endswith(".arrow")) > 2  # each record task's spill, read by the key tasks
+    assert unreferenced_files(lake, topic) == []
+    assert {r["key"]: r["value"] for r in rows(topic)} == {
+        f"k{i:03d}".encode(): str(min(i // 20, 3)).encode() for i in range(120)
+    }

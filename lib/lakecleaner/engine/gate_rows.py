@@ -25,9 +25,13 @@ per violation, (partition, offset, check):
   cleaned).
 
 A partition whose output holds more keys than one offset map (log.cleaner.dedupe.buffer.size)
-is checked by a task per key bucket, as pass 1 is: each checks every record and group rule on a
-share of the groups, and `unique_key` on the keys of its bucket over every group (reading their
-key and offset columns), so no task holds more than its bucket of keys.
+is checked in two steps, as pass 1 maps it: a record task per share of its groups checks every
+record and group rule of its share and spills their keys, hashed once, bucket after bucket
+(`spill`); then a task per key bucket reads that bucket from every record task's spill and checks
+`unique_key` (`gate_keys`). No task holds more than its share of the records or its bucket of the
+keys, and each output record is read back and its key hashed once, however many buckets there are
+(each bucket's task once read every group's keys: a partition of 100M keys in 33 buckets read and
+hashed its keys 33 times).
 
 A group that kept its files (pass 2 found every record of them a winner, with no tombstone to
 stamp or expire) is read without values unless it holds tombstones: each of its records is
@@ -49,7 +53,9 @@ from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.keys import bool_mask, in_sorted, key_buckets, key_hash, key_order, rows_where
 from lakecleaner.engine.offset_set import OffsetSet
+from lakecleaner.engine.spill import Spill, read_spill, write_spill
 from lakecleaner.engine.storage import StoreSpec
+from lakecleaner.engine.versions import HASH
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.manifest import SegmentFile
@@ -61,7 +67,6 @@ RECORD_SCHEMA = pa.schema([SEGMENT_SCHEMA.field(name) for name in ("key", "value
 HORIZON_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("delete_horizon_ms")])
 OFFSET_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("offset")])
 _REUSED_COLUMNS = ["offset", "key"]
-KEYS_SCHEMA = pa.schema([SEGMENT_SCHEMA.field(name) for name in _REUSED_COLUMNS])
 _REUSED_TOMBSTONE_COLUMNS = ["offset", "key", "value", "delete_horizon_ms"]
 
 
@@ -149,7 +154,9 @@ class GateGroup:
 @dataclass(frozen=True)
 class GateTask:
     """The groups of one partition, checked by `buckets` tasks: this one checks the groups whose
-    index falls to `bucket`, and the uniqueness of the keys of `bucket` over every group."""
+    index falls to `bucket`; with one bucket it checks the keys' uniqueness too, with more it
+    spills its groups' keys, bucket after bucket, to `spill` (relative to the partition) for the
+    partition's `KeysTask`s."""
 
     partition: int
     prefix: str
@@ -157,6 +164,7 @@ class GateTask:
     clean_end: int
     bucket: int = 0
     buckets: int = 1
+    spill: str = ""
 
     def checks(self, index: int) -> bool:
         """Whether this task checks the group at `index` record by record."""
@@ -185,12 +193,6 @@ def _read_back(store: ObjectStore, prefix: str, group: GateGroup) -> pa.Table:
     if not tables:
         return SEGMENT_SCHEMA.empty_table()
     return pa.concat_tables(tables)
-
-
-def _read_keys(store: ObjectStore, prefix: str, group: GateGroup) -> pa.Table:
-    """The offsets and keys of the group's records as the new log would hold them."""
-    tables = [read_segment_file(store, prefix + f.path, columns=_REUSED_COLUMNS, expected=f) for f in group.files]
-    return pa.concat_tables(tables) if tables else KEYS_SCHEMA.empty_table()
 
 
 Violations = list[tuple[str, NDArray[np.int64]]]
@@ -265,6 +267,7 @@ def _all_different(hashes: NDArray[np.uint64]) -> bool:
 
 
 def _violation_rows(partition: int, found: Violations) -> pa.Table:
+    found = [(check, at) for check, at in found if at.size]
     offsets = [at for _, at in found]
     checks = [np.full(at.size, check, object) for check, at in found]
     every = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
@@ -281,15 +284,18 @@ def _violation_rows(partition: int, found: Violations) -> pa.Table:
 @dataclass(frozen=True)
 class GateOutcome:
     """A gate task's result: a VIOLATION_SCHEMA row per violation, or the reason a file of the
-    partition could not be read back (the partition then fails the gate)."""
+    partition could not be read back (the partition then fails the gate); and a record task's
+    spilled keys, a Spill per bucket."""
 
     partition: int
     violations: pa.Table
     unreadable: str | None = None
+    spills: tuple[Spill, ...] = ()
 
 
 def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome:
-    """One gate task: every violation in its groups, and every repeated key of its bucket."""
+    """One record task: every violation in its groups, and every repeated key among them when the
+    partition has one bucket, else its groups' keys spilled by bucket."""
     store = spec.open()
     found: Violations = []
     keys: list[pa.ChunkedArray] = []
@@ -297,21 +303,63 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome
     hashes: list[NDArray[np.uint64]] = []
     try:
         for index, group in enumerate(task.groups):
-            if task.checks(index):
-                table = _read_back(store, task.prefix, group)
-                found += _record_violations(table, group, rules)
-                if not group.reused:
-                    found += _group_violations(table, group)
-            else:
-                table = _read_keys(store, task.prefix, group)
-            hashed = key_hash(table.column("key"))
-            if task.buckets > 1:
-                mine = key_buckets(hashed, task.buckets) == task.bucket
-                table, hashed = rows_where(table, mine), hashed[mine]
+            if not task.checks(index):
+                continue
+            table = _read_back(store, task.prefix, group)
+            found += _record_violations(table, group, rules)
+            if not group.reused:
+                found += _group_violations(table, group)
             keys.append(table.column("key"))
             offsets.append(table.column("offset").to_numpy())
-            hashes.append(hashed)
+            hashes.append(key_hash(table.column("key")))
+        spills = _spill_keys(store, task, keys, offsets, hashes) if task.buckets > 1 else ()
     except (CorruptSegment, StorageError) as exc:  # the partition fails the gate; the others go on
         return GateOutcome(task.partition, VIOLATION_SCHEMA.empty_table(), str(exc))
-    found += _repeated_keys(keys, offsets, hashes, task.clean_end)
-    return GateOutcome(task.partition, _violation_rows(task.partition, [(c, at) for c, at in found if at.size]))
+    if task.buckets == 1:
+        found += _repeated_keys(keys, offsets, hashes, task.clean_end)
+    return GateOutcome(task.partition, _violation_rows(task.partition, found), spills=spills)
+
+
+def _spill_keys(
+    store: ObjectStore,
+    task: GateTask,
+    keys: list[pa.ChunkedArray],
+    offsets: list[NDArray[np.int64]],
+    hashes: list[NDArray[np.uint64]],
+) -> tuple[Spill, ...]:
+    every = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
+    rows = pa.table(
+        {
+            "key": pa.chunked_array([c for k in keys for c in k.chunks], pa.binary()),
+            "offset": pa.array(np.concatenate(offsets) if offsets else np.zeros(0, np.int64)),
+            HASH: pa.array(every),
+        }
+    )
+    return write_spill(store, task.prefix, task.spill, rows, key_buckets(every, task.buckets), task.buckets)
+
+
+@dataclass(frozen=True)
+class KeysTask:
+    """One key bucket of a partition checked in several tasks: the bucket's share of every record
+    task's spill, checked for repeated keys."""
+
+    partition: int
+    prefix: str
+    clean_end: int
+    spills: tuple[Spill, ...]
+
+
+def gate_keys(spec: StoreSpec, task: KeysTask) -> GateOutcome:
+    """One key task: every repeated key of its bucket."""
+    store = spec.open()
+    try:
+        tables = [read_spill(store, task.prefix, s) for s in task.spills]
+    except (StorageError, OSError, pa.ArrowInvalid) as exc:  # the partition fails the gate
+        return GateOutcome(task.partition, VIOLATION_SCHEMA.empty_table(), f"a spill of the gate's keys: {exc}")
+    found = _repeated_keys(
+        [t.column("key") for t in tables],
+        [t.column("offset").to_numpy() for t in tables],
+        [t.column(HASH).to_numpy() for t in tables],
+        task.clean_end,
+    )
+    return GateOutcome(task.partition, _violation_rows(task.partition, found))

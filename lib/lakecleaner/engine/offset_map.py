@@ -33,7 +33,6 @@ uncleanable for the run; the other partitions carry on.
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -49,11 +48,11 @@ from lakecleaner.engine.keys import bool_mask, key_buckets, key_hash, rows_where
 from lakecleaner.engine.offset_set import Members, OffsetSet
 from lakecleaner.engine.plan import PartitionPlan
 from lakecleaner.engine.sparkio import Overlap, run_tasks
+from lakecleaner.engine.spill import Spill, read_spill, spill_path, write_spill
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import HASH, latest_per_key, order_table, source_columns, uses_hash
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
-from lakecleaner.log.leases import STAGING
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import FetchedFiles, read_segment_file
@@ -84,17 +83,6 @@ class MapBudget:
     def buckets(self, records: int) -> int:
         """Buckets needed for a map of `records` keys at the planned entry size."""
         return max(1, math.ceil(records * PLANNED_ENTRY_BYTES / self.bytes))
-
-
-@dataclass(frozen=True)
-class Spill:
-    """One bucket's rows in a spill file of the scatter step: record batches [first, first + count)
-    of an Arrow IPC file, relative to the partition."""
-
-    path: str
-    first: int
-    count: int
-    rows: int
 
 
 @dataclass(frozen=True)
@@ -231,10 +219,7 @@ class _BucketRows:
 
     def dirty(self) -> Iterator[tuple[pa.Table, int, int]]:
         for spill in self.task.spills:
-            with self.store.arrow_fs.open_input_file(self.store.arrow_path(self.prefix + spill.path)) as source:
-                reader = pa.ipc.open_file(source)
-                batches = [reader.get_batch(i) for i in range(spill.first, spill.first + spill.count)]
-            rows = pa.Table.from_batches(batches, reader.schema)
+            rows = read_spill(self.store, self.prefix, spill)
             clean = rows.column("offset").to_numpy() < self.task.clean_end
             if clean.any():
                 self.held.append(rows_where(rows, clean))
@@ -366,27 +351,13 @@ def scatter(spec: StoreSpec, config: TopicConfig, task: ScatterTask) -> Scattere
         return Scattered(task.partition, task.path, error=str(exc))
     rows = pa.concat_tables(parts)
     buckets = key_buckets(np.concatenate(hashes), task.buckets) if hashes else np.zeros(0, np.uint64)
-    # a stable sort keeps offset order within each bucket; numpy radix-sorts 16-bit numbers
-    order = np.argsort(buckets.astype(np.uint16 if task.buckets <= 1 << 16 else np.uint64), kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(buckets.astype(np.int64), minlength=task.buckets))])
-    rows = rows.take(pa.array(order))
     if not uses_hash(config.compaction_strategy):  # the buckets' maps keep no hash: spill none
         rows = rows.drop_columns([HASH])
-    spills, written = [], 0
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, rows.schema) as writer:
-        for b in range(task.buckets):
-            size = int(bounds[b + 1] - bounds[b])
-            batches = rows.slice(bounds[b], size).to_batches() or [pa.RecordBatch.from_pylist([], rows.schema)]
-            for batch in batches:
-                writer.write_batch(batch)
-            spills.append(Spill(task.path, written, len(batches), size))
-            written += len(batches)
     try:
-        store.write(prefix + task.path, sink.getvalue().to_pybytes())
+        spills = write_spill(store, prefix, task.path, rows, buckets, task.buckets)
     except StorageError as exc:
         return Scattered(task.partition, task.path, error=str(exc))
-    return Scattered(task.partition, task.path, tuple(spills), None, malformed)
+    return Scattered(task.partition, task.path, spills, None, malformed)
 
 
 def _too_small(budget: MapBudget, topic: str, partition: int, buckets: int) -> str:
@@ -447,8 +418,7 @@ def scatter_tasks(
 
 
 def _scatter_task(topic: str, plan: PartitionPlan, files: list[SegmentFile], buckets: int, run_id: str) -> ScatterTask:
-    path = f"{STAGING}{run_id}.map-{uuid.uuid4().hex[:12]}.arrow"
-    return ScatterTask(topic, plan.partition, plan.log_start_offset, tuple(files), buckets, path)
+    return ScatterTask(topic, plan.partition, plan.log_start_offset, tuple(files), buckets, spill_path(run_id, "map"))
 
 
 def build_offset_map(

@@ -2,11 +2,11 @@
 the input, before anything is committed.
 
 Pass 2 settles what each group must hold from the input it reads and pass 1's winners
-(`gate_rows.Expected`); after staging, Spark tasks (one per key bucket of each partition) read
-back every file the new log would hold for the cleaned range and emit a row per violation
-(`gate_rows`). The
-uncleanable range [U, next offset) is checked on the driver: a segment there is flagged when the
-manifest the commit would write changes it.
+(`gate_rows.Expected`); after staging, Spark tasks read back every file the new log would hold
+for the cleaned range and emit a row per violation (`gate_rows`): a task per partition, or, for a
+partition whose keys outgrow one offset map, record tasks over shares of its groups and then a
+task per key bucket over the keys they spilled. The uncleanable range [U, next offset) is checked
+on the driver: a segment there is flagged when the manifest the commit would write changes it.
 
 Validation runs through the project's GX runner, `lakecleaner.quality`, imported only when a
 gate runs (Spark's Python workers never load Great Expectations), on pandas DataFrames on the
@@ -38,7 +38,15 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import TopicConfig
-from lakecleaner.engine.gate_rows import VIOLATION_SCHEMA, GateRules, GateTask, gate_check
+from lakecleaner.engine.gate_rows import (
+    VIOLATION_SCHEMA,
+    GateOutcome,
+    GateRules,
+    GateTask,
+    KeysTask,
+    gate_check,
+    gate_keys,
+)
 from lakecleaner.engine.sparkio import Overlap, is_connect, run_tasks
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.quality import SAMPLE_SIZE
@@ -101,17 +109,49 @@ def _violations(
     spark: SparkSession, spec: StoreSpec, tasks: Sequence[GateTask], rules: GateRules
 ) -> tuple[pa.Table, dict[int, str]]:
     """Every task's violation rows (`gate_rows`; none when the output is right), and why a
-    partition's files could not be read back."""
-    outcomes = run_tasks(
-        spark,
-        tasks,
-        partial(gate_check, spec, rules),
-        "lakecleaner quality gate: read back the output",
-        weight=lambda t: sum(f.size_bytes for g in t.groups for f in g.files),
-        overlap=Overlap(spec.settings.max_concurrency),
-    )
+    partition's files could not be read back: the record tasks, then the key tasks of the
+    partitions checked in several buckets; their spills are deleted whatever happens."""
+    try:
+        outcomes = run_tasks(
+            spark,
+            tasks,
+            partial(gate_check, spec, rules),
+            "lakecleaner quality gate: read back the output",
+            weight=lambda t: sum(f.size_bytes for g in t.groups for f in g.files),
+            overlap=Overlap(spec.settings.max_concurrency),
+        )
+        unreadable = {o.partition: o.unreadable for o in outcomes if o.unreadable is not None}
+        outcomes += run_tasks(
+            spark,
+            _keys_tasks(tasks, outcomes, unreadable),
+            partial(gate_keys, spec),
+            "lakecleaner quality gate: repeated keys",
+            weight=lambda t: sum(s.rows for s in t.spills),
+        )
+    finally:
+        store = spec.open()
+        for task in tasks:
+            if task.spill:
+                store.delete(task.prefix + task.spill)
     unreadable = {o.partition: o.unreadable for o in outcomes if o.unreadable is not None}
     return pa.concat_tables([VIOLATION_SCHEMA.empty_table(), *[o.violations for o in outcomes]]), unreadable
+
+
+def _keys_tasks(
+    tasks: Sequence[GateTask], outcomes: Sequence[GateOutcome], unreadable: dict[int, str]
+) -> list[KeysTask]:
+    """A task per key bucket of each partition checked in several, over its record tasks' spills
+    (none for a partition that already failed to be read back)."""
+    spilled: dict[int, list[GateOutcome]] = {}
+    for task, outcome in zip(tasks, outcomes, strict=True):
+        if task.buckets > 1 and task.partition not in unreadable:
+            spilled.setdefault(task.partition, []).append(outcome)
+    first = {t.partition: t for t in tasks}
+    return [
+        KeysTask(p, first[p].prefix, first[p].clean_end, tuple(o.spills[b] for o in found))
+        for p, found in spilled.items()
+        for b in range(first[p].buckets)
+    ]
 
 
 def violation_counts(

@@ -69,6 +69,7 @@ from lakecleaner.engine.report import (
 )
 from lakecleaner.engine.requests import CompactionRequest
 from lakecleaner.engine.sparkio import describe, parallelism, session_kind
+from lakecleaner.engine.spill import spill_path
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget
 from lakecleaner.errors import CommitStateUnknown, LakeCleanerError, ObjectNotFound, StorageError
@@ -477,7 +478,15 @@ class _Run:
         prefix = partition_prefix(self.topic.name, state.plan.partition)
         buckets = self.options.budget.buckets(state.report.stats.records_written)
         return [
-            GateTask(state.plan.partition, prefix, tuple(groups), state.plan.clean_end, b, buckets)
+            GateTask(
+                state.plan.partition,
+                prefix,
+                tuple(groups),
+                state.plan.clean_end,
+                b,
+                buckets,
+                spill_path(self.report.run_id, "gate") if buckets > 1 else "",
+            )
             for b in range(buckets)
         ]
 
