@@ -3,9 +3,10 @@ that a partition too large for one task's memory is read and its keys hashed onc
 bucket. Pass 1's scatter step spills the input's keyed rows (`offset_map.scatter`); the quality
 gate's record tasks spill the output's keys (`gate_rows`).
 
-A spill file is an Arrow IPC file under the partition's `_staging/` (covered by the run's lease,
-deleted when the step ends), holding the buckets one after another: a task's bucket is a range
-of its record batches (`Spill`).
+A spill file is an Arrow IPC file under the partition's `_staging/` (where the run's lease, written
+before pass 1, made the directory of a local lake; covered by that lease, deleted when the step
+ends), holding the buckets one after another: a task's bucket is a range of its record batches
+(`Spill`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from lakecleaner.errors import StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.leases import STAGING
 
@@ -41,23 +43,28 @@ def write_spill(
     store: ObjectStore, prefix: str, path: str, rows: pa.Table, buckets: NDArray[np.uint64], n: int
 ) -> tuple[Spill, ...]:
     """Write `rows` to the spill file `prefix + path`, bucket after bucket (`buckets`: each row's
-    bucket, of `n`), each bucket's rows in their order; returns each bucket's Spill. Raises
-    StorageError when the store fails."""
+    bucket, of `n`), each bucket's rows in their order; returns each bucket's Spill. Streamed to
+    the store as it is written: a spill lives for one step of one run, so it is neither fsynced
+    nor written whole from memory (an atomic, fsynced write of a 70 MB spill took 0.2-0.6 s).
+    Raises StorageError when the store fails."""
     # a stable sort keeps the rows' order within each bucket; numpy radix-sorts 16-bit numbers
     order = np.argsort(buckets.astype(np.uint16 if n <= 1 << 16 else np.uint64), kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(buckets.astype(np.int64), minlength=n))])
-    rows = rows.take(pa.array(order))
     spills, written = [], 0
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, rows.schema) as writer:
-        for b in range(n):
-            size = int(bounds[b + 1] - bounds[b])
-            batches = rows.slice(bounds[b], size).to_batches() or [pa.RecordBatch.from_pylist([], rows.schema)]
-            for batch in batches:
-                writer.write_batch(batch)
-            spills.append(Spill(path, written, len(batches), size))
-            written += len(batches)
-    store.write(prefix + path, sink.getvalue().to_pybytes())
+    try:
+        with (
+            store.arrow_fs.open_output_stream(store.arrow_path(prefix + path)) as sink,
+            pa.ipc.new_file(sink, rows.schema) as writer,
+        ):
+            for b in range(n):  # a bucket's copy at a time
+                bucket = rows.take(pa.array(order[bounds[b] : bounds[b + 1]]))
+                batches = bucket.to_batches() or [pa.RecordBatch.from_pylist([], rows.schema)]
+                for batch in batches:
+                    writer.write_batch(batch)
+                spills.append(Spill(path, written, len(batches), bucket.num_rows))
+                written += len(batches)
+    except OSError as exc:
+        raise StorageError("write", store.location(prefix + path), str(exc)[:300]) from None
     return tuple(spills)
 
 
