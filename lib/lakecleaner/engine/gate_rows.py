@@ -327,6 +327,8 @@ def _spill_keys(
     offsets: list[NDArray[np.int64]],
     hashes: list[NDArray[np.uint64]],
 ) -> tuple[Spill, ...]:
+    """The keys of a record task's groups, with their offsets and hashes, spilled bucket after
+    bucket for the partition's key tasks."""
     every = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
     rows = pa.table(
         {

@@ -120,10 +120,9 @@ def _violations(
             weight=lambda t: sum(f.size_bytes for g in t.groups for f in g.files),
             overlap=Overlap(spec.settings.max_concurrency),
         )
-        unreadable = {o.partition: o.unreadable for o in outcomes if o.unreadable is not None}
         outcomes += run_tasks(
             spark,
-            _keys_tasks(tasks, outcomes, unreadable),
+            _keys_tasks(tasks, outcomes),
             partial(gate_keys, spec),
             "lakecleaner quality gate: repeated keys",
             weight=lambda t: sum(s.rows for s in t.spills),
@@ -137,14 +136,13 @@ def _violations(
     return pa.concat_tables([VIOLATION_SCHEMA.empty_table(), *[o.violations for o in outcomes]]), unreadable
 
 
-def _keys_tasks(
-    tasks: Sequence[GateTask], outcomes: Sequence[GateOutcome], unreadable: dict[int, str]
-) -> list[KeysTask]:
+def _keys_tasks(tasks: Sequence[GateTask], outcomes: Sequence[GateOutcome]) -> list[KeysTask]:
     """A task per key bucket of each partition checked in several, over its record tasks' spills
-    (none for a partition that already failed to be read back)."""
+    (none for a partition whose files could not all be read back)."""
+    failed = {o.partition for o in outcomes if o.unreadable is not None}
     spilled: dict[int, list[GateOutcome]] = {}
     for task, outcome in zip(tasks, outcomes, strict=True):
-        if task.buckets > 1 and task.partition not in unreadable:
+        if task.buckets > 1 and task.partition not in failed:
             spilled.setdefault(task.partition, []).append(outcome)
     first = {t.partition: t for t in tasks}
     return [
