@@ -7,7 +7,8 @@
     uv run python bench/compaction.py --scaling           # 1M, 4M and 16M records (keys = records / 10)
     uv run python bench/compaction.py --runs 1            # one run of each instead of the median of 5
 
-Cases (`--case`; `--records`, `--keys` and `--partitions` override a case's shape):
+Cases (`--case`; `--records`, `--keys` and `--partitions` override a case's shape, and
+`--unpadded-keys` gives keys of several lengths, as a CDC topic's numeric ids have):
 
   default           10M records, 1M keys, 4 partitions, everything dirty
   high-cardinality  20M records, 10M keys, 1 partition (a CDC topic: nearly a key per record)
@@ -305,6 +306,7 @@ def run_once(
         partitions=args.partitions or case.partitions,
         value_size=args.value_size,
         tombstone_share=args.tombstones,
+        padded_keys=not args.unpadded_keys,
         seed=args.seed,
     )
     source = workdir / "lake"
@@ -364,6 +366,7 @@ def run_once(
         "keys": keys,
         "partitions": spec.partitions,
         "appended": appended,
+        "padded_keys": not args.unpadded_keys,
         "setup": setup,
         "input_records": input_records,
         "input_mb": input_bytes / MB,
@@ -397,8 +400,9 @@ def targets(case: Case, result: dict[str, Any], ours: Measure, duck: Measure) ->
 
 def show(result: dict[str, Any], console: Console) -> None:
     appended = f", then {result['appended']:,} appended" if result["appended"] else ""
+    keys = "keys" if result["padded_keys"] else "unpadded keys"
     title = (
-        f"{result['case']}: {result['records']:,} records, {result['keys']:,} keys, {result['partitions']} "
+        f"{result['case']}: {result['records']:,} records, {result['keys']:,} {keys}, {result['partitions']} "
         f"partitions{appended}; input {result['input_records']:,} records, {result['input_mb']:.0f} MB in "
         f"{result['files']} files"
     )
@@ -447,6 +451,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--tombstones", type=float, default=0.05, help="share of keyed records that are tombstones")
     parser.add_argument("--segment-bytes", type=int, default=64 * 1024 * 1024)
     parser.add_argument("--batch-records", type=int, default=250_000, help="records per append (one file each)")
+    parser.add_argument(
+        "--unpadded-keys",
+        action="store_true",
+        help="keys of as many lengths as their ids have digits (key-7, key-1234567), not zero-padded to one width",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--master", default="local[*]")
     parser.add_argument(

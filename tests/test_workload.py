@@ -119,6 +119,15 @@ def test_every_key_appears_with_the_prefix_and_a_fixed_width() -> None:
     assert set(keys) == {spec.key(i) for i in range(1000)}
 
 
+def test_unpadded_keys_have_as_many_lengths_as_ids_have_digits_and_kafkas_partitions() -> None:
+    spec = WorkloadSpec(keys=1000, records=3000, partitions=6, key_prefix="user-", padded_keys=False, unkeyed_share=0.1)
+    per_partition = collect(spec)
+    keys = {k: p for p, table in per_partition.items() for k in table.column("key").to_pylist() if k is not None}
+    assert set(keys) == {f"user-{i}".encode() for i in range(1000)} == {spec.key(i) for i in range(1000)}
+    assert {len(k) for k in keys} == {6, 7, 8}
+    assert all(kafka_partition(k, 6) == p for k, p in keys.items())
+
+
 def test_fewer_records_than_keys_gives_distinct_keys() -> None:
     keys = [r["key"] for r in rows(WorkloadSpec(keys=10_000, records=500))]
     assert len(set(keys)) == 500
@@ -250,6 +259,7 @@ def test_late_runs_continue_across_blocks() -> None:
         ("start_ms", -1, "from 0 to"),
         ("timestamp_spread_ms", -1, "from 0 to"),
         ("header_versions", "yes", "true or false"),
+        ("padded_keys", 1, "true or false"),
         ("header_name", "", "non-empty"),
         ("malformed_header_share", 2, "from 0 to 1"),
         ("unkeyed_share", "0.1", "from 0 to 1"),

@@ -11,8 +11,9 @@ The rules of the workload (all of them deterministic for a `WorkloadSpec`, seed 
 - Keyed records: the first `keys` keyed records insert every key once, in a shuffled order
   (an affine permutation of the key ids); every later keyed record updates a key drawn
   uniformly. Key number i is `key_prefix` + i in decimal, zero-padded to the width of
-  keys - 1, so all keys have the same length. A keyed record goes to partition
-  toPositive(murmur2(key)) % partitions, Kafka's default partitioner.
+  keys - 1, so all keys have the same length; with `padded_keys` false, not padded, so keys have
+  as many lengths as ids have digits (as a CDC topic's keys of numeric ids do). A keyed record goes
+  to partition toPositive(murmur2(key)) % partitions, Kafka's default partitioner.
 - A keyed record is a tombstone (null value) with probability `tombstone_share`; unkeyed records
   always carry a value. Values are `value_size` random (incompressible) bytes.
 - Timestamps: record n is nominally produced at start_ms + floor(n * timestamp_spread_ms / records).
@@ -100,6 +101,7 @@ class WorkloadSpec:
     malformed_header_share: float = 0.0
     unkeyed_share: float = 0.0
     key_prefix: str = "key-"
+    padded_keys: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -111,8 +113,9 @@ class WorkloadSpec:
         _require_share("out_of_order_share", self.out_of_order_share)
         _require_int("start_ms", self.start_ms, 0, MAX_TIMESTAMP_MS)
         _require_int("timestamp_spread_ms", self.timestamp_spread_ms, 0, MAX_TIMESTAMP_MS - self.start_ms)
-        if not isinstance(self.header_versions, bool):
-            raise ValueError(f"WorkloadSpec.header_versions={self.header_versions!r}: must be true or false")
+        for name in ("header_versions", "padded_keys"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"WorkloadSpec.{name}={getattr(self, name)!r}: must be true or false")
         if not _is_utf8(self.header_name) or not self.header_name:
             raise ValueError(f"WorkloadSpec.header_name={self.header_name!r}: must be a non-empty UTF-8 string")
         _require_share("malformed_header_share", self.malformed_header_share)
@@ -143,7 +146,7 @@ class WorkloadSpec:
         """The key of key number `key_id` (0 ≤ key_id < keys)."""
         if not 0 <= key_id < self.keys:
             raise ValueError(f"key_id={key_id}: must be from 0 to {self.keys - 1}")
-        return f"{self.key_prefix}{key_id:0{self.key_width}d}".encode()
+        return f"{self.key_prefix}{key_id:0{self.key_width if self.padded_keys else 1}d}".encode()
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,6 +298,25 @@ class _Generator:
         matrix[:, len(self.prefix) :] = digits
         return matrix
 
+    def _key_bytes(self, key_ids: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Which bytes of each row of the key matrix the key holds: all of them, or without
+        `padded_keys` the prefix and the id's digits, not the zeros before them."""
+        kept = np.ones((len(key_ids), len(self.prefix) + len(self.powers)), dtype=np.bool_)
+        if not self.spec.padded_keys:
+            digits = 1 + np.count_nonzero(key_ids[:, None] >= self.powers[None, :-1], axis=1)
+            kept[:, len(self.prefix) :] = np.arange(len(self.powers))[None, :] >= len(self.powers) - digits[:, None]
+        return kept
+
+    def _partitions(self, keys: NDArray[np.uint8], kept: NDArray[np.bool_]) -> NDArray[np.int64]:
+        """Kafka's partition of each key (its kept bytes), a key length at a time."""
+        lengths = kept.sum(axis=1)
+        partition = np.zeros(len(keys), dtype=np.int64)
+        for length in np.unique(lengths).tolist():
+            rows = np.flatnonzero(lengths == length)
+            matrix = keys[rows][kept[rows]].reshape(len(rows), length)
+            partition[rows] = kafka_partitions_fixed(matrix, self.spec.partitions)
+        return partition
+
     def _key_ids(self, block: int, keyed: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Key id of every record of the block (0 for unkeyed ones)."""
         spec, state = self.spec, self.state
@@ -355,7 +377,8 @@ class _Generator:
             keyed = np.ones(n, dtype=np.bool_)
         key_ids = self._key_ids(block, keyed)
         keys = self._key_matrix(key_ids)
-        partition = kafka_partitions_fixed(keys, spec.partitions)
+        kept = self._key_bytes(key_ids)
+        partition = self._partitions(keys, kept)
         unkeyed_ordinal = state.unkeyed_before + np.cumsum(~keyed, dtype=np.int64) - 1
         partition[~keyed] = unkeyed_ordinal[~keyed] % spec.partitions
         state.keyed_before += int(np.count_nonzero(keyed))
@@ -365,9 +388,9 @@ class _Generator:
         malformed = self._malformed(block, n)
 
         order = np.argsort(partition, kind="stable")
-        keyed, tombstone, keys = keyed[order], tombstone[order], keys[order]
-        key_lengths = np.where(keyed, keys.shape[1], 0).astype(np.int64)
-        key_array = _binary(keys[keyed].reshape(-1), key_lengths, keyed, pa.binary())
+        keyed, tombstone, keys, kept = keyed[order], tombstone[order], keys[order], kept[order]
+        key_lengths = np.where(keyed, kept.sum(axis=1), 0).astype(np.int64)
+        key_array = _binary(keys[keyed][kept[keyed]], key_lengths, keyed, pa.binary())
         has_value = ~tombstone
         value_bytes = int(np.count_nonzero(has_value)) * spec.value_size
         raw = _rng(spec, block, _S_VALUE).bit_generator.random_raw((value_bytes + 7) // 8)
