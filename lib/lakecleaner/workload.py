@@ -298,17 +298,20 @@ class _Generator:
         matrix[:, len(self.prefix) :] = digits
         return matrix
 
-    def _key_bytes(self, key_ids: NDArray[np.int64]) -> NDArray[np.bool_]:
-        """Which bytes of each row of the key matrix the key holds: all of them, or without
-        `padded_keys` the prefix and the id's digits, not the zeros before them."""
+    def _key_bytes(self, key_ids: NDArray[np.int64]) -> NDArray[np.bool_] | None:
+        """Which bytes of each row of the key matrix the key holds: None for all of them (padded
+        keys), else the prefix and the id's digits, not the zeros before them."""
+        if self.spec.padded_keys:
+            return None
         kept = np.ones((len(key_ids), len(self.prefix) + len(self.powers)), dtype=np.bool_)
-        if not self.spec.padded_keys:
-            digits = 1 + np.count_nonzero(key_ids[:, None] >= self.powers[None, :-1], axis=1)
-            kept[:, len(self.prefix) :] = np.arange(len(self.powers))[None, :] >= len(self.powers) - digits[:, None]
+        digits = 1 + np.count_nonzero(key_ids[:, None] >= self.powers[None, :-1], axis=1)
+        kept[:, len(self.prefix) :] = np.arange(len(self.powers))[None, :] >= len(self.powers) - digits[:, None]
         return kept
 
-    def _partitions(self, keys: NDArray[np.uint8], kept: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def _partitions(self, keys: NDArray[np.uint8], kept: NDArray[np.bool_] | None) -> NDArray[np.int64]:
         """Kafka's partition of each key (its kept bytes), a key length at a time."""
+        if kept is None:
+            return kafka_partitions_fixed(keys, self.spec.partitions)
         lengths = kept.sum(axis=1)
         partition = np.zeros(len(keys), dtype=np.int64)
         for length in np.unique(lengths).tolist():
@@ -316,6 +319,15 @@ class _Generator:
             matrix = keys[rows][kept[rows]].reshape(len(rows), length)
             partition[rows] = kafka_partitions_fixed(matrix, self.spec.partitions)
         return partition
+
+    @staticmethod
+    def _key_array(keys: NDArray[np.uint8], kept: NDArray[np.bool_] | None, keyed: NDArray[np.bool_]) -> pa.Array:
+        """The keys of the keyed rows (each row's kept bytes), null for the others."""
+        if kept is None:
+            lengths = np.where(keyed, keys.shape[1], 0).astype(np.int64)
+            return _binary(keys[keyed].reshape(-1), lengths, keyed, pa.binary())
+        lengths = np.where(keyed, kept.sum(axis=1), 0).astype(np.int64)
+        return _binary(keys[keyed][kept[keyed]], lengths, keyed, pa.binary())
 
     def _key_ids(self, block: int, keyed: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Key id of every record of the block (0 for unkeyed ones)."""
@@ -388,9 +400,8 @@ class _Generator:
         malformed = self._malformed(block, n)
 
         order = np.argsort(partition, kind="stable")
-        keyed, tombstone, keys, kept = keyed[order], tombstone[order], keys[order], kept[order]
-        key_lengths = np.where(keyed, kept.sum(axis=1), 0).astype(np.int64)
-        key_array = _binary(keys[keyed][kept[keyed]], key_lengths, keyed, pa.binary())
+        keyed, tombstone, keys = keyed[order], tombstone[order], keys[order]
+        key_array = self._key_array(keys, None if kept is None else kept[order], keyed)
         has_value = ~tombstone
         value_bytes = int(np.count_nonzero(has_value)) * spec.value_size
         raw = _rng(spec, block, _S_VALUE).bit_generator.random_raw((value_bytes + 7) // 8)
