@@ -4,17 +4,29 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
+from lakecleaner.config import LakeConfig
 from lakecleaner.engine import CompactionRequest, RunReport, compact_topic, requests_for
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import LEASE_SUFFIX
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.records import Record
+from tests.conftest import S3Endpoint
+from tests.flaky_proxy import FlakyProxy
 
 _names = itertools.count()
+
+
+def lake_through(proxy: FlakyProxy, s3_endpoint: S3Endpoint, tmp_path: Path, *, max_attempts: int) -> Lake:
+    """A lake on the S3 endpoint reached through `proxy`, retrying quickly."""
+    settings = s3_endpoint.settings(
+        endpoint_url=proxy.url, max_attempts=max_attempts, backoff_base_ms=1, backoff_max_ms=5
+    )
+    return Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
 
 
 def new_topic(lake: Lake, partitions: int = 1, **config: Any) -> Topic:

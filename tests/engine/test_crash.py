@@ -29,7 +29,7 @@ from lakecleaner.lake import Lake, Topic
 from lakecleaner.retention import gc_topic
 from lakecleaner.spark_jobs import compact_topic_path
 from tests.conftest import S3Endpoint
-from tests.engine.helpers import compact, keyed, new_topic, requests, rows, unreferenced_files
+from tests.engine.helpers import compact, keyed, lake_through, new_topic, requests, rows, unreferenced_files
 from tests.engine.reference_model import Expected, expected_pass
 from tests.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_read, parquet_upload
 
@@ -140,14 +140,6 @@ def test_a_staged_file_deleted_after_the_gate_is_never_committed(spark: SparkSes
     assert rows(topic) == before
 
 
-def _through(proxy: FlakyProxy, s3_endpoint: S3Endpoint, tmp_path: Path, *, max_attempts: int) -> Lake:
-    """A lake on the S3 endpoint reached through `proxy`, retrying quickly."""
-    settings = s3_endpoint.settings(
-        endpoint_url=proxy.url, max_attempts=max_attempts, backoff_base_ms=1, backoff_max_ms=5
-    )
-    return Lake.open(LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", settings))
-
-
 def _request_and_expected(topic: Topic) -> tuple[CompactionRequest, Expected]:
     """The partition's compaction request now, and what the reference model says the pass leaves."""
     request = requests(topic, NOW)[0]
@@ -183,7 +175,7 @@ def test_a_small_partition_is_cleaned_with_one_get_of_each_input_file(
     small files pass 1 fetched for pass 2 (`segment_files.FetchedFiles`): each input file is
     fetched once in the whole run (the gate reads back only the staged file)."""
     with FlakyProxy(s3_endpoint.url) as proxy:
-        lake = _through(proxy, s3_endpoint, tmp_path, max_attempts=4)
+        lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=4)
         topic = _dirty_topic(lake)
         request, expected = _request_and_expected(topic)
         inputs = [f.path for s in topic.partition(0).manifest().segments for f in s.files]
@@ -200,7 +192,7 @@ def test_a_compaction_through_a_flaky_store_counts_its_retries_in_the_run_report
 ) -> None:
     """Issue #14: every retry of the driver's storage operations is counted in the run report."""
     with FlakyProxy(s3_endpoint.url, fail_when=manifest_get) as proxy:
-        lake = _through(proxy, s3_endpoint, tmp_path, max_attempts=4)
+        lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=4)
         topic = _dirty_topic(lake)
         request, expected = _request_and_expected(topic)
         proxy.failures_left = 2  # the run's own manifest reads (planning, gate, commit)
@@ -218,7 +210,7 @@ def test_an_upload_the_store_refuses_inside_a_spark_task_fails_its_partition_wit
     one-line StorageError naming the file (no traceback from the Spark task), and its log is as it was."""
 
     with FlakyProxy(s3_endpoint.url, fail_when=parquet_upload) as proxy:
-        lake = _through(proxy, s3_endpoint, tmp_path, max_attempts=2)
+        lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=2)
         topic = _dirty_topic(lake)
         before = rows(topic)
         proxy.failures_left = 10_000
@@ -236,7 +228,7 @@ def test_a_storage_outage_during_the_gates_read_back_fails_its_partition_with_a_
     inside the Spark task fails the partition with a one-line StorageError, nothing is committed."""
     parquet_get = lambda method, path: method == "GET" and parquet_read(method, path)  # noqa: E731
     with FlakyProxy(s3_endpoint.url, fail_when=parquet_get) as proxy:
-        lake = _through(proxy, s3_endpoint, tmp_path, max_attempts=2)
+        lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=2)
         topic = _dirty_topic(lake)
         before = rows(topic)
         with on_crash_point("engine.after_staging", lambda: setattr(proxy, "failures_left", 10_000)):
@@ -257,7 +249,7 @@ def test_a_compaction_whose_commit_reply_is_lost_commits_once_and_keeps_its_file
     files the committed manifest now references."""
 
     with FlakyProxy(s3_endpoint.url, lose_when=manifest_put) as proxy:
-        lake = _through(proxy, s3_endpoint, tmp_path, max_attempts=3)
+        lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=3)
         topic = _dirty_topic(lake)
         _, expected = _request_and_expected(topic)
         proxy.replies_to_lose = 1

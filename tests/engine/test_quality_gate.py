@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
-from lakecleaner.config import LakeConfig
 from lakecleaner.engine import EngineOptions
 from lakecleaner.engine.quality import CHECKS, READABLE_RULE
 from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY
@@ -24,7 +23,15 @@ from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import encode_segment_file, read_file_meta, read_segment_file
 from lakecleaner.reports import load_report
 from tests.conftest import S3Endpoint
-from tests.engine.helpers import compact, keyed, new_topic, rows, sealed_two_partitions, unreferenced_files
+from tests.engine.helpers import (
+    compact,
+    keyed,
+    lake_through,
+    new_topic,
+    rows,
+    sealed_two_partitions,
+    unreferenced_files,
+)
 from tests.flaky_proxy import FlakyProxy
 
 
@@ -164,9 +171,7 @@ def test_a_partition_checked_in_key_buckets_reads_each_output_file_back_once(
     spills, so no output file is read once per bucket (a partition of 100M keys in 33 buckets
     would read its keys 33 times). The spills are gone after the run."""
     with FlakyProxy(s3_endpoint.url) as proxy:
-        lake = Lake.open(
-            LakeConfig(f"s3://{s3_endpoint.bucket}/{tmp_path.name}", s3_endpoint.settings(endpoint_url=proxy.url))
-        )
+        lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=3)
         topic = new_topic(lake, segment_bytes=4096)  # a group a segment: several output files
         log = topic.partition(0)
         for batch in range(4):
