@@ -126,9 +126,15 @@ def key_hash(keys: pa.Array | pa.ChunkedArray) -> NDArray[np.uint64]:
         width = int(lengths[0])
         rows = data[offsets[0] : offsets[0] + n * width].reshape(n, width)
         return _hash_rows(rows, width)
-    order = np.argsort(lengths.astype(np.uint16) if lengths.max() < 1 << 16 else lengths, kind="stable")
+    order = stable_order(lengths, int(lengths.max()) + 1)
     out[order] = _hash_sorted(array.take(pa.array(order)), lengths[order])
     return out
+
+
+def stable_order(values: NDArray[np.integer], bound: int) -> NDArray[np.intp]:
+    """The indices that sort `values` (non-negative, below `bound`), equal values in their order:
+    numpy radix-sorts 16-bit numbers, so values below 2^16 are sorted as such."""
+    return np.argsort(values.astype(np.uint16) if bound <= 1 << 16 else values, kind="stable")
 
 
 def _hash_sorted(array: pa.BinaryArray, lengths: NDArray[np.int64]) -> NDArray[np.uint64]:

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from lakecleaner.engine.keys import stable_order
 from lakecleaner.errors import StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.leases import STAGING
@@ -47,8 +48,7 @@ def write_spill(
     the store as it is written: a spill lives for one step of one run, so it is neither fsynced
     nor written whole from memory (an atomic, fsynced write of a 70 MB spill took 0.2-0.6 s).
     Raises StorageError when the store fails."""
-    # a stable sort keeps the rows' order within each bucket; numpy radix-sorts 16-bit numbers
-    order = np.argsort(buckets.astype(np.uint16 if n <= 1 << 16 else np.uint64), kind="stable")
+    order = stable_order(buckets, n)  # each bucket's rows in their order
     bounds = np.concatenate([[0], np.cumsum(np.bincount(buckets.astype(np.int64), minlength=n))])
     spills, written = [], 0
     try:
