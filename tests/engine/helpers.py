@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
@@ -15,8 +15,10 @@ from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.leases import LEASE_SUFFIX
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.records import Record
-from tests.conftest import S3Endpoint
-from tests.flaky_proxy import FlakyProxy
+
+if TYPE_CHECKING:  # not at run time: fault hooks import this module inside Airflow's task processes
+    from tests.conftest import S3Endpoint
+    from tests.flaky_proxy import FlakyProxy
 
 _names = itertools.count()
 
