@@ -6,7 +6,10 @@ fails — run against one DataFrame in an ephemeral GX context. The result is a
 `QualityReport`: JSON-serialisable, stored with the run report, printable.
 
 Great Expectations takes seconds to import, so it is imported on the first validation, not with
-this module: reports can be read, and validations sent to another process, without it.
+this module: reports can be read, and validations sent to another process, without it. Every
+import of it goes through this module (`expectations`, `validate`), which quiets GX's loggers
+first: GX logs some two hundred INFO lines while it imports (its docs registry), which would
+otherwise fill the log of every Airflow task that runs a check.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
@@ -92,7 +96,7 @@ _context_cache: list[Any] = []
 def _context() -> Any:
     """One ephemeral GX context per process (creating one makes a temporary docs directory)."""
     if not _context_cache:
-        import great_expectations as gx
+        gx = _great_expectations()
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
         context = gx.get_context(mode="ephemeral")
@@ -101,14 +105,37 @@ def _context() -> Any:
     return _context_cache[0]
 
 
+def _great_expectations() -> ModuleType:
+    """Great Expectations, imported on first use; then the GX loggers that set their own level
+    below WARNING (one announces every ephemeral context's temporary docs directory) are raised
+    to it, as the module's parent logger is."""
+    import great_expectations as gx
+
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger) and name.startswith("great_expectations."):
+            logger.setLevel(max(logger.level, logging.WARNING) if logger.level else logging.NOTSET)
+    return gx
+
+
+def expectations() -> ModuleType:
+    """GX's `great_expectations.expectations` module (imported on first use, GX's loggers quiet)."""
+    _great_expectations()
+    from great_expectations import expectations as gxe
+
+    return gxe
+
+
 def warm_up() -> None:
     """Import GX and run one tiny validation, so that what GX loads on first use is loaded now
     (the Spark worker daemon calls this before it forks workers: `engine.worker_daemon`)."""
     import pandas as pd
-    from great_expectations import expectations as gxe
 
     frame = pd.DataFrame({"flag": [True]})
-    validate("warm-up", frame, [Check("warm-up", gxe.ExpectColumnValuesToBeInSet(column="flag", value_set=[True]))])
+    validate(
+        "warm-up",
+        frame,
+        [Check("warm-up", expectations().ExpectColumnValuesToBeInSet(column="flag", value_set=[True]))],
+    )
 
 
 def validate(
@@ -120,8 +147,7 @@ def validate(
     computed (the fastest); with unexpected_index_column_names, a failed check's sample lists
     the offending rows by those columns instead of bare values.
     """
-    import great_expectations as gx
-
+    gx = _great_expectations()
     context = _context()
     name = f"lakecleaner-{uuid.uuid4().hex[:8]}"
     is_spark = type(dataframe).__module__.startswith("pyspark")

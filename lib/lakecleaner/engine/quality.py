@@ -189,20 +189,18 @@ def flag_frame(violations: pa.Table, segments: Sequence[UncleanableSegment]) -> 
 
 def _row_checks() -> list[Check]:
     """Row level: each flag column is true wherever it applies (GX skips nulls)."""
-    from great_expectations import expectations as gxe
+    from lakecleaner.quality import Check, expectations
 
-    from lakecleaner.quality import Check
-
-    return [Check(c.rule, gxe.ExpectColumnValuesToBeInSet(column=c.column, value_set=[True])) for c in CHECKS]
+    return [
+        Check(c.rule, expectations().ExpectColumnValuesToBeInSet(column=c.column, value_set=[True])) for c in CHECKS
+    ]
 
 
 def _count_checks() -> list[Check]:
     """Per partition: no row breaks any check."""
-    from great_expectations import expectations as gxe
+    from lakecleaner.quality import Check, expectations
 
-    from lakecleaner.quality import Check
-
-    return [Check(c.rule, gxe.ExpectColumnMaxToBeBetween(column=c.column, max_value=0)) for c in CHECKS]
+    return [Check(c.rule, expectations().ExpectColumnMaxToBeBetween(column=c.column, max_value=0)) for c in CHECKS]
 
 
 def _with_unreadable(report: QualityReport, message: str) -> QualityReport:

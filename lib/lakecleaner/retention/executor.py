@@ -153,9 +153,10 @@ def check_retention(
     # Imported here, not with the module: Great Expectations takes seconds to import, and every
     # Airflow task of a topic's DAG imports this module (through the DAG file), not only retention.
     import pandas as pd
-    from great_expectations import expectations as gxe
 
-    from lakecleaner.quality import Check, validate
+    from lakecleaner.quality import Check, expectations, validate
+
+    gxe = expectations()
 
     deleted = [
         {
