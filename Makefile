@@ -49,6 +49,7 @@ airflow-ui: setup
 	AIRFLOW_CONN_SPARK_LAKECLEANER='{"conn_type": "spark", "host": "local[*]"}' \
 	LAKECLEANER_CONFIG=$(CURDIR)/lakecleaner.yaml \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS=lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS \
+	AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=60 \
 	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; airflow db migrate >/dev/null && lakecleaner airflow setup && airflow standalone'
 
 # A Spark Connect server from pyspark's own distribution, set up for lakecleaner (`lakecleaner

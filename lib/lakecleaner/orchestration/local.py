@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lakecleaner.orchestration.dags import build_dags, dags_folder
-from lakecleaner.orchestration.sqlite import use_write_ahead_log
+from lakecleaner.orchestration.sqlite import SQLITE_CONNECT_ARGS, use_write_ahead_log
 
 RESULT_PREFIX = "RESULT "
 
@@ -41,8 +41,9 @@ class DagRunResult:
 
 def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a local Airflow: its home, the installed package's DAG folder, the config,
-    a SQLite lock timeout a busy Airflow does not run into (`orchestration/sqlite.py`), and a local
-    Spark master for the `spark_lakecleaner` connection unless one is set."""
+    a SQLite lock timeout a busy Airflow does not run into and as long a wait for a task's calls to
+    the API server (`orchestration/sqlite.py`), and a local Spark master for the `spark_lakecleaner`
+    connection unless one is set."""
     return {
         **os.environ,
         "AIRFLOW_HOME": str(airflow_home),
@@ -52,6 +53,7 @@ def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] 
         "LAKECLEANER_CONFIG": str(config_path),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS",
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": str(SQLITE_CONNECT_ARGS["timeout"]),
         "AIRFLOW_CONN_SPARK_LAKECLEANER": os.environ.get(
             "AIRFLOW_CONN_SPARK_LAKECLEANER", json.dumps({"conn_type": "spark", "host": "local[2]"})
         ),
