@@ -192,3 +192,42 @@ def test_a_partition_checked_in_key_buckets_reads_each_output_file_back_once(
     assert {r["key"]: r["value"] for r in rows(topic)} == {
         f"k{i:03d}".encode(): str(min(i // 20, 3)).encode() for i in range(120)
     }
+
+
+def test_a_gate_spill_the_store_refuses_fails_its_partition_and_loses_nothing(
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+) -> None:
+    """A partition checked in key buckets spills its output's keys to the store between the gate's
+    two steps. When the store refuses every write of a spill, that partition fails the gate with
+    the storage error named, keeps its log as it was and is left with no staged file or spill; the
+    partition checked in one task commits; the next run, the store well again, commits both."""
+    spill_writes = lambda method, path: method in ("PUT", "POST") and ".gate-" in path  # noqa: E731
+    with FlakyProxy(s3_endpoint.url, 10_000, fail_when=spill_writes) as proxy:
+        lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=2)
+        topic = new_topic(lake, partitions=2, segment_bytes=4096)
+        for batch in range(4):
+            many = {f"k{i:03d}": f"{batch}" for i in range(batch * 20, batch * 20 + 60)}
+            topic.partition(0).append(keyed(many), now_ms=100)
+            topic.partition(1).append(keyed({"a": f"{batch}", "b": f"{batch}"}), now_ms=100)
+        for p in range(2):
+            topic.partition(p).roll(now_ms=100)
+        before, version = rows(topic, 0), topic.partition(0).manifest().version
+        options = EngineOptions(dedupe_buffer_size=1024)
+        report = compact(spark, lake, topic, 500, options=options)
+        refused = [path for method, path in proxy.seen if spill_writes(method, path)]
+        proxy.failures_left = 0
+        failed = report.partition(0)
+        assert refused and failed.key_buckets > 1
+        assert failed.status == FAILED_QUALITY, failed.message
+        assert failed.quality is not None
+        (unreadable,) = [f for f in failed.quality.failures if f.rule == READABLE_RULE]
+        assert ".gate-" in str(unreadable.sample[0]) and "write" in str(unreadable.sample[0])
+        assert rows(topic, 0) == before and topic.partition(0).manifest().version == version
+        assert unreferenced_files(lake, topic) == []
+        assert report.partition(1).status == COMMITTED
+        assert [r["value"] for r in rows(topic, 1)] == [b"3", b"3"]
+        again = compact(spark, lake, topic, 600, options=options)
+    assert again.partition(0).status == COMMITTED, again.partition(0).message
+    assert {r["key"]: r["value"] for r in rows(topic, 0)} == {
+        f"k{i:03d}".encode(): str(min(i // 20, 3)).encode() for i in range(120)
+    }
