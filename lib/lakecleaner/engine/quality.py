@@ -191,16 +191,16 @@ def _row_checks() -> list[Check]:
     """Row level: each flag column is true wherever it applies (GX skips nulls)."""
     from lakecleaner.quality import Check, expectations
 
-    return [
-        Check(c.rule, expectations().ExpectColumnValuesToBeInSet(column=c.column, value_set=[True])) for c in CHECKS
-    ]
+    gxe = expectations()
+    return [Check(c.rule, gxe.ExpectColumnValuesToBeInSet(column=c.column, value_set=[True])) for c in CHECKS]
 
 
 def _count_checks() -> list[Check]:
     """Per partition: no row breaks any check."""
     from lakecleaner.quality import Check, expectations
 
-    return [Check(c.rule, expectations().ExpectColumnMaxToBeBetween(column=c.column, max_value=0)) for c in CHECKS]
+    gxe = expectations()
+    return [Check(c.rule, gxe.ExpectColumnMaxToBeBetween(column=c.column, max_value=0)) for c in CHECKS]
 
 
 def _with_unreadable(report: QualityReport, message: str) -> QualityReport:
