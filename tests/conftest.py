@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -202,12 +203,16 @@ class SeaweedFS:
                 time.sleep(0.5)
 
     def stop(self) -> None:
+        """Kill the server — its data is the test session's, thrown away, and `weed server` takes
+        20 s to act on SIGTERM or SIGINT, which every test session waited out — and remove the
+        unix sockets it leaves in the temporary directory (`seaweedfs-<service>-<port>.sock`)."""
         if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        ports = {str(port) for port in self.ports}
+        for socket in Path(tempfile.gettempdir()).glob("seaweedfs-*.sock"):
+            if socket.stem.rpartition("-")[2] in ports:
+                socket.unlink(missing_ok=True)
 
 
 #: What the tests' classic Spark sessions and the tests' Spark Connect server run with.
