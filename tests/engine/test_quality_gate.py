@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.engine import EngineOptions
 from lakecleaner.engine.quality import CHECKS, READABLE_RULE
-from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY
+from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY, UNCLEANABLE
 from lakecleaner.faults import on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
@@ -194,15 +194,22 @@ def test_a_partition_checked_in_key_buckets_reads_each_output_file_back_once(
     }
 
 
-def test_a_gate_spill_the_store_refuses_fails_its_partition_and_loses_nothing(
-    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+SPILL_REQUESTS = {"write": ("PUT", "POST"), "read": ("GET", "HEAD")}
+
+
+@pytest.mark.parametrize(("step", "operation"), [("gate", "write"), ("gate", "read"), ("map", "read")])
+def test_a_spill_the_store_refuses_fails_its_partition_and_loses_nothing(
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path, step: str, operation: str
 ) -> None:
-    """A partition checked in key buckets spills its output's keys to the store between the gate's
-    two steps. When the store refuses every write of a spill, that partition fails the gate with
-    the storage error named, keeps its log as it was and is left with no staged file or spill; the
-    partition checked in one task commits; the next run, the store well again, commits both."""
-    spill_writes = lambda method, path: method in ("PUT", "POST") and ".gate-" in path  # noqa: E731
-    with FlakyProxy(s3_endpoint.url, 10_000, fail_when=spill_writes) as proxy:
+    """A partition whose keys outgrow one offset map spills between two steps: pass 1's scatter and
+    map tasks (`map`), the gate's record and key tasks (`gate`). When the store refuses every write
+    or every read of one step's spills, that partition fails — the gate (failed-quality) or pass 1
+    (uncleanable, as Kafka marks a partition its cleaner failed on), not the Spark job — with the
+    storage error and the spill named, keeps its log as it was and is left with no staged file or
+    spill; the other partition, small enough for one task, commits; the next run, the store well
+    again, commits both."""
+    refusing = lambda method, path: method in SPILL_REQUESTS[operation] and f".{step}-" in path  # noqa: E731
+    with FlakyProxy(s3_endpoint.url, 10_000, fail_when=refusing) as proxy:
         lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=2)
         topic = new_topic(lake, partitions=2, segment_bytes=4096)
         for batch in range(4):
@@ -214,14 +221,20 @@ def test_a_gate_spill_the_store_refuses_fails_its_partition_and_loses_nothing(
         before, version = rows(topic, 0), topic.partition(0).manifest().version
         options = EngineOptions(dedupe_buffer_size=1024)
         report = compact(spark, lake, topic, 500, options=options)
-        refused = [path for method, path in proxy.seen if spill_writes(method, path)]
+        refused = [path for method, path in proxy.seen if refusing(method, path)]
         proxy.failures_left = 0
         failed = report.partition(0)
-        assert refused and failed.key_buckets > 1
-        assert failed.status == FAILED_QUALITY, failed.message
-        assert failed.quality is not None
-        (unreadable,) = [f for f in failed.quality.failures if f.rule == READABLE_RULE]
-        assert ".gate-" in str(unreadable.sample[0]) and "write" in str(unreadable.sample[0])
+        assert refused
+        if step == "gate":
+            assert failed.key_buckets > 1
+            assert failed.status == FAILED_QUALITY, failed.message
+            assert failed.quality is not None
+            (unreadable,) = [f for f in failed.quality.failures if f.rule == READABLE_RULE]
+            reason = str(unreadable.sample[0])
+        else:
+            assert failed.status == UNCLEANABLE, failed.message
+            reason = failed.message
+        assert f".{step}-" in reason and operation in reason and s3_endpoint.secret_key not in reason
         assert rows(topic, 0) == before and topic.partition(0).manifest().version == version
         assert unreferenced_files(lake, topic) == []
         assert report.partition(1).status == COMMITTED

@@ -356,7 +356,7 @@ def gate_keys(spec: StoreSpec, task: KeysTask) -> GateOutcome:
     store = spec.open()
     try:
         tables = [read_spill(store, task.prefix, s) for s in task.spills]
-    except (StorageError, OSError, pa.ArrowInvalid) as exc:  # the partition fails the gate
+    except StorageError as exc:  # the partition fails the gate
         return GateOutcome(task.partition, VIOLATION_SCHEMA.empty_table(), f"a spill of the gate's keys: {exc}")
     found = _repeated_keys(
         [t.column("key") for t in tables],

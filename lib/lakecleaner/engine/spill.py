@@ -69,8 +69,13 @@ def write_spill(
 
 
 def read_spill(store: ObjectStore, prefix: str, spill: Spill) -> pa.Table:
-    """One bucket's rows from a spill file (its batches only)."""
-    with store.arrow_fs.open_input_file(store.arrow_path(prefix + spill.path)) as source:
-        reader = pa.ipc.open_file(source)
-        batches = [reader.get_batch(i) for i in range(spill.first, spill.first + spill.count)]
-        return pa.Table.from_batches(batches, reader.schema)
+    """One bucket's rows from a spill file (its batches only). Raises StorageError when the store
+    fails or the file is not the spill written (missing, cut short, not Arrow IPC), so that the
+    partition fails, not the Spark job."""
+    try:
+        with store.arrow_fs.open_input_file(store.arrow_path(prefix + spill.path)) as source:
+            reader = pa.ipc.open_file(source)
+            batches = [reader.get_batch(i) for i in range(spill.first, spill.first + spill.count)]
+            return pa.Table.from_batches(batches, reader.schema)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise StorageError("read", store.location(prefix + spill.path), str(exc)[:300]) from None
