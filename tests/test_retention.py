@@ -174,6 +174,65 @@ def test_quality_gate_blocks_a_result_whose_remaining_segment_is_unreadable(lake
     assert log.manifest() == before
 
 
+def test_partitions_are_checked_together_and_a_damaged_one_fails_alone(lake: Lake) -> None:
+    """One validation for every partition's result; when it fails, halves are validated again down
+    to the partition that fails on its own: that one keeps its log, the others commit."""
+    logs = build(lake, "t", {"retention.ms": HOUR}, [T0, T0 + 10 * HOUR], partitions=8)
+    damaged = logs[5]
+    survivor = damaged.manifest().segments[1].files[0].path
+    lake.store.delete(damaged.prefix + survivor)
+    before = damaged.manifest()
+    results = retain_topic(lake, "t", T0 + 2 * HOUR).partitions
+    assert [r.status for r in results] == ["committed"] * 5 + ["failed-quality"] + ["committed"] * 2
+    failed = results[5]
+    assert failed.quality is not None and failed.quality.subject == "retention of t-5"
+    assert "still readable" in failed.quality.summary()
+    assert f"unreadable: {lake.store.location(damaged.prefix + survivor)} is missing" in str(failed.error)
+    assert damaged.manifest() == before
+    subjects = {r.partition: r.quality.subject for r in results if r.quality is not None and r.quality.success}
+    assert subjects == {
+        **dict.fromkeys(range(4), "retention of t partitions 0..3 (4 checked together)"),
+        4: "retention of t-4",
+        **dict.fromkeys((6, 7), "retention of t partitions 6..7 (2 checked together)"),
+    }
+    assert all(bases(log) == [10, 20] for i, log in enumerate(logs) if i != 5)
+
+
+def test_a_commit_between_the_check_and_retentions_commit_makes_it_plan_and_check_again(lake: Lake) -> None:
+    """Another writer commits to a partition after the checks: that partition's retention is
+    planned and checked again, on its own, on what the writer left; nothing the writer wrote is lost."""
+    logs = build(lake, "t", {"retention.ms": HOUR}, [T0, T0 + 10 * HOUR], partitions=2)
+
+    def concurrent_append() -> None:
+        logs[0].append([Record(b"late", b"y", T0 + 10 * HOUR)], now_ms=T0)
+
+    with on_crash_point("retention.after_validation", concurrent_append):
+        results = retain_topic(lake, "t", T0 + 2 * HOUR).partitions
+    assert [r.status for r in results] == ["committed", "committed"]
+    assert results[0].quality is not None and results[0].quality.subject == "retention of t-0"
+    assert (
+        results[1].quality is not None
+        and results[1].quality.subject == "retention of t partitions 0..1 (2 checked together)"
+    )
+    assert all(r.quality is not None and r.quality.success for r in results)
+    assert bases(logs[0]) == bases(logs[1]) == [10, 20]
+    assert logs[0].read().column("key").to_pylist()[-2:] == [b"last", b"late"]
+
+
+def test_a_crash_after_the_checks_commits_nothing_and_the_next_run_commits(lake: Lake) -> None:
+    logs = build(lake, "t", {"retention.ms": HOUR}, [T0, T0 + 10 * HOUR], partitions=2)
+    before = [log.manifest() for log in logs]
+
+    def crash() -> None:
+        raise RuntimeError("killed")
+
+    with on_crash_point("retention.after_validation", crash), pytest.raises(RuntimeError):
+        retain_topic(lake, "t", T0 + 2 * HOUR)
+    assert [log.manifest() for log in logs] == before
+    assert [r.status for r in retain_topic(lake, "t", T0 + 2 * HOUR).partitions] == ["committed", "committed"]
+    assert all(bases(log) == [10, 20] for log in logs)
+
+
 def test_reader_holding_the_old_manifest_reads_until_the_delete_delay_passes(lake: Lake) -> None:
     (log,) = build(lake, "t", {"retention.ms": HOUR, "file.delete.delay.ms": 60_000}, [T0, T0 + 10 * HOUR])
     snapshot = log.manifest()

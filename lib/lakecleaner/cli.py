@@ -575,7 +575,7 @@ def compact(
 @click.option("--topic", required=True)
 @click.option("--now", "now_text", help=NOW_HELP)
 @click.option("--partition", "partitions", type=int, multiple=True, help="Only these partitions.")
-@click.option("--dry-run", is_flag=True, help="Plan and check, commit nothing.")
+@click.option("--dry-run", is_flag=True, help="Plan only: nothing is checked or committed.")
 @pass_ctx
 def retain(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ...], dry_run: bool) -> None:
     """Apply time, size and consumed retention (KIP-68) to a topic."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import uuid
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -91,6 +92,9 @@ class QualityReport:
 
 
 _context_cache: list[Any] = []
+#: One validation at a time in a process: they share the process's GX context, whose registries of
+#: data sources, suites and validation definitions each validation adds to and removes from.
+_gx_lock = threading.Lock()
 
 
 def _context() -> Any:
@@ -147,25 +151,8 @@ def validate(
     computed (the fastest); with unexpected_index_column_names, a failed check's sample lists
     the offending rows by those columns instead of bare values.
     """
-    gx = _great_expectations()
-    context = _context()
-    name = f"lakecleaner-{uuid.uuid4().hex[:8]}"
-    is_spark = type(dataframe).__module__.startswith("pyspark")
-    source = context.data_sources.add_spark(name) if is_spark else context.data_sources.add_pandas(name)
-    batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
-    suite = context.suites.add(gx.ExpectationSuite(name=name))
-    for check in checks:
-        suite.add_expectation(check.expectation)
-    definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
-    try:
-        if result_format is None:
-            result = definition.run(batch_parameters={"dataframe": dataframe})
-        else:
-            result = definition.run(batch_parameters={"dataframe": dataframe}, result_format=result_format)
-    finally:
-        context.validation_definitions.delete(name)
-        context.suites.delete(name)
-        context.data_sources.delete(name)
+    with _gx_lock:
+        result = _run(dataframe, checks, result_format)
     by_id = {c.expectation.id: c for c in checks}
     outcomes = []
     for r in result.results:
@@ -185,3 +172,28 @@ def validate(
             )
         )
     return QualityReport(subject, tuple(outcomes))
+
+
+def _run(dataframe: Any, checks: list[Check], result_format: str | dict[str, Any] | None) -> Any:
+    """One GX validation of `checks` on `dataframe` in the process's context, whose data source,
+    suite and validation definition are removed again afterwards."""
+    gx = _great_expectations()
+    context = _context()
+    name = f"lakecleaner-{uuid.uuid4().hex[:8]}"
+    is_spark = type(dataframe).__module__.startswith("pyspark")
+    source = context.data_sources.add_spark(name) if is_spark else context.data_sources.add_pandas(name)
+    batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
+    suite = context.suites.add(gx.ExpectationSuite(name=name))
+    for check in checks:
+        suite.add_expectation(check.expectation)
+    definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
+    try:
+        if result_format is None:
+            result = definition.run(batch_parameters={"dataframe": dataframe})
+        else:
+            result = definition.run(batch_parameters={"dataframe": dataframe}, result_format=result_format)
+    finally:
+        context.validation_definitions.delete(name)
+        context.suites.delete(name)
+        context.data_sources.delete(name)
+    return result
