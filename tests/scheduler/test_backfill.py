@@ -163,6 +163,11 @@ def test_three_backfilled_intervals_give_the_same_log_as_three_scheduled_runs(wo
     retention_logs = sorted((airflow.home / "logs").glob(f"dag_id={dag_id_of(BACKFILLED)}/*/task_id=retention/*.log"))
     assert len(retention_logs) == 3
     assert [p.name for p in retention_logs if '"logger":"great_expectations' in p.read_text()] == []
+    # The report task logs the run's digest (counts, failures, where run.json is), not the whole
+    # summary, which grows with the partitions (each one's plan and quality report).
+    report_logs = sorted((airflow.home / "logs").glob(f"dag_id={dag_id_of(BACKFILLED)}/*/task_id=report/*.log"))
+    assert len(report_logs) == 3
+    assert all("changed_log" in p.read_text() and "deleted_by_rule" not in p.read_text() for p in report_logs)
 
     # The same log: segments, records, log start offset and the files still to be deleted.
     after = log_state(lake, BACKFILLED)

@@ -200,30 +200,31 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
 
         @task(trigger_rule=TriggerRule.ALL_DONE, retries=0)
         def report(**context: Any) -> dict[str, Any]:
-            """Summarise the run (stored as run.json) and fail the run if any step failed."""
+            """Summarise the run (stored as run.json), log its digest and hand the digest on, and fail
+            the run if any step failed."""
             ti = context["ti"]
             names = ("assess", "compaction_gate", "retention", "physical_deletion")
             parts = {name: ti.xcom_pull(task_ids=name) for name in names}
             parts["compaction"] = tasks.load_compaction_report(load_config(config_path), topic, _run_id(context))
             summary = tasks.summarise(load_config(config_path), topic, _run_id(context), parts)
             emit_topic_metrics(topic, (parts["assess"] or {}).get("metrics"), summary)
-            print(json.dumps(summary, indent=1, default=str))
-            for skipped in tasks.skipped_uncleanable(summary):
-                log.warning("%s", skipped)
-            failures = tasks.failures(summary)
-            if failures:
-                raise AirflowFailException("; ".join(failures))
-            return summary
+            digest = tasks.run_digest(summary)
+            print(json.dumps(digest, indent=1, default=str))
+            if digest["skipped"]:
+                log.warning("%s", tasks.shown(digest["skipped"], digest["skipped_count"], digest["location"]))
+            if digest["failures"]:
+                raise AirflowFailException(tasks.shown(digest["failures"], digest["failure_count"], digest["location"]))
+            return digest
 
         @task(outlets=[asset_for(topic)])
-        def publish_change(summary: dict[str, Any]) -> None:
+        def publish_change(digest: dict[str, Any]) -> None:
             """Update the topic's Asset when this run changed the log (skipped otherwise)."""
-            if not tasks.changed_log(summary):
+            if not digest["changed_log"]:
                 raise AirflowSkipException("the log did not change")
 
-        summary = report()
-        compact >> retention() >> physical_deletion() >> summary
-        publish_change(summary)  # type: ignore[arg-type]  # XComArg at build time
+        digest = report()
+        compact >> retention() >> physical_deletion() >> digest
+        publish_change(digest)  # type: ignore[arg-type]  # XComArg at build time
     return dag
 
 

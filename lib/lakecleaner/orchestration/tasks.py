@@ -7,7 +7,8 @@ deletes more than the run at that time would have.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -253,3 +254,54 @@ def changed_log(summary: Mapping[str, Any]) -> bool:
     compacted = any(p.get("status") == "committed" for p in _partitions_of(summary.get("compaction")))
     retained = any(p.get("status") == "committed" for p in _partitions_of(summary.get("retention")))
     return bool(assessment.get("rolled")) or compacted or retained
+
+
+#: Sentences of a kind (failures, skipped partitions) the report task logs and raises; run.json
+#: holds every one.
+SENTENCES_SHOWN = 20
+
+
+def run_digest(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The run as the report task logs it and hands on (XCom), in a size that does not grow with
+    the topic's partitions: each step's partitions counted by status, what retention and physical
+    deletion removed, whether the log changed, the failures and the uncleanable partitions skipped
+    (`SENTENCES_SHOWN` of each, and how many there are), and where run.json is, which holds the
+    whole summary. At 1,000 partitions the summary is megabytes, and the report task printed it
+    into its log and pushed it as its XCom on every run."""
+    retention = summary.get("retention") or {}
+    deletion = summary.get("physical_deletion") or {}
+    assessment = summary.get("assess") or {}
+    found, skipped = failures(summary), skipped_uncleanable(summary)
+    return {
+        "topic": summary.get("topic"),
+        "run_id": summary.get("run_id"),
+        "location": summary.get("location"),
+        "changed_log": changed_log(summary),
+        "partitions_selected": len(assessment.get("selected") or []),
+        "partitions_rolled": len(assessment.get("rolled") or []),
+        "compaction": _statuses(summary.get("compaction")),
+        "retention": {
+            **_statuses(retention),
+            "segments_deleted": retention.get("segments_deleted", 0),
+            "bytes_deleted": retention.get("bytes_deleted", 0),
+        },
+        "physical_deletion": {
+            "files_deleted": deletion.get("files_deleted", 0),
+            "partitions_failed": deletion.get("partitions_failed", 0),
+        },
+        "failure_count": len(found),
+        "failures": found[:SENTENCES_SHOWN],
+        "skipped_count": len(skipped),
+        "skipped": skipped[:SENTENCES_SHOWN],
+    }
+
+
+def _statuses(part: Mapping[str, Any] | None) -> dict[str, int]:
+    """A step's partitions counted by status."""
+    return dict(sorted(Counter(str(p.get("status")) for p in _partitions_of(part)).items()))
+
+
+def shown(sentences: Sequence[str], count: int, location: str | None) -> str:
+    """The sentences a digest shows, and how many more run.json has."""
+    more = f"; and {count - len(sentences)} more in {location}" if count > len(sentences) else ""
+    return "; ".join(sentences) + more
