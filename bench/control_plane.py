@@ -20,7 +20,8 @@ and counts the requests it made:
   commit: the commit step of a compaction of every partition of `big` (a Spark run on local[*];
           only its commit phase is the figure; `--no-compaction` skips it).
   retain: `retain --topic big` a day past the default retention.ms, every partition deleting its
-          segments with Great Expectations' checks; once, last (it changes the topic).
+          segments with Great Expectations' checks; once, last (it changes the topic);
+  gc: then `gc --topic big`, deleting the files retention left pending; once, last.
 
 Before measuring, it waits for the machine to go idle (the S3 server keeps working for a while
 after the build). Each command runs `--repeat` times (default 3) and the median is its figure;
@@ -352,6 +353,20 @@ def retention_run(proxy: LatencyProxy, config_file: Path) -> Figure:
     return replace(figure, detail=f"{figure.detail}; GX's import and warm-up before it: {imported:.1f} s")
 
 
+def gc_run(proxy: LatencyProxy, config_file: Path) -> Figure:
+    """`gc --topic big` after `retention_run`, past file.delete.delay.ms: every partition deletes
+    the files retention left pending and commits its manifest. Runs once, last."""
+    at = str(NOW_MS + 9 * 24 * 3_600_000)
+
+    def run() -> str:
+        command = ["--config", str(config_file), "--json", "gc", "--topic", BIG, "--now", at]
+        result = CliRunner().invoke(cli, command, catch_exceptions=False)
+        report = json.loads(result.output)
+        return f"{report['files_deleted']} files deleted, {report['partitions_failed']} partitions failed"
+
+    return timed(proxy, "gc --topic big (deleting)", run)
+
+
 def main(argv: Sequence[str] | None = None) -> list[Figure]:
     args = parse_args(argv)
     console = Console()
@@ -402,6 +417,8 @@ def main(argv: Sequence[str] | None = None) -> list[Figure]:
                 figures.append(Figure(figure.name, figure.seconds, requests, figure.detail + " (requests: whole run)"))
                 show_last(console, figures[-1])
             figures.append(retention_run(proxy, config_file))
+            show_last(console, figures[-1])
+            figures.append(gc_run(proxy, config_file))
             show_last(console, figures[-1])
         finally:
             proxy.close()

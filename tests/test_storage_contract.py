@@ -11,6 +11,8 @@ import pytest
 from lakecleaner.config import LakeConfig, StorageSettings
 from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
 from lakecleaner.io import ObjectStore, S3Store, open_store
+from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.io.s3 import _delete_errors
 from tests.conftest import ALL_BACKENDS, TEST_SECRET_KEY
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
@@ -28,6 +30,62 @@ def test_write_read_stat_list_delete(store: ObjectStore) -> None:
     assert not store.exists("a/two.bin")
     store.delete("a/two.bin")  # idempotent
     assert [o.key for o in store.list("a/")] == ["a/b/one.bin"]
+
+
+def test_delete_many_deletes_every_key_given_and_nothing_else(store: ObjectStore) -> None:
+    """Over a thousand keys (S3's DeleteObjects takes a thousand a request), keys with reserved
+    characters, and a key never written; idempotent, as `delete` is."""
+    keys = [f"many/{n:04d}" for n in range(1001)] + ["many/a b+c~d.json", "many/é,x;y@z&<>'.bin"]
+    map_ordered(lambda key: store.write(key, b"x"), keys, 32)
+    store.write("keep/one", b"k")
+    store.delete_many([*keys, "many/never-written"])
+    assert store.list("many/") == [] and store.exists("keep/one")
+    store.delete_many(keys)
+    assert [o.key for o in store.list("")] == ["keep/one"]
+
+
+@pytest.mark.parametrize("server", ["s3", "seaweedfs"])
+def test_delete_many_is_one_request_a_thousand_keys_or_a_delete_each_where_the_store_refuses_it(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    from tests.flaky_proxy import FlakyProxy
+
+    endpoint = request.getfixturevalue("seaweedfs_endpoint" if server == "seaweedfs" else "s3_endpoint")
+    multi_delete = lambda method, path: method == "POST" and path.endswith("?delete")  # noqa: E731
+    with FlakyProxy(endpoint.url, fail_when=multi_delete) as proxy:
+        settings = endpoint.settings(
+            endpoint_url=proxy.url, max_attempts=2, backoff_base_ms=1, backoff_max_ms=5, conditional_writes="trust"
+        )
+        store = open_store(f"s3://{endpoint.bucket}/many-{uuid.uuid4().hex[:8]}", settings)
+        keys = [f"k{n:04d}" for n in range(1003)]
+        map_ordered(lambda key: store.write(key, b"x"), keys, 32)
+        before = len(proxy.seen)
+        store.delete_many(keys[:1001])
+        assert [method for method, _ in proxy.seen[before:]] == ["POST", "POST"]
+        assert [o.key for o in store.list("")] == keys[1001:]
+
+        proxy.failures_left = 10**6  # a store that does not take DeleteObjects: 503 to every one
+        before = len(proxy.seen)
+        store.delete_many(keys[1001:])
+        assert [method for method, _ in proxy.seen[before:]] == ["POST", "POST", "DELETE", "DELETE"]
+        assert store.list("") == []
+        store.write("again", b"x")
+        before = len(proxy.seen)
+        store.delete_many(["again"])  # the store is not asked again
+        assert [method for method, _ in proxy.seen[before:]] == ["DELETE"] and not store.exists("again")
+
+
+def test_a_key_the_store_would_not_delete_is_named() -> None:
+    """A DeleteObjects reply names the keys it could not delete: each is an error of its own (the
+    reply's key, code and message); a reply that is not XML is an error without a key."""
+    reply = (
+        b'<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        b"<Error><Key>p/a</Key><Code>AccessDenied</Code><Message>no</Message></Error>"
+        b"<Error><Key>p/b</Key><Code>InternalError</Code><Message>later</Message></Error></DeleteResult>"
+    )
+    assert _delete_errors(reply) == [("p/a", "AccessDenied", "no"), ("p/b", "InternalError", "later")]
+    assert _delete_errors(b"<DeleteResult/>") == []
+    assert _delete_errors(b"not xml")[0][0] == ""
 
 
 def test_a_rewrite_with_the_same_bytes_changes_the_version_tag(store: ObjectStore) -> None:

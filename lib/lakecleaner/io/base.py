@@ -12,7 +12,7 @@ import random
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -195,6 +195,12 @@ class ObjectStore(ABC):
     @abstractmethod
     def delete(self, key: str) -> None:
         """Delete an object; deleting a missing object is not an error (idempotent)."""
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Delete every object of `keys` (idempotent, as `delete`); a store that can deletes many in
+        one request."""
+        for key in keys:
+            self.delete(key)
 
     @abstractmethod
     def stat(self, key: str) -> ObjectInfo: ...

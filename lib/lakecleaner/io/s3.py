@@ -31,11 +31,13 @@ import hashlib
 import os
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from email.utils import parsedate_to_datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import quote
 from xml.etree import ElementTree
+from xml.sax.saxutils import escape
 
 import boto3
 import botocore.exceptions as bexc
@@ -75,6 +77,9 @@ _CONDITION_HEADERS = {"IfNoneMatch": "If-None-Match", "IfMatch": "If-Match"}
 #: User metadata every write of this store carries: a new id per PUT, so that an object's version
 #: tag (`stat`) tells two writes apart even when their bytes, and so their MD5 ETags, are equal.
 _WRITE_ID = "lakecleaner-write"
+_S3_XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
+#: DeleteObjects takes at most a thousand keys.
+_KEYS_PER_DELETE = 1000
 _NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound"}
 _CONDITION_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
 _HINTS = {
@@ -147,6 +152,8 @@ class S3Store(ObjectStore):
         self._fs_args = self._arrow_fs_args(settings, region)
         self._fs: pafs.S3FileSystem | None = None
         self._object_url_base: str | None = None
+        #: Whether the store takes DeleteObjects (until a request of it fails).
+        self._multi_delete = True
 
     @staticmethod
     def _arrow_fs_args(settings: StorageSettings, region: str) -> dict[str, Any]:
@@ -221,18 +228,25 @@ class S3Store(ObjectStore):
         return self._retrying("read", key, attempt)
 
     def _signed(
-        self, operation: str, method: str, key: str, body: bytes = b"", headers: dict[str, str] | None = None
+        self,
+        operation: str,
+        method: str,
+        key: str,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        url: str | None = None,
     ) -> AWSResponse | None:
         """One request on an object, signed with the client's credentials (SigV4) and sent on the
         client's own connection pool: the reply when it is a success (2xx); an error reply raises
         what `_reply_error` makes of its code and status, as boto3's would. None for a redirect
         (boto3 follows S3's region redirects) and when the client's credentials or pool cannot be
-        reached, so that boto3 makes the request."""
+        reached, so that boto3 makes the request. `url`: another URL than the object's (`key` then
+        only names the request in errors)."""
         credentials = getattr(getattr(self._client, "_request_signer", None), "_credentials", None)
         http = getattr(getattr(self._client, "_endpoint", None), "http_session", None)
         if credentials is None or http is None:
             return None
-        request = AWSRequest(method=method, url=self._object_url(key), data=body, headers=headers or {})
+        request = AWSRequest(method=method, url=url or self._object_url(key), data=body, headers=headers or {})
         S3SigV4Auth(credentials.get_frozen_credentials(), "s3", self._region).add_auth(request)
         response: AWSResponse = http.send(request.prepare())
         status = response.status_code
@@ -398,7 +412,64 @@ class S3Store(ObjectStore):
         return self._retrying("list", prefix, attempt)
 
     def delete(self, key: str) -> None:
-        self._retrying("delete", key, lambda: self._client.delete_object(Bucket=self.bucket, Key=self._key(key)))
+        """DELETE the object (a lean signed request, as reads and writes are); an object already
+        gone is deleted."""
+
+        def attempt() -> None:
+            try:
+                if self._signed("delete", "DELETE", key) is not None:
+                    return
+            except ObjectNotFound:
+                return
+            self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+        self._retrying("delete", key, attempt)
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Delete the objects with S3's DeleteObjects, a thousand keys to a request (quiet: the reply
+        names only the keys it could not delete). A store that does not take DeleteObjects gets a
+        DELETE per key from then on."""
+        for start in range(0, len(keys), _KEYS_PER_DELETE):
+            chunk = keys[start : start + _KEYS_PER_DELETE]
+            if self._multi_delete:
+                try:
+                    self._retrying("delete", chunk[0], partial(self._delete_objects, chunk))
+                    continue
+                except _KeysNotDeleted as exc:
+                    raise exc.error from None
+                except StorageError:
+                    self._multi_delete = False
+            super().delete_many(chunk)
+
+    def _delete_objects(self, keys: Sequence[str]) -> None:
+        """One DeleteObjects request; a key the store could not delete raises (Transient when its
+        code says to try again)."""
+        objects = "".join(f"<Object><Key>{escape(self._key(k))}</Key></Object>" for k in keys)
+        body = f'<Delete xmlns="{_S3_XMLNS}"><Quiet>true</Quiet>{objects}</Delete>'.encode()
+        headers = {"Content-MD5": base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode()}
+        response = self._signed("delete", "POST", keys[0], body, headers, url=self._bucket_url() + "?delete")
+        if response is None:
+            reply: dict[str, Any] = dict(
+                self._client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": self._key(k)} for k in keys], "Quiet": True}
+                )
+            )
+            errors = [(e.get("Key", ""), e.get("Code", ""), e.get("Message")) for e in reply.get("Errors", [])]
+        else:
+            errors = _delete_errors(response.content)
+        for bucket_key, code, message in errors:
+            if not bucket_key:  # not an answer about keys: the store does not take DeleteObjects
+                raise StorageError("delete", self.location(keys[0]), message or "DeleteObjects failed")
+            key = self._lake_key(bucket_key)
+            if code in _TRANSIENT_CODES:
+                raise Transient(f"{code} deleting {self.location(key)}")
+            raise _KeysNotDeleted(StorageError("delete", self.location(key), f"{code}: {message or 'not deleted'}"))
+
+    def _bucket_url(self) -> str:
+        """The bucket's URL (the base of `_object_url`), ending with "/"."""
+        self._object_url("")
+        assert self._object_url_base is not None
+        return self._object_url_base
 
     def stat(self, key: str) -> ObjectInfo:
         def attempt() -> ObjectInfo:
@@ -440,6 +511,30 @@ class S3Store(ObjectStore):
                         self._client.delete_object(Bucket=self.bucket, Key=v["Key"], VersionId=v["VersionId"])
 
         self._retrying("delete all versions of", key, attempt)
+
+
+class _KeysNotDeleted(Exception):
+    """A DeleteObjects reply naming a key it could not delete (`error`): not a store that lacks
+    DeleteObjects, so no DELETE per key follows."""
+
+    def __init__(self, error: StorageError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _delete_errors(body: bytes) -> list[tuple[str, str, str | None]]:
+    """(key, code, message) of each <Error> of a DeleteObjects reply; a reply that is not XML is one
+    error without a key."""
+    try:
+        reply = ElementTree.fromstring(body)
+    except ElementTree.ParseError:
+        return [("", "", "the store's reply to DeleteObjects is not XML")]
+    out = []
+    for element in reply.iter():
+        if element.tag.rpartition("}")[2] == "Error":
+            fields = {child.tag.rpartition("}")[2]: child.text for child in element}
+            out.append((fields.get("Key") or "", fields.get("Code") or "", fields.get("Message")))
+    return out
 
 
 def _version_tag(etag: str, write_id: str | None) -> str:

@@ -130,11 +130,14 @@ def ensure_deletes_are_final(lake: Lake) -> None:
         )
 
 
-def _delete(lake: Lake, key: str) -> None:
+def _delete(lake: Lake, keys: Sequence[str]) -> None:
+    """Delete the objects: every version of each where lake.storage.delete_all_versions says so,
+    else in as few requests as the store takes (`ObjectStore.delete_many`)."""
     if lake.config.storage.delete_all_versions:
-        lake.store.delete_all_versions(key)
+        for key in keys:
+            lake.store.delete_all_versions(key)
     else:
-        lake.store.delete(key)
+        lake.store.delete_many(keys)
 
 
 def _live_paths(manifest: Manifest) -> set[str]:
@@ -185,7 +188,7 @@ def collect_garbage(
         for obj in listing.objects
         if (path := obj.key[len(log.prefix) :]).startswith(("segments/", "_staging/"))
     }
-    manifest = log.manifest()
+    manifest, etag = log.load()
     unlisted = sorted(_live_paths(manifest) - files.keys())  # e.g. appended since the listing
     missing = [path for path in unlisted if not lake.store.exists(log.prefix + path)]
     if missing:
@@ -198,13 +201,12 @@ def collect_garbage(
     min_age_ms = max(topic.config.file_delete_delay_ms, orphan_min_age_ms)
     after, keep = manifest, manifest.referenced_paths()
     if not dry_run:
-        after = _delete_due(lake, log, manifest, due, now_ms)
+        after = _delete_due(lake, log, (manifest, etag), due, now_ms)
         keep = after.referenced_paths() | set(due)
     orphans, kept = _orphans(lake, files, keep, now_ms, min_age_ms)
     abandoned = _abandoned(listing.unfinished, now_ms, min_age_ms) if kept is None else []
     if not dry_run:
-        for path in orphans:
-            _delete(lake, log.prefix + path)
+        _delete(lake, [log.prefix + path for path in orphans])
         for write in abandoned:
             lake.store.discard_unfinished(write)
     waiting = sum(1 for p in after.pending_deletes if p.delete_after_ms > now_ms)
@@ -212,13 +214,13 @@ def collect_garbage(
     return GcResult(topic.name, partition, tuple(due), tuple(orphans), relative, waiting, orphans_kept=kept)
 
 
-def _delete_due(lake: Lake, log: PartitionLog, manifest: Manifest, due: list[str], now_ms: int) -> Manifest:
-    """Delete the pending files that are due, then drop them from the manifest in one commit;
-    the manifest after it (`manifest` when none was due)."""
-    for i, path in enumerate(due):
-        _delete(lake, log.prefix + path)
-        if i == 0:
-            crash_point("gc.after_first_delete")
+def _delete_due(lake: Lake, log: PartitionLog, known: tuple[Manifest, str], due: list[str], now_ms: int) -> Manifest:
+    """Delete the pending files that are due (in one request where the store can), then drop them
+    from the manifest in one commit,
+    which starts from the manifest gc read (`known`: with its etag; one conditional PUT when
+    nothing changed since); the manifest after it (the one read when none was due)."""
+    manifest = known[0]
+    _delete(lake, [log.prefix + path for path in due])
     crash_point("gc.before_manifest_commit")
     if not due:
         return manifest
@@ -230,7 +232,7 @@ def _delete_due(lake: Lake, log: PartitionLog, manifest: Manifest, due: list[str
             return None
         return current.next_version(now_ms, pending_deletes=kept)
 
-    return log.commit(drop_deleted)
+    return log.commit(drop_deleted, known=known)
 
 
 def _orphans(
