@@ -7,6 +7,9 @@
 * `lose_replies=N`: the first N requests that `lose_when(method, path)` selects ARE forwarded and
   applied, but their reply is dropped (the connection closes): a write whose outcome the client
   cannot know, which its SDK retries.
+* `rewrite(method, path, body)`: every request is forwarded and applied; when `rewrite` returns
+  bytes, the client gets them as the reply's body instead of the store's (a store that answers
+  other than it did).
 
 `requests` counts every request.
 """
@@ -30,6 +33,7 @@ class FlakyProxy:
         lose_replies: int = 0,
         lose_when: Callable[[str, str], bool] = lambda method, path: True,
         strip_conditions: bool = False,
+        rewrite: Callable[[str, str, bytes], bytes | None] = lambda method, path, body: None,
     ) -> None:
         self.target = urlparse(target_url)
         self.failures_left = failures
@@ -38,6 +42,7 @@ class FlakyProxy:
         self.lose_when = lose_when
         self.lost: list[tuple[str, str]] = []
         self.strip_conditions = strip_conditions
+        self.rewrite = rewrite
         self.requests = 0
         #: (method, path) of every request, in the order they came.
         self.seen: list[tuple[str, str]] = []
@@ -87,6 +92,7 @@ class FlakyProxy:
                 headers["Content-Length"] = str(len(body))
                 headers["Host"] = self.headers.get("Host", "")
                 resp, data = self._forward(body, headers)
+                data = proxy.rewrite(self.command, self.path, data) or data
                 if lose:  # applied by the store; the client never hears of it
                     self._close_upstream()
                     proxy.lost.append((self.command, self.path))

@@ -75,6 +75,49 @@ def test_delete_many_is_one_request_a_thousand_keys_or_a_delete_each_where_the_s
         assert [method for method, _ in proxy.seen[before:]] == ["DELETE"] and not store.exists("again")
 
 
+@pytest.mark.parametrize("server", ["s3", "seaweedfs"])
+def test_a_key_the_store_answers_it_did_not_delete_is_an_error_naming_it(
+    server: str, request: pytest.FixtureRequest
+) -> None:
+    """DeleteObjects answers 200 with the keys it could not delete: a refused key raises, naming
+    it and the store's code, without a DELETE per key (the store takes DeleteObjects); a key it
+    could not delete for now (a retryable code) is asked again, then deleted one by one."""
+    from tests.flaky_proxy import FlakyProxy
+
+    endpoint = request.getfixturevalue("seaweedfs_endpoint" if server == "seaweedfs" else "s3_endpoint")
+    prefix = f"refused-{uuid.uuid4().hex[:8]}"
+    code = "AccessDenied"
+
+    def refuse_b(method: str, path: str, body: bytes) -> bytes | None:
+        if method != "POST" or not path.endswith("?delete"):
+            return None
+        error = f"<Error><Key>{prefix}/b</Key><Code>{code}</Code><Message>not you</Message></Error>"
+        return f'<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">{error}</DeleteResult>'.encode()
+
+    with FlakyProxy(endpoint.url, rewrite=refuse_b) as proxy:
+        settings = endpoint.settings(
+            endpoint_url=proxy.url, max_attempts=2, backoff_base_ms=1, backoff_max_ms=5, conditional_writes="trust"
+        )
+        store = open_store(f"s3://{endpoint.bucket}/{prefix}", settings)
+        for key in ("a", "b"):
+            store.write(key, b"x")
+        before = len(proxy.seen)
+        with pytest.raises(StorageError) as refused:
+            store.delete_many(["a", "b"])
+        assert f"s3://{endpoint.bucket}/{prefix}/b" in str(refused.value) and "AccessDenied: not you" in str(
+            refused.value
+        )
+        assert [method for method, _ in proxy.seen[before:]] == ["POST"]
+
+        code = "InternalError"
+        for key in ("a", "b"):
+            store.write(key, b"x")
+        before = len(proxy.seen)
+        store.delete_many(["a", "b"])
+        assert [method for method, _ in proxy.seen[before:]] == ["POST", "POST", "DELETE", "DELETE"]
+        assert store.list("") == []
+
+
 def test_a_key_the_store_would_not_delete_is_named() -> None:
     """A DeleteObjects reply names the keys it could not delete: each is an error of its own (the
     reply's key, code and message); a reply that is not XML is an error without a key."""
