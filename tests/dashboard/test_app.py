@@ -133,14 +133,13 @@ def history(tmp_path: Path) -> tuple[Scene, list[AirflowRun]]:
     config = load_config(scene.config_path)
     run_id = report_run_id(MANUAL)
     params = {"dry_run": True}
-    parts = {
+    pushed = {
         "assess": tasks.assess(config, "page-views", scene.now_ms, params),
         "compaction_gate": None,
         "retention": tasks.retention(config, "page-views", scene.now_ms, {**params, "partitions": None}, run_id),
         "physical_deletion": None,
-        "compaction": None,
     }
-    tasks.summarise(config, "page-views", run_id, parts)
+    tasks.summarise(config, "page-views", run_id, tasks.gather(config, "page-views", run_id, pushed))
     runs = [
         AirflowRun("manual__2026-03-01T11:00:00+00:00", "queued", "manual", {"dry_run": False}, scene.now_ms),
         AirflowRun(MANUAL, "success", "manual", params, scene.now_ms - 1000),

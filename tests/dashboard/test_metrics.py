@@ -45,9 +45,15 @@ def test_metric_names() -> None:
 def test_a_run_reclaims_what_its_committed_retention_and_compaction_removed(tmp_path: Path) -> None:
     scene = make_scene(tmp_path)
     config = load_config(scene.config_path)
-    dry = tasks.retention(config, "page-views", scene.now_ms, {"dry_run": True}, "dry")
+    dry = tasks.gather(
+        config,
+        "page-views",
+        "dry",
+        {"retention": tasks.retention(config, "page-views", scene.now_ms, {"dry_run": True}, "dry")},
+    )["retention"]
     assert reclaimed({"retention": dry}).bytes == 0 and dry["partitions"][0]["deleted_by_rule"]
-    retention = tasks.retention(config, "page-views", scene.now_ms, {"dry_run": False}, "real")
+    pushed = tasks.retention(config, "page-views", scene.now_ms, {"dry_run": False}, "real")
+    retention = tasks.gather(config, "page-views", "real", {"retention": pushed})["retention"]
     compaction = RunReport("real", "customers", scene.now_ms, scene.now_ms)
     stats = CleanerStats(records_read=300, bytes_read=12_000, records_written=120, bytes_written=5_000)
     compaction.partitions = [

@@ -32,6 +32,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -168,6 +169,20 @@ def test_three_backfilled_intervals_give_the_same_log_as_three_scheduled_runs(wo
     report_logs = sorted((airflow.home / "logs").glob(f"dag_id={dag_id_of(BACKFILLED)}/*/task_id=report/*.log"))
     assert len(report_logs) == 3
     assert all("changed_log" in p.read_text() and "deleted_by_rule" not in p.read_text() for p in report_logs)
+    # The retention and physical deletion tasks hand on (XCom) their reports less the partitions'
+    # entries, which grow with the topic; the report task reads the whole reports from the run's
+    # folder (run.json has them: `decisions` above read it).
+    run_id = quote(runs[BACKFILLED][0]["dag_run_id"], safe="")
+    pushed: dict[str, Any] = {}
+    for task_id, report in (("retention", "retention"), ("physical_deletion", "gc")):
+        path = f"/api/v2/dags/{dag_id_of(BACKFILLED)}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
+        status, entry = airflow.api("GET", path + "?deserialize=true&stringify=false", user="admin")
+        assert status == 200, entry
+        value = entry["value"] if isinstance(entry["value"], dict) else json.loads(entry["value"])
+        assert "partitions" not in value and value["partition_count"] == 1, value
+        assert value["location"].endswith(f"/{report}.json"), value
+        pushed[task_id] = value
+    assert pushed["retention"]["statuses"] == {"committed": 1} and pushed["retention"]["segments_deleted"] == 1
 
     # The same log: segments, records, log start offset and the files still to be deleted.
     after = log_state(lake, BACKFILLED)

@@ -204,9 +204,10 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
             the run if any step failed."""
             ti = context["ti"]
             names = ("assess", "compaction_gate", "retention", "physical_deletion")
-            parts = {name: ti.xcom_pull(task_ids=name) for name in names}
-            parts["compaction"] = tasks.load_compaction_report(load_config(config_path), topic, _run_id(context))
-            summary = tasks.summarise(load_config(config_path), topic, _run_id(context), parts)
+            config = load_config(config_path)
+            pushed = {name: ti.xcom_pull(task_ids=name) for name in names}
+            parts = tasks.gather(config, topic, _run_id(context), pushed)
+            summary = tasks.summarise(config, topic, _run_id(context), parts)
             emit_topic_metrics(topic, (parts["assess"] or {}).get("metrics"), summary)
             digest = tasks.run_digest(summary)
             print(json.dumps(digest, indent=1, default=str))

@@ -164,22 +164,58 @@ def roll_idle(
 def retention(
     config: LakeConfig, topic_name: str, now_ms: int, params: Mapping[str, Any], run_id: str
 ) -> dict[str, Any]:
-    report = retain_topic(
-        Lake.open(config),
-        topic_name,
-        now_ms,
-        partitions=_subset(params),
-        dry_run=bool(params.get("dry_run")),
-        run_id=run_id,
-    )
-    return {**report.to_dict(), "location": report.location}
+    lake = Lake.open(config)
+    dry_run = bool(params.get("dry_run"))
+    report = retain_topic(lake, topic_name, now_ms, partitions=_subset(params), dry_run=dry_run, run_id=run_id)
+    return step_digest(report.to_dict(), report.location)
 
 
 def physical_deletion(
     config: LakeConfig, topic_name: str, now_ms: int, params: Mapping[str, Any], run_id: str
 ) -> dict[str, Any]:
     report = gc_topic(Lake.open(config), topic_name, now_ms, partitions=_subset(params), run_id=run_id)
-    return {**report.to_dict(), "location": report.location}
+    return step_digest(report.to_dict(), report.location)
+
+
+#: The report each step stores in the run's folder (a dry run's retention stores none).
+STEP_REPORTS = {"retention": "retention", "physical_deletion": "gc"}
+
+
+def step_digest(report: Mapping[str, Any], location: str | None) -> dict[str, Any]:
+    """What a step's task hands on (XCom): its report less the partitions' entries, which grow
+    with the topic (1.8 MB of retention at 1,000 partitions), with how many there were (by status
+    where they have one), and where the whole report is (the report task reads it from there:
+    `step_report`). A report stored nowhere (a dry run's retention) is handed on whole."""
+    if location is None:
+        return {**report, "location": None}
+    head = {key: value for key, value in report.items() if key != "partitions"}
+    entries = _partitions_of(report)
+    statuses = {"statuses": _statuses(report)} if any("status" in e for e in entries) else {}
+    return {**head, "partition_count": len(entries), **statuses, "location": location}
+
+
+def gather(config: LakeConfig, topic_name: str, run_id: str, pushed: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of the run's summary: what its tasks handed on (`pushed`: assess,
+    compaction_gate, retention, physical_deletion), with the steps' whole reports read from the
+    run's folder (`step_report`) and the compaction job's report."""
+    parts = dict(pushed)
+    for step in STEP_REPORTS:
+        parts[step] = step_report(config, topic_name, run_id, step, parts.get(step))
+    parts["compaction"] = load_compaction_report(config, topic_name, run_id)
+    return parts
+
+
+def step_report(
+    config: LakeConfig, topic_name: str, run_id: str, step: str, digest: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """A step's whole report, read from the run's folder, for the run's summary (or as handed on,
+    when it was stored nowhere); None when the step did not run (its task failed or was skipped)."""
+    if digest is None:
+        return None
+    if digest.get("location") is None:  # handed on whole
+        return dict(digest)
+    report = load_report(Lake.open(config).store, topic_name, run_id, STEP_REPORTS[step])
+    return {**report, "location": digest.get("location")}
 
 
 def _subset(params: Mapping[str, Any]) -> list[int] | None:
