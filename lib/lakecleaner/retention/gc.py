@@ -216,9 +216,9 @@ def collect_garbage(
 
 def _delete_due(lake: Lake, log: PartitionLog, known: tuple[Manifest, str], due: list[str], now_ms: int) -> Manifest:
     """Delete the pending files that are due (in one request where the store can), then drop them
-    from the manifest in one commit,
-    which starts from the manifest gc read (`known`: with its etag; one conditional PUT when
-    nothing changed since); the manifest after it (the one read when none was due)."""
+    from the manifest in one commit, which starts from the manifest gc read (`known`: with its
+    etag; one conditional PUT when nothing changed since); the manifest after it (the one read
+    when none was due)."""
     manifest = known[0]
     _delete(lake, [log.prefix + path for path in due])
     crash_point("gc.before_manifest_commit")
