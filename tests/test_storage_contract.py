@@ -13,7 +13,7 @@ from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
 from lakecleaner.io import ObjectStore, S3Store, open_store
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.io.s3 import _delete_errors
-from tests.conftest import ALL_BACKENDS, TEST_SECRET_KEY
+from tests.conftest import ALL_BACKENDS, TEST_SECRET_KEY, S3Endpoint
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
 
@@ -32,6 +32,15 @@ def test_write_read_stat_list_delete(store: ObjectStore) -> None:
     assert [o.key for o in store.list("a/")] == ["a/b/one.bin"]
 
 
+@pytest.fixture(params=["s3", "seaweedfs"])
+def s3_server(request: pytest.FixtureRequest) -> S3Endpoint:
+    """Each S3 server of the tests: moto's and SeaweedFS."""
+    endpoint: S3Endpoint = request.getfixturevalue(
+        "seaweedfs_endpoint" if request.param == "seaweedfs" else "s3_endpoint"
+    )
+    return endpoint
+
+
 def test_delete_many_deletes_every_key_given_and_nothing_else(store: ObjectStore) -> None:
     """Over a thousand keys (S3's DeleteObjects takes a thousand a request), keys with reserved
     characters, and a key never written; idempotent, as `delete` is."""
@@ -44,13 +53,12 @@ def test_delete_many_deletes_every_key_given_and_nothing_else(store: ObjectStore
     assert [o.key for o in store.list("")] == ["keep/one"]
 
 
-@pytest.mark.parametrize("server", ["s3", "seaweedfs"])
 def test_delete_many_is_one_request_a_thousand_keys_or_a_delete_each_where_the_store_refuses_it(
-    server: str, request: pytest.FixtureRequest
+    s3_server: S3Endpoint,
 ) -> None:
     from tests.flaky_proxy import FlakyProxy
 
-    endpoint = request.getfixturevalue("seaweedfs_endpoint" if server == "seaweedfs" else "s3_endpoint")
+    endpoint = s3_server
     multi_delete = lambda method, path: method == "POST" and path.endswith("?delete")  # noqa: E731
     with FlakyProxy(endpoint.url, fail_when=multi_delete) as proxy:
         settings = endpoint.settings(
@@ -75,16 +83,13 @@ def test_delete_many_is_one_request_a_thousand_keys_or_a_delete_each_where_the_s
         assert [method for method, _ in proxy.seen[before:]] == ["DELETE"] and not store.exists("again")
 
 
-@pytest.mark.parametrize("server", ["s3", "seaweedfs"])
-def test_a_key_the_store_answers_it_did_not_delete_is_an_error_naming_it(
-    server: str, request: pytest.FixtureRequest
-) -> None:
+def test_a_key_the_store_answers_it_did_not_delete_is_an_error_naming_it(s3_server: S3Endpoint) -> None:
     """DeleteObjects answers 200 with the keys it could not delete: a refused key raises, naming
     it and the store's code, without a DELETE per key (the store takes DeleteObjects); a key it
     could not delete for now (a retryable code) is asked again, then deleted one by one."""
     from tests.flaky_proxy import FlakyProxy
 
-    endpoint = request.getfixturevalue("seaweedfs_endpoint" if server == "seaweedfs" else "s3_endpoint")
+    endpoint = s3_server
     prefix = f"refused-{uuid.uuid4().hex[:8]}"
     code = "AccessDenied"
 

@@ -151,7 +151,7 @@ class S3Store(ObjectStore):
         self._region = region
         self._fs_args = self._arrow_fs_args(settings, region)
         self._fs: pafs.S3FileSystem | None = None
-        self._object_url_base: str | None = None
+        self._bucket_url_base: str | None = None
         #: Whether the store takes DeleteObjects (until a request of it fails).
         self._multi_delete = True
 
@@ -258,12 +258,17 @@ class S3Store(ObjectStore):
         raise self._reply_error(operation, key, code, str(status), message)
 
     def _object_url(self, key: str) -> str:
-        """The object's URL, in the addressing style botocore chose (path-style for a custom
-        endpoint, virtual-hosted on AWS): taken once from a presigned URL of a placeholder key."""
-        if self._object_url_base is None:
+        """The object's URL: the bucket's and the key."""
+        return self._bucket_url() + quote(self._key(key), safe="/~")
+
+    def _bucket_url(self) -> str:
+        """The bucket's URL, ending with "/", in the addressing style botocore chose (path-style for
+        a custom endpoint, virtual-hosted on AWS): taken once from a presigned URL of a placeholder
+        key."""
+        if self._bucket_url_base is None:
             placeholder = self._client.generate_presigned_url("get_object", Params={"Bucket": self.bucket, "Key": "k"})
-            self._object_url_base = placeholder.split("?", 1)[0][: -len("k")]
-        return self._object_url_base + quote(self._key(key), safe="/~")
+            self._bucket_url_base = placeholder.split("?", 1)[0][: -len("k")]
+        return self._bucket_url_base
 
     # -- refusing unsafe stores ---------------------------------------------------------------
     def ensure_conditional_writes(self) -> None:
@@ -427,23 +432,27 @@ class S3Store(ObjectStore):
 
     def delete_many(self, keys: Sequence[str]) -> None:
         """Delete the objects with S3's DeleteObjects, a thousand keys to a request (quiet: the reply
-        names only the keys it could not delete). A store that does not take DeleteObjects gets a
-        DELETE per key from then on."""
+        names only the keys it could not delete, and the first of them raises, naming it). A store
+        that does not take DeleteObjects gets a DELETE per key from then on."""
         for start in range(0, len(keys), _KEYS_PER_DELETE):
             chunk = keys[start : start + _KEYS_PER_DELETE]
-            if self._multi_delete:
-                try:
-                    self._retrying("delete", chunk[0], partial(self._delete_objects, chunk))
-                    continue
-                except _KeysNotDeleted as exc:
-                    raise exc.error from None
-                except StorageError:
-                    self._multi_delete = False
-            super().delete_many(chunk)
+            if not self._multi_delete:
+                super().delete_many(chunk)
+                continue
+            try:
+                refused = self._retrying("delete", chunk[0], partial(self._delete_objects, chunk))
+            except StorageError:
+                self._multi_delete = False
+                super().delete_many(chunk)
+                continue
+            if refused:
+                key, code, message = refused[0]
+                raise StorageError("delete", self.location(key), f"{code}: {message or 'not deleted'}")
 
-    def _delete_objects(self, keys: Sequence[str]) -> None:
-        """One DeleteObjects request; a key the store could not delete raises (Transient when its
-        code says to try again)."""
+    def _delete_objects(self, keys: Sequence[str]) -> tuple[tuple[str, str, str | None], ...]:
+        """One DeleteObjects request: the (key, code, message) of each key the store would not
+        delete. A key it could not delete for now raises Transient (the request is made again); a
+        reply that is not about keys raises StorageError."""
         objects = "".join(f"<Object><Key>{escape(self._key(k))}</Key></Object>" for k in keys)
         body = f'<Delete xmlns="{_S3_XMLNS}"><Quiet>true</Quiet>{objects}</Delete>'.encode()
         headers = {"Content-MD5": base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode()}
@@ -457,19 +466,15 @@ class S3Store(ObjectStore):
             errors = [(e.get("Key", ""), e.get("Code", ""), e.get("Message")) for e in reply.get("Errors", [])]
         else:
             errors = _delete_errors(response.content)
+        refused: tuple[tuple[str, str, str | None], ...] = ()
         for bucket_key, code, message in errors:
             if not bucket_key:  # not an answer about keys: the store does not take DeleteObjects
                 raise StorageError("delete", self.location(keys[0]), message or "DeleteObjects failed")
             key = self._lake_key(bucket_key)
             if code in _TRANSIENT_CODES:
                 raise Transient(f"{code} deleting {self.location(key)}")
-            raise _KeysNotDeleted(StorageError("delete", self.location(key), f"{code}: {message or 'not deleted'}"))
-
-    def _bucket_url(self) -> str:
-        """The bucket's URL (the base of `_object_url`), ending with "/"."""
-        self._object_url("")
-        assert self._object_url_base is not None
-        return self._object_url_base
+            refused += ((key, code, message),)
+        return refused
 
     def stat(self, key: str) -> ObjectInfo:
         def attempt() -> ObjectInfo:
@@ -511,15 +516,6 @@ class S3Store(ObjectStore):
                         self._client.delete_object(Bucket=self.bucket, Key=v["Key"], VersionId=v["VersionId"])
 
         self._retrying("delete all versions of", key, attempt)
-
-
-class _KeysNotDeleted(Exception):
-    """A DeleteObjects reply naming a key it could not delete (`error`): not a store that lacks
-    DeleteObjects, so no DELETE per key follows."""
-
-    def __init__(self, error: StorageError) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 def _delete_errors(body: bytes) -> list[tuple[str, str, str | None]]:
