@@ -14,6 +14,7 @@ from typing import Any
 
 from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.errors import LakeCleanerError, ObjectNotFound
+from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.manifest import Manifest
@@ -185,7 +186,7 @@ def step_digest(report: Mapping[str, Any], location: str | None) -> dict[str, An
     """What a step's task hands on (XCom): its report less the partitions' entries, which grow
     with the topic (1.8 MB of retention at 1,000 partitions), with how many there were (by status
     where they have one), and where the whole report is (the report task reads it from there:
-    `step_report`). A report stored nowhere (a dry run's retention) is handed on whole."""
+    `gather`). A report stored nowhere (a dry run's retention) is handed on whole."""
     if location is None:
         return {**report, "location": None}
     head = {key: value for key, value in report.items() if key != "partitions"}
@@ -197,16 +198,17 @@ def step_digest(report: Mapping[str, Any], location: str | None) -> dict[str, An
 def gather(config: LakeConfig, topic_name: str, run_id: str, pushed: Mapping[str, Any]) -> dict[str, Any]:
     """The parts of the run's summary: what its tasks handed on (`pushed`: assess,
     compaction_gate, retention, physical_deletion), with the steps' whole reports read from the
-    run's folder (`step_report`) and the compaction job's report."""
+    run's folder (`_step_report`) and the compaction job's report, over one store."""
+    store = Lake.open(config).store
     parts = dict(pushed)
-    for step in STEP_REPORTS:
-        parts[step] = step_report(config, topic_name, run_id, step, parts.get(step))
-    parts["compaction"] = load_compaction_report(config, topic_name, run_id)
+    for step, name in STEP_REPORTS.items():
+        parts[step] = _step_report(store, topic_name, run_id, name, parts.get(step))
+    parts["compaction"] = _compaction_report(store, topic_name, run_id)
     return parts
 
 
-def step_report(
-    config: LakeConfig, topic_name: str, run_id: str, step: str, digest: Mapping[str, Any] | None
+def _step_report(
+    store: ObjectStore, topic_name: str, run_id: str, name: str, digest: Mapping[str, Any] | None
 ) -> dict[str, Any] | None:
     """A step's whole report, read from the run's folder, for the run's summary (or as handed on,
     when it was stored nowhere); None when the step did not run (its task failed or was skipped)."""
@@ -214,8 +216,7 @@ def step_report(
         return None
     if digest.get("location") is None:  # handed on whole
         return dict(digest)
-    report = load_report(Lake.open(config).store, topic_name, run_id, STEP_REPORTS[step])
-    return {**report, "location": digest.get("location")}
+    return {**load_report(store, topic_name, run_id, name), "location": digest.get("location")}
 
 
 def _subset(params: Mapping[str, Any]) -> list[int] | None:
@@ -242,11 +243,10 @@ COMPACTION_REPORT = "report"
 _FAILED_STATUSES = {"failed", "failed-quality", "uncleanable"}
 
 
-def load_compaction_report(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any] | None:
+def _compaction_report(store: ObjectStore, topic_name: str, run_id: str) -> dict[str, Any] | None:
     """The compaction job's report for this run, or None when compaction did not run."""
-    lake = Lake.open(config)
     try:
-        return load_report(lake.store, topic_name, run_id, COMPACTION_REPORT)
+        return load_report(store, topic_name, run_id, COMPACTION_REPORT)
     except ObjectNotFound:
         return None
 
