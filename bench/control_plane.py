@@ -253,14 +253,16 @@ def wait_until_idle(console: Console, limit_s: float = 180.0) -> None:
     console.print(f"waited {time.monotonic() - started:.0f} s for the machine to go idle", highlight=False)
 
 
-def cli_action(config_file: Path, *args: str) -> Callable[[], str]:
-    def run() -> str:
-        result = CliRunner().invoke(cli, ["--config", str(config_file), "--json", *args], catch_exceptions=False)
-        if result.exit_code != 0:
-            raise RuntimeError(f"lakecleaner {' '.join(args)} exited {result.exit_code}: {result.output[-2000:]}")
-        return f"{len(result.output):,} bytes of JSON"
+def invoke_cli(config_file: Path, *args: str) -> str:
+    """`lakecleaner --json ARGS` in this process: its output; an exit status but 0 raises."""
+    result = CliRunner().invoke(cli, ["--config", str(config_file), "--json", *args], catch_exceptions=False)
+    if result.exit_code != 0:
+        raise RuntimeError(f"lakecleaner {' '.join(args)} exited {result.exit_code}: {result.output[-2000:]}")
+    return result.output
 
-    return run
+
+def cli_action(config_file: Path, *args: str) -> Callable[[], str]:
+    return lambda: f"{len(invoke_cli(config_file, *args)):,} bytes of JSON"
 
 
 def assess_action(config_file: Path) -> Callable[[], str]:
@@ -343,9 +345,7 @@ def retention_run(proxy: LatencyProxy, config_file: Path) -> Figure:
     at = str(NOW_MS + 8 * 24 * 3_600_000)
 
     def run() -> str:
-        command = ["--config", str(config_file), "--json", "retain", "--topic", BIG, "--now", at]
-        result = CliRunner().invoke(cli, command, catch_exceptions=False)
-        report = json.loads(result.output)
+        report = json.loads(invoke_cli(config_file, "retain", "--topic", BIG, "--now", at))
         committed = sum(p["status"] == "committed" for p in report["partitions"])
         return f"{committed} partitions committed, {report['segments_deleted']} segments deleted"
 
@@ -359,9 +359,7 @@ def gc_run(proxy: LatencyProxy, config_file: Path) -> Figure:
     at = str(NOW_MS + 9 * 24 * 3_600_000)
 
     def run() -> str:
-        command = ["--config", str(config_file), "--json", "gc", "--topic", BIG, "--now", at]
-        result = CliRunner().invoke(cli, command, catch_exceptions=False)
-        report = json.loads(result.output)
+        report = json.loads(invoke_cli(config_file, "gc", "--topic", BIG, "--now", at))
         return f"{report['files_deleted']} files deleted, {report['partitions_failed']} partitions failed"
 
     return timed(proxy, "gc --topic big (deleting)", run)
