@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.digest import RecordDigest
-from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected, GateRules
+from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected, GateRules, _all_different
 from lakecleaner.engine.keys import in_sorted, key_buckets, key_hash, key_order
 from lakecleaner.engine.offset_map import MapBudget, planned_buckets
 from lakecleaner.engine.offset_set import OffsetSet
@@ -249,6 +249,11 @@ def test_the_gates_expectation_is_what_the_record_rule_keeps(rows: list[tuple[An
 def test_in_sorted_is_membership(values: list[int], members: set[int]) -> None:
     found = in_sorted(np.array(values, np.int64), np.array(sorted(members), np.int64))
     assert found.tolist() == [v in members for v in values]
+
+
+@given(st.lists(st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 1, 2**63, 2**64 - 1])), max_size=60))
+def test_all_different_is_whether_no_hash_repeats(hashes: list[int]) -> None:
+    assert _all_different(np.array(hashes, np.uint64)) == (len(set(hashes)) == len(hashes))
 
 
 binary_keys = st.lists(st.one_of(st.binary(max_size=20), st.sampled_from([b"", b"k", b"key-0001"])), max_size=40)
