@@ -5,8 +5,11 @@ SparkContext, RDD, accumulator or broadcast.
 `run_tasks` runs `fn(item)` for every item: a `spark.range` with one row per Spark task, mapped
 with mapInArrow, each item's result returned pickled in one Arrow row. A Spark task costs 30-50 ms
 before it does anything (measured on 2 cores: 200 empty tasks take 5.5 s, 4 take 0.3 s), so items
-are packed into at most `TASKS_PER_CORE` tasks per core, heaviest first onto the least loaded
-task. The items travel inside the mapped function (Spark broadcasts a large one on a classic
+are packed into at most one task per core, heaviest first onto the least loaded task: the items'
+weights say what they cost, and a second wave of tasks cost more than the unevenness it evened out
+(a compaction of 4 equal partitions on 2 cores: 4 tasks a step took 0.2-0.4 s longer in pass 2 and
+again in the gate than 2 tasks, each task's start, unpickling of every item and fresh memory paid
+twice). The items travel inside the mapped function (Spark broadcasts a large one on a classic
 session), so they are kept small: file lists and compressed offset sets, never records.
 
 A task runs its items one after another, or, given an `Overlap`, several at once on the worker's
@@ -35,9 +38,6 @@ R = TypeVar("R")
 
 _RESULT_SCHEMA = pa.schema([("index", pa.int64()), ("result", pa.large_binary())])
 
-
-#: Spark tasks per core a `run_tasks` call may use (a second wave evens out uneven items).
-TASKS_PER_CORE = 2
 #: Input bytes one Spark task may be reading at once across the items it overlaps.
 OVERLAP_BYTES = 16 * 1024 * 1024
 
@@ -113,7 +113,7 @@ def run_tasks(
         return []
     describe(spark, description)
     weights = [weight(i) if weight else 1 for i in items]
-    packs = pack(weights, TASKS_PER_CORE * parallelism(spark))
+    packs = pack(weights, parallelism(spark))
     runner = _TaskRunner(items, fn, packs, weights, overlap)
     frame = spark.range(0, len(packs), 1, len(packs)).mapInArrow(runner, "index long, result binary")
     table = frame.toArrow()
