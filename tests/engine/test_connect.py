@@ -7,6 +7,7 @@ pyspark into remote mode for its whole process)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from lakecleaner.config import parse_config
+from lakecleaner.dashboard.local_airflow import free_port
 from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.lake import Lake
 from lakecleaner.workload import WorkloadSpec, generate
+from tests.conftest import TEST_SPARK_CONF
 from tests.engine.helpers import rows
 
 pytestmark = pytest.mark.classic_only
@@ -50,6 +53,29 @@ def test_the_cli_compacts_through_a_connect_server(connect_server: ConnectServer
     assert [p["status"] for p in partitions] == ["committed"]
     assert partitions[0]["stats"]["records_written"] == 500
     assert len(rows(Lake.open(f"file://{tmp_path}").topic("changes"))) == 500
+
+
+def test_a_connect_client_runs_as_many_tasks_at_once_as_the_server_has_cores(tmp_path: Path) -> None:
+    """Where the server does not set spark.default.parallelism, a client's parallelism is the
+    server's (here one core more than this machine has), found once per session, not the client
+    machine's cores."""
+    cores = (os.cpu_count() or 1) + 1
+    conf = {k: v for k, v in TEST_SPARK_CONF.items() if k != "spark.default.parallelism"}
+    server = ConnectServer(tmp_path / "server", port=free_port(), master=f"local[{cores}]", conf=conf)
+    server.start()
+    script = """
+import sys
+from lakecleaner.engine.session import connect_session
+from lakecleaner.engine.sparkio import parallelism
+session = connect_session(sys.argv[1])
+print(parallelism(session), parallelism(session))
+"""
+    try:
+        done = subprocess.run([sys.executable, "-c", script, server.url], capture_output=True, text=True, timeout=300)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == [str(cores), str(cores)]
 
 
 def _python_daemons(server: ConnectServer) -> list[str]:

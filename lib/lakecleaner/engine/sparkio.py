@@ -22,8 +22,8 @@ large item runs alone, so a task's memory stays that of its largest item).
 from __future__ import annotations
 
 import heapq
-import os
 import pickle
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -143,10 +143,27 @@ def describe(spark: SparkSession, description: str | None) -> None:
 
 def parallelism(spark: SparkSession) -> int:
     """How many tasks the session runs at once: spark.default.parallelism when set, else the
-    classic session's default parallelism, else this machine's cores."""
+    classic session's default parallelism, else (a Spark Connect client) the server's, which the
+    client's own cores say nothing about: an Airflow worker of 2 cores in front of a cluster of
+    64 would otherwise send 2 tasks at a time. The server's is the number of partitions it
+    splits a range into (its default parallelism), found by one small job, once per session."""
     configured = spark.conf.get("spark.default.parallelism", None)
     if configured:
         return max(1, int(configured))
     if not is_connect(spark):
         return max(1, spark.sparkContext.defaultParallelism)
-    return os.cpu_count() or 1
+    if spark not in _SERVER_PARALLELISM:
+        _SERVER_PARALLELISM[spark] = _ranges_partitions(spark)
+    return _SERVER_PARALLELISM[spark]
+
+
+#: The default parallelism of each Spark Connect session's server, as `parallelism` found it.
+_SERVER_PARALLELISM: weakref.WeakKeyDictionary[SparkSession, int] = weakref.WeakKeyDictionary()
+
+
+def _ranges_partitions(spark: SparkSession) -> int:
+    """How many partitions the session splits a range into (a job of as many tiny tasks)."""
+    from pyspark.sql import functions as F
+
+    partitions = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()
+    return 1 if partitions is None or partitions[0] is None else int(partitions[0]) + 1
