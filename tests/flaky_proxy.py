@@ -1,7 +1,8 @@
 """A real HTTP proxy on 127.0.0.1 in front of an S3 endpoint, failing requests on purpose:
 
 * `failures=N`: the first N requests that `fail_when(method, path)` selects (all, unless given) are
-  answered 503 without being forwarded (an outage the client must ride out with retries);
+  answered `failure` (status, error code) without being forwarded: by default 503
+  ServiceUnavailable, an outage the client must ride out with retries;
 * `strip_conditions=True`: If-Match and If-None-Match are removed before forwarding, as a store
   that ignores conditional writes (s3rver) behaves;
 * `lose_replies=N`: the first N requests that `lose_when(method, path)` selects ARE forwarded and
@@ -34,10 +35,12 @@ class FlakyProxy:
         lose_when: Callable[[str, str], bool] = lambda method, path: True,
         strip_conditions: bool = False,
         rewrite: Callable[[str, str, bytes], bytes | None] = lambda method, path, body: None,
+        failure: tuple[int, str] = (503, "ServiceUnavailable"),
     ) -> None:
         self.target = urlparse(target_url)
         self.failures_left = failures
         self.fail_when = fail_when
+        self.failure = failure
         self.replies_to_lose = lose_replies
         self.lose_when = lose_when
         self.lost: list[tuple[str, str]] = []
@@ -79,8 +82,9 @@ class FlakyProxy:
                     lose = not fail and proxy.replies_to_lose > 0 and proxy.lose_when(self.command, self.path)
                     proxy.replies_to_lose -= 1 if lose else 0
                 if fail:
-                    payload = b"<Error><Code>ServiceUnavailable</Code><Message>try later</Message></Error>"
-                    self.send_response(503)
+                    status, code = proxy.failure
+                    payload = f"<Error><Code>{code}</Code><Message>try later</Message></Error>".encode()
+                    self.send_response(status)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)

@@ -53,9 +53,12 @@ def test_delete_many_deletes_every_key_given_and_nothing_else(store: ObjectStore
     assert [o.key for o in store.list("")] == ["keep/one"]
 
 
-def test_delete_many_is_one_request_a_thousand_keys_or_a_delete_each_where_the_store_refuses_it(
+def test_delete_many_is_one_request_a_thousand_keys_or_a_delete_each_where_the_store_does_not_implement_it(
     s3_server: S3Endpoint,
 ) -> None:
+    """DeleteObjects takes a thousand keys a request. An outage that outlasts the retries raises and
+    changes nothing about how the store is asked once it is back; a store that answers 501
+    NotImplemented is not asked twice and gets a DELETE per key from then on."""
     from tests.flaky_proxy import FlakyProxy
 
     endpoint = s3_server
@@ -65,17 +68,29 @@ def test_delete_many_is_one_request_a_thousand_keys_or_a_delete_each_where_the_s
             endpoint_url=proxy.url, max_attempts=2, backoff_base_ms=1, backoff_max_ms=5, conditional_writes="trust"
         )
         store = open_store(f"s3://{endpoint.bucket}/many-{uuid.uuid4().hex[:8]}", settings)
-        keys = [f"k{n:04d}" for n in range(1003)]
+        keys = [f"k{n:04d}" for n in range(1004)]
         map_ordered(lambda key: store.write(key, b"x"), keys, 32)
         before = len(proxy.seen)
         store.delete_many(keys[:1001])
         assert [method for method, _ in proxy.seen[before:]] == ["POST", "POST"]
         assert [o.key for o in store.list("")] == keys[1001:]
 
-        proxy.failures_left = 10**6  # a store that does not take DeleteObjects: 503 to every one
+        proxy.failures_left = 10**6  # an outage: 503 to every DeleteObjects
         before = len(proxy.seen)
-        store.delete_many(keys[1001:])
-        assert [method for method, _ in proxy.seen[before:]] == ["POST", "POST", "DELETE", "DELETE"]
+        with pytest.raises(StorageError, match="still failing after 2 attempts") as outage:
+            store.delete_many(keys[1001:])
+        assert f"s3://{endpoint.bucket}/" in str(outage.value)
+        assert [method for method, _ in proxy.seen[before:]] == ["POST", "POST"]  # no DELETE per key
+        proxy.failures_left = 0  # back: one DeleteObjects again
+        before = len(proxy.seen)
+        store.delete_many([keys[1001]])
+        assert [method for method, _ in proxy.seen[before:]] == ["POST"]
+        assert [o.key for o in store.list("")] == keys[1002:]
+
+        proxy.failure, proxy.failures_left = (501, "NotImplemented"), 10**6  # a store without DeleteObjects
+        before = len(proxy.seen)
+        store.delete_many(keys[1002:])
+        assert [method for method, _ in proxy.seen[before:]] == ["POST", "DELETE", "DELETE"]  # 501 is not retried
         assert store.list("") == []
         store.write("again", b"x")
         before = len(proxy.seen)
@@ -86,7 +101,7 @@ def test_delete_many_is_one_request_a_thousand_keys_or_a_delete_each_where_the_s
 def test_a_key_the_store_answers_it_did_not_delete_is_an_error_naming_it(s3_server: S3Endpoint) -> None:
     """DeleteObjects answers 200 with the keys it could not delete: a refused key raises, naming
     it and the store's code, without a DELETE per key (the store takes DeleteObjects); a key it
-    could not delete for now (a retryable code) is asked again, then deleted one by one."""
+    could not delete for now (a retryable code) is asked again, then raises, naming it."""
     from tests.flaky_proxy import FlakyProxy
 
     endpoint = s3_server
@@ -118,9 +133,10 @@ def test_a_key_the_store_answers_it_did_not_delete_is_an_error_naming_it(s3_serv
         for key in ("a", "b"):
             store.write(key, b"x")
         before = len(proxy.seen)
-        store.delete_many(["a", "b"])
-        assert [method for method, _ in proxy.seen[before:]] == ["POST", "POST", "DELETE", "DELETE"]
-        assert store.list("") == []
+        with pytest.raises(StorageError, match="still failing after 2 attempts: InternalError") as later:
+            store.delete_many(["a", "b"])
+        assert f"s3://{endpoint.bucket}/{prefix}/b" in str(later.value)
+        assert [method for method, _ in proxy.seen[before:]] == ["POST", "POST"]
 
 
 def test_a_key_the_store_would_not_delete_is_named() -> None:
@@ -375,3 +391,19 @@ def test_a_store_that_ignores_conditional_writes_is_refused_before_anything_is_w
         assert listed.get("KeyCount", 0) == 0  # nothing written, the probe's scratch key removed
         trusting = s3_endpoint.settings(endpoint_url=proxy.url, conditional_writes="trust")
         Lake.open(LakeConfig(uri, trusting)).create_topic("cdc")  # at the user's risk
+
+
+def test_a_store_that_does_not_implement_conditional_writes_is_refused_without_retrying(s3_endpoint) -> None:  # type: ignore[no-untyped-def]
+    """A store that answers 501 NotImplemented to a conditional PUT is refused as one without
+    conditional writes, at the first answer: a 501 is not an outage to retry."""
+    from lakecleaner.errors import UnsafeStore
+    from lakecleaner.lake import Lake
+    from tests.flaky_proxy import FlakyProxy
+
+    probe = lambda method, path: method == "PUT" and "/_lakecleaner/probe/" in path  # noqa: E731
+    with FlakyProxy(s3_endpoint.url, 10**6, fail_when=probe, failure=(501, "NotImplemented")) as proxy:
+        uri = f"s3://{s3_endpoint.bucket}/unimplemented-{uuid.uuid4().hex[:8]}"
+        lake = Lake.open(LakeConfig(uri, s3_endpoint.settings(endpoint_url=proxy.url, max_attempts=3)))
+        with pytest.raises(UnsafeStore, match="does not implement conditional writes"):
+            lake.create_topic("cdc")
+        assert [method for method, path in proxy.seen if "/_lakecleaner/probe/" in path] == ["PUT", "DELETE"]

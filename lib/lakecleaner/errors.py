@@ -42,6 +42,11 @@ class ConditionFailed(StorageError):
     """A conditional write lost: the object exists (create) or changed (replace)."""
 
 
+class NotSupported(StorageError):
+    """The store does not implement the request (S3's 501 NotImplemented, 405 MethodNotAllowed):
+    asking again cannot help."""
+
+
 class UnsafeStore(StorageError):
     """The object store ignores conditional writes: lakecleaner refuses to write to it."""
 

@@ -48,8 +48,9 @@ from botocore.config import Config as BotoConfig
 
 from lakecleaner.clock import epoch_ms
 from lakecleaner.config import ENV_AWS_DEFAULT_REGION, ENV_AWS_REGION, StorageSettings
-from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError, UnsafeStore
+from lakecleaner.errors import ConditionFailed, NotSupported, ObjectNotFound, StorageError, UnsafeStore
 from lakecleaner.io.base import ObjectInfo, ObjectStore, RetryPolicy, Transient, UnfinishedWrite
+from lakecleaner.io.concurrent import map_ordered
 
 if TYPE_CHECKING:
     from types_boto3_s3 import S3Client
@@ -73,6 +74,8 @@ _TRANSIENT_CODES = {
     "503",
     "504",
 }
+#: Replies of a store that does not implement the request (a 501 is not an outage to ride out).
+_NOT_SUPPORTED_CODES = {"NotImplemented", "MethodNotAllowed"}
 _CONDITION_HEADERS = {"IfNoneMatch": "If-None-Match", "IfMatch": "If-Match"}
 #: User metadata every write of this store carries: a new id per PUT, so that an object's version
 #: tag (`stat`) tells two writes apart even when their bytes, and so their MD5 ETags, are equal.
@@ -152,8 +155,9 @@ class S3Store(ObjectStore):
         self._fs_args = self._arrow_fs_args(settings, region)
         self._fs: pafs.S3FileSystem | None = None
         self._bucket_url_base: str | None = None
-        #: Whether the store takes DeleteObjects (until a request of it fails).
+        #: Whether the store takes DeleteObjects (until it answers that it does not).
         self._multi_delete = True
+        self._max_concurrency = settings.max_concurrency
 
     @staticmethod
     def _arrow_fs_args(settings: StorageSettings, region: str) -> dict[str, Any]:
@@ -203,12 +207,14 @@ class S3Store(ObjectStore):
             ) from None
 
     def _reply_error(self, operation: str, key: str, code: str, status: str, message: str | None) -> Exception:
-        """What an error reply of the store means: ObjectNotFound, ConditionFailed, Transient (to
-        retry) or StorageError (permanent), from its error code and HTTP status."""
+        """What an error reply of the store means: ObjectNotFound, ConditionFailed, NotSupported,
+        Transient (to retry) or StorageError (permanent), from its error code and HTTP status."""
         if code in _NOT_FOUND_CODES or (status == "404" and code != "NoSuchBucket"):
             return ObjectNotFound(operation, self.location(key), "no such object")
         if code in _CONDITION_CODES or status in ("412", "409"):
             return ConditionFailed(operation, self.location(key), f"condition not met ({code or status})")
+        if code in _NOT_SUPPORTED_CODES or status in ("501", "405"):
+            return NotSupported(operation, self.location(key), f"{code or status}: {message or 'not implemented'}")
         if code in _TRANSIENT_CODES or status.startswith("5") or status == "429":
             return Transient(f"{code or status}")
         reason = _HINTS.get(code, f"{code or status}: {message or 'request failed'}")
@@ -307,12 +313,10 @@ class S3Store(ObjectStore):
                 pass
             self._put("replace", key, b"4", IfMatch=etag)
             return None
-        except StorageError as exc:
-            if isinstance(exc, ConditionFailed):
-                return "refused a conditional write it should have accepted"
-            if "NotImplemented" in exc.reason or "501" in exc.reason:
-                return "does not implement conditional writes"
-            raise
+        except ConditionFailed:
+            return "refused a conditional write it should have accepted"
+        except NotSupported:
+            return "does not implement conditional writes"
         finally:
             self.delete(key)
 
@@ -433,26 +437,30 @@ class S3Store(ObjectStore):
     def delete_many(self, keys: Sequence[str]) -> None:
         """Delete the objects with S3's DeleteObjects, a thousand keys to a request (quiet: the reply
         names only the keys it could not delete, and the first of them raises, naming it). A store
-        that does not take DeleteObjects gets a DELETE per key from then on."""
+        that answers it does not implement DeleteObjects gets a DELETE per key from then on, as many
+        at once as lake.storage.max_concurrency. Any other failure (an outage that outlasted the
+        retries) raises: the store still takes DeleteObjects once it is back."""
         for start in range(0, len(keys), _KEYS_PER_DELETE):
-            chunk = keys[start : start + _KEYS_PER_DELETE]
-            if not self._multi_delete:
-                super().delete_many(chunk)
-                continue
+            self._delete_chunk(keys[start : start + _KEYS_PER_DELETE])
+
+    def _delete_chunk(self, chunk: Sequence[str]) -> None:
+        """Up to a thousand keys: one DeleteObjects, or a DELETE each where the store has none."""
+        if self._multi_delete:
             try:
                 refused = self._retrying("delete", chunk[0], partial(self._delete_objects, chunk))
-            except StorageError:
+            except NotSupported:
                 self._multi_delete = False
-                super().delete_many(chunk)
-                continue
-            if refused:
-                key, code, message = refused[0]
-                raise StorageError("delete", self.location(key), f"{code}: {message or 'not deleted'}")
+            else:
+                if refused:
+                    key, code, message = refused[0]
+                    raise StorageError("delete", self.location(key), f"{code}: {message or 'not deleted'}")
+                return
+        map_ordered(self.delete, chunk, self._max_concurrency)
 
     def _delete_objects(self, keys: Sequence[str]) -> tuple[tuple[str, str, str | None], ...]:
         """One DeleteObjects request: the (key, code, message) of each key the store would not
         delete. A key it could not delete for now raises Transient (the request is made again); a
-        reply that is not about keys raises StorageError."""
+        reply that is not about keys raises NotSupported."""
         objects = "".join(f"<Object><Key>{escape(self._key(k))}</Key></Object>" for k in keys)
         body = f'<Delete xmlns="{_S3_XMLNS}"><Quiet>true</Quiet>{objects}</Delete>'.encode()
         headers = {"Content-MD5": base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode()}
@@ -469,7 +477,7 @@ class S3Store(ObjectStore):
         refused: tuple[tuple[str, str, str | None], ...] = ()
         for bucket_key, code, message in errors:
             if not bucket_key:  # not an answer about keys: the store does not take DeleteObjects
-                raise StorageError("delete", self.location(keys[0]), message or "DeleteObjects failed")
+                raise NotSupported("delete", self.location(keys[0]), message or "DeleteObjects failed")
             key = self._lake_key(bucket_key)
             if code in _TRANSIENT_CODES:
                 raise Transient(f"{code} deleting {self.location(key)}")
