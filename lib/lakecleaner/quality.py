@@ -1,4 +1,4 @@
-"""Great Expectations 1.x quality checks: one runner for pandas and Spark DataFrames.
+"""Great Expectations 1.x quality checks: one runner, on pandas DataFrames.
 
 Every rewrite (compaction) and every retention result is checked before it is committed.
 A check is a list of `Check`s — a GX expectation plus the sentence a user reads when it
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
 if TYPE_CHECKING:
+    import pandas as pd
     from great_expectations.expectations.expectation import Expectation
 
 logging.getLogger("great_expectations").setLevel(logging.WARNING)
@@ -143,9 +144,10 @@ def warm_up() -> None:
 
 
 def validate(
-    subject: str, dataframe: Any, checks: list[Check], *, result_format: str | dict[str, Any] | None = None
+    subject: str, dataframe: pd.DataFrame, checks: list[Check], *, result_format: str | dict[str, Any] | None = None
 ) -> QualityReport:
-    """Run `checks` against a pandas or Spark DataFrame and report each outcome.
+    """Run `checks` against a pandas DataFrame and report each outcome (the compaction gate's and
+    retention's facts are small tables on the driver: `engine.quality` says why not on Spark).
 
     `result_format` is passed to GX (default: GX's own). With "BOOLEAN_ONLY" only success is
     computed (the fastest); with unexpected_index_column_names, a failed check's sample lists
@@ -174,14 +176,13 @@ def validate(
     return QualityReport(subject, tuple(outcomes))
 
 
-def _run(dataframe: Any, checks: list[Check], result_format: str | dict[str, Any] | None) -> Any:
+def _run(dataframe: pd.DataFrame, checks: list[Check], result_format: str | dict[str, Any] | None) -> Any:
     """One GX validation of `checks` on `dataframe` in the process's context, whose data source,
     suite and validation definition are removed again afterwards."""
     gx = _great_expectations()
     context = _context()
     name = f"lakecleaner-{uuid.uuid4().hex[:8]}"
-    is_spark = type(dataframe).__module__.startswith("pyspark")
-    source = context.data_sources.add_spark(name) if is_spark else context.data_sources.add_pandas(name)
+    source = context.data_sources.add_pandas(name)
     batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
     suite = context.suites.add(gx.ExpectationSuite(name=name))
     for check in checks:
