@@ -7,6 +7,7 @@ delimited LIST. (Timings are bench/control_plane.py's business.)"""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,31 @@ def test_the_dags_assessment_plans_and_rolls_the_others(world: tuple[Path, Flaky
     assert all("manifest.json" in reason for reason in result["unreadable"].values())
     assert not set(result["selected"]) & set(BROKEN)
     assert set(result["reasons"]) == {str(p) for p in range(PARTITIONS) if p not in BROKEN}
+
+
+def test_the_assessment_rolls_each_idle_partition_with_one_put_on_the_manifest_it_read(
+    world: tuple[Path, FlakyProxy],
+) -> None:
+    """★ KIP-354: an active segment whose first batch is older than segment.ms is rolled by the
+    assessment, each partition by one conditional PUT that starts from the manifest the
+    assessment read: no second GET of it (a thousand partitions 20 ms away would pay a round of
+    reads for nothing)."""
+    config, proxy = world
+    readable = [p for p in range(PARTITIONS) if p not in BROKEN]
+    topic = _lake(config).topic("t")
+    long_ago = NOW_MS - topic.config.segment_ms - 60_000
+    for p in readable:
+        topic.partition(p).append([Record(b"k", b"v3", timestamp=long_ago)], now_ms=long_ago)
+    before = len(proxy.seen)
+    result = tasks.assess(load_config(str(config)), "t", NOW_MS, {})
+    assert result["rolled"] == readable
+    manifests = [
+        method
+        for method, path in proxy.seen[before:]
+        if not _broken_manifest(method, path) and unquote(path.split("?")[0]).endswith("/manifest.json")
+    ]
+    assert Counter(manifests) == {"GET": len(readable), "PUT": len(readable)}
+    assert all(topic.partition(p).manifest().active_segment is None for p in readable)
 
 
 def test_the_dashboard_names_the_unreadable_partitions(world: tuple[Path, FlakyProxy]) -> None:

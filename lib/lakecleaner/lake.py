@@ -81,10 +81,17 @@ class TopicMetadata:
 
 @dataclass(frozen=True)
 class PartitionManifests:
-    """A topic's readable manifests by partition, and why each other partition could not be read."""
+    """A topic's readable manifests by partition, and why each other partition could not be read;
+    `etags`: each readable manifest's etag as read, so a commit that starts from it needs no second
+    read when nothing changed since (`PartitionLog.commit(known=)`)."""
 
     manifests: dict[int, Manifest]
     failures: dict[int, str]
+    etags: dict[int, str] = field(default_factory=dict)
+
+    def known(self, partition: int) -> tuple[Manifest, str]:
+        """The partition's manifest with its etag, for `PartitionLog.commit(known=)`."""
+        return self.manifests[partition], self.etags[partition]
 
 
 class PartitionUnreadable(LakeCleanerError):
@@ -242,18 +249,18 @@ class Lake:
             for p in (range(topic.partitions) if chosen is None else chosen)
         ]
 
-        def read(item: tuple[Topic, int]) -> Manifest | LakeCleanerError:
+        def read(item: tuple[Topic, int]) -> tuple[Manifest, str] | LakeCleanerError:
             try:
-                return item[0].partition(item[1]).manifest()
+                return item[0].partition(item[1]).load()
             except LakeCleanerError as exc:
                 return exc
 
         out = {topic.name: PartitionManifests({}, {}) for topic in topics}
         for (topic, p), result in zip(work, map_ordered(read, work, self.config.storage.max_concurrency), strict=True):
-            if isinstance(result, Manifest):
-                out[topic.name].manifests[p] = result
-            else:
+            if isinstance(result, LakeCleanerError):
                 out[topic.name].failures[p] = str(result)
+            else:
+                out[topic.name].manifests[p], out[topic.name].etags[p] = result
         return out
 
     def list_topics(self) -> list[str]:

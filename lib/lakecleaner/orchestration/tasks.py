@@ -16,7 +16,7 @@ from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.errors import LakeCleanerError, ObjectNotFound
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
-from lakecleaner.lake import Lake, Topic
+from lakecleaner.lake import Lake, PartitionManifests, Topic
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy import plan_topic
 from lakecleaner.policy.roll import apply_roll, plan_roll
@@ -108,7 +108,7 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
     manifests = read.manifests
     rolled: list[int] = []
     if not params.dry_run:
-        manifests, rolled, failed = roll_idle(topic, manifests, now_ms, lake.config.storage.max_concurrency)
+        manifests, rolled, failed = roll_idle(topic, read, now_ms, lake.config.storage.max_concurrency)
         unreadable.update(failed)
     consumed = (
         lake.offsets.consumed_positions(topic_name, sorted(manifests))
@@ -134,11 +134,13 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
 
 
 def roll_idle(
-    topic: Topic, manifests: Mapping[int, Manifest], now_ms: int, concurrency: int
+    topic: Topic, read: PartitionManifests, now_ms: int, concurrency: int
 ) -> tuple[dict[int, Manifest], list[int], dict[int, str]]:
     """Roll every partition whose active segment is due (★ KIP-354 for silent partitions), each
-    by its own conditional commit, concurrently; only the partitions due are written to. Returns
-    the manifests after the rolls, the partitions rolled, and why a roll failed."""
+    by its own conditional commit, concurrently, starting from the manifest `read` holds (one PUT
+    a partition when nothing changed since); only the partitions due are written to. Returns the
+    manifests after the rolls, the partitions rolled, and why a roll failed."""
+    manifests = read.manifests
     due = [p for p, m in manifests.items() if plan_roll(m, topic.config, now_ms).roll]
 
     def roll(p: int) -> Manifest | LakeCleanerError:
@@ -146,7 +148,7 @@ def roll_idle(
             return apply_roll(manifest, now_ms) if plan_roll(manifest, topic.config, now_ms).roll else None
 
         try:
-            return topic.partition(p).commit(roll_if_idle)
+            return topic.partition(p).commit(roll_if_idle, known=read.known(p))
         except LakeCleanerError as exc:
             return exc
 
