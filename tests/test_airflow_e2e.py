@@ -19,7 +19,14 @@ from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.orchestration.airflow_setup import SETUP_VARIABLE
 from lakecleaner.orchestration.compact_task import connection_of_url
-from lakecleaner.orchestration.local import DagRunResult, airflow_env, prepare_airflow, run_dag
+from lakecleaner.orchestration.local import (
+    DagRunRequest,
+    DagRunResult,
+    airflow_env,
+    prepare_airflow,
+    run_dag,
+    run_dags,
+)
 from tests.conftest import write_sample
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,14 +53,21 @@ class Harness:
     def run(
         self, topic: str, when: str, conf: dict[str, Any] | None = None, extra_env: dict[str, str] | None = None
     ) -> DagRunResult:
-        env = {
-            **(extra_env or {}),
+        return run_dag(self.home, self.config_path, f"lakecleaner__{topic}", when, conf, self.env(extra_env), 900)
+
+    def runs(self, topic: str, whens: list[str], extra_env: dict[str, str] | None = None) -> list[DagRunResult]:
+        """DAG runs one after another in one process (`run_dags`: it stops at the first that fails)."""
+        requests = [DagRunRequest(f"lakecleaner__{topic}", when) for when in whens]
+        return run_dags(self.home, self.config_path, requests, self.env(extra_env), 900)
+
+    def env(self, extra: dict[str, str] | None) -> dict[str, str]:
+        return {
+            **(extra or {}),
             "LAKECLEANER_S3_ENDPOINT_URL": self.s3.url,
             "AWS_ACCESS_KEY_ID": self.s3.access_key,
             "AWS_SECRET_ACCESS_KEY": self.s3.secret_key,
             "AWS_REGION": "us-east-1",
         }
-        return run_dag(self.home, self.config_path, f"lakecleaner__{topic}", when, conf, env, timeout_s=900)
 
 
 @pytest.fixture(params=["s3"])
@@ -235,11 +249,13 @@ def test_compacted_topic_ends_with_exactly_the_winners(
 
 
 def test_quality_gate_failure_in_one_partition_leaves_the_others_committed(harness: Harness) -> None:
+    """The failed run is the first of two asked of one process (`run_dags`), which stops there: the
+    second is never made."""
     expected = fill_cdc(harness)
     before = harness.lake.topic("customers-cdc").partition(0).read()
-    result = harness.run(
+    (result,) = harness.runs(
         "customers-cdc",
-        T0_ISO,
+        [T0_ISO, "2026-03-01T02:00:00+00:00"],
         extra_env={
             "LAKECLEANER_FAULT_HOOKS": "engine.after_staging=tests.fault_hooks:tamper_partition_0_staged_output",
             "LAKECLEANER_TEST_TAMPER_TOPIC": "customers-cdc",

@@ -1034,7 +1034,7 @@ def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str
     """Both DAGs at now and two hours later (tombstones stamped in the first run expire in the second)."""
     from lakecleaner import demo as job
     from lakecleaner.orchestration.compact_task import connection_of_url
-    from lakecleaner.orchestration.local import prepare_airflow, run_dag
+    from lakecleaner.orchestration.local import DagRunRequest, DagRunResult, prepare_airflow, run_dags
 
     config_path = Path(ctx.config.source).resolve()
     env = {"LAKECLEANER_LAKE_URI": ctx.lake.uri}
@@ -1044,13 +1044,21 @@ def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str
     airflow_home.mkdir(parents=True, exist_ok=True)
     err_console.print(f"airflow: {airflow_home} (SQLite)")
     prepare_airflow(airflow_home, config_path)
-    for when in (now, now + 2 * job.HOUR_MS):
-        for topic in (job.CDC_TOPIC, job.EVENTS_TOPIC):
-            err_console.print(f"running lakecleaner__{topic} for {job.iso(when)} ...")
-            result = run_dag(airflow_home, config_path, f"lakecleaner__{topic}", job.iso(when), env=env)
-            err_console.print(f"  {result.state}: " + ", ".join(f"{t}={s}" for t, s in sorted(result.tasks.items())))
-            if result.state != "success":
-                raise LakeCleanerError(f"the DAG run of {topic} failed; its log:\n{result.log[-3000:]}")
+    requests = [
+        DagRunRequest(f"lakecleaner__{topic}", job.iso(when))
+        for when in (now, now + 2 * job.HOUR_MS)
+        for topic in (job.CDC_TOPIC, job.EVENTS_TOPIC)
+    ]
+    err_console.print(f"running {len(requests)} DAG runs, one after another ...")
+
+    def ended(request: DagRunRequest, result: DagRunResult) -> None:
+        tasks = ", ".join(f"{t}={s}" for t, s in sorted(result.tasks.items()))
+        err_console.print(f"  {request.dag_id} for {request.logical_date}: {result.state}: {tasks}")
+
+    results = run_dags(airflow_home, config_path, requests, env=env, on_result=ended)
+    if results[-1].state != "success":  # the runs stop at the first that fails
+        failed = requests[len(results) - 1]
+        raise LakeCleanerError(f"the DAG run {failed.dag_id} failed; its log:\n{results[-1].log[-3000:]}")
 
 
 # -- helpers ----------------------------------------------------------------------------------

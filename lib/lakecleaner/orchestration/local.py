@@ -1,12 +1,13 @@
 """Run a lakecleaner DAG in real Airflow on this machine (SQLite metadata DB, `dag.test()`).
 
-Used by the main job (`make demo`) and the end-to-end tests. Each run is its own process,
-because Airflow keeps global state (configuration, ORM sessions) per process:
+Used by the main job (`make demo`) and the end-to-end tests. The runs are made in a child
+process, because Airflow keeps global state (configuration, ORM sessions) per process; one child
+makes several runs of one Airflow home one after another (`run_dags`):
 
-    python -m lakecleaner.orchestration.local <config.yaml> <dag_id> <logical date ISO> '<conf JSON>'
+    python -m lakecleaner.orchestration.local <config.yaml> '[{"dag_id": …, "logical_date": …, "conf": {…}}, …]'
 
-prints `RESULT {"state": ..., "tasks": {task_id: state}, "tries": {task_id: try number}}` as its
-last line.
+prints `RESULT {"state": ..., "tasks": {task_id: state}, "tries": {task_id: try number}}` after
+each run, and stops after a run that did not succeed.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,15 @@ def prepare_airflow(airflow_home: Path, config_path: Path, env: Mapping[str, str
     run("lakecleaner.cli", "airflow", "setup")
 
 
+@dataclass(frozen=True)
+class DagRunRequest:
+    """One DAG run to make: the DAG, its logical date (ISO) and its conf."""
+
+    dag_id: str
+    logical_date: str
+    conf: Mapping[str, Any] = field(default_factory=dict)
+
+
 def run_dag(
     airflow_home: Path,
     config_path: Path,
@@ -91,37 +102,77 @@ def run_dag(
     timeout_s: int = 1800,
 ) -> DagRunResult:
     """Run one DAG run to completion with dag.test() in a child process."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lakecleaner.orchestration.local",
-            str(config_path),
-            dag_id,
-            logical_date,
-            json.dumps(dict(conf or {})),
-        ],
+    request = DagRunRequest(dag_id, logical_date, dict(conf or {}))
+    return run_dags(airflow_home, config_path, [request], env, timeout_s)[0]
+
+
+def run_dags(
+    airflow_home: Path,
+    config_path: Path,
+    requests: Sequence[DagRunRequest],
+    env: Mapping[str, str] | None = None,
+    timeout_s: int = 1800,
+    on_result: Callable[[DagRunRequest, DagRunResult], None] | None = None,
+) -> list[DagRunResult]:
+    """Run DAG runs one after another with dag.test() in one child process, which loads Airflow,
+    the DAGs and what their tasks import (Great Expectations: seconds) once, not once per run. The
+    child stops after the first run that does not succeed; `on_result` hears of each run as it
+    ends. Returns the results of the runs made, each with its own part of the child's output;
+    raises RuntimeError, with the output's end, when the child ends (or `timeout_s` passes) in the
+    middle of a run."""
+    payload = json.dumps([{"dag_id": r.dag_id, "logical_date": r.logical_date, "conf": dict(r.conf)} for r in requests])
+    command = [sys.executable, "-m", "lakecleaner.orchestration.local", str(config_path), payload]
+    results: list[DagRunResult] = []
+    output: list[str] = []
+    with subprocess.Popen(
+        command,
         env=airflow_env(airflow_home, config_path, env),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=timeout_s,
-    )
-    log = proc.stdout + proc.stderr
-    lines = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
-    if not lines:
-        raise RuntimeError(f"the DAG run {dag_id} @ {logical_date} did not finish:\n{log[-4000:]}")
-    result = json.loads(lines[-1][len(RESULT_PREFIX) :])
-    return DagRunResult(result["state"], result["tasks"], log, result["tries"])
+    ) as child:
+        timer = threading.Timer(timeout_s, child.kill)
+        timer.start()
+        try:
+            assert child.stdout is not None
+            for line in child.stdout:
+                if not line.startswith(RESULT_PREFIX):
+                    output.append(line)
+                    continue
+                found = json.loads(line[len(RESULT_PREFIX) :])
+                results.append(DagRunResult(found["state"], found["tasks"], "".join(output), found["tries"]))
+                output.clear()
+                if on_result is not None:
+                    on_result(requests[len(results) - 1], results[-1])
+            child.wait()
+        finally:
+            timer.cancel()
+            if child.poll() is None:
+                child.kill()
+    stopped = bool(results) and results[-1].state != "success"
+    if len(results) < len(requests) and not stopped:
+        unfinished = requests[len(results)]
+        raise RuntimeError(
+            f"the DAG run {unfinished.dag_id} @ {unfinished.logical_date} did not finish:\n{''.join(output)[-4000:]}"
+        )
+    return results
 
 
 def main() -> None:
-    config_path, dag_id, when, conf = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-    dag = build_dags(config_path)[dag_id]
-    run = dag.test(logical_date=datetime.fromisoformat(when), run_conf=conf)
-    instances = run.get_task_instances()
-    states = {ti.task_id: str(ti.state) for ti in instances}
-    tries = {ti.task_id: int(ti.try_number) for ti in instances}
-    print(RESULT_PREFIX + json.dumps({"state": str(run.state), "tasks": states, "tries": tries}))
+    config_path, requests = sys.argv[1], json.loads(sys.argv[2])
+    dags = build_dags(config_path)
+    for request in requests:
+        run = dags[request["dag_id"]].test(
+            logical_date=datetime.fromisoformat(request["logical_date"]), run_conf=request["conf"]
+        )
+        instances = run.get_task_instances()
+        states = {ti.task_id: str(ti.state) for ti in instances}
+        tries = {ti.task_id: int(ti.try_number) for ti in instances}
+        result = RESULT_PREFIX + json.dumps({"state": str(run.state), "tasks": states, "tries": tries})
+        sys.stdout.write(result + "\n")
+        sys.stdout.flush()
+        if str(run.state) != "success":
+            return
 
 
 if __name__ == "__main__":
