@@ -118,8 +118,8 @@ def run_dags(
     the DAGs and what their tasks import (Great Expectations: seconds) once, not once per run. The
     child stops after the first run that does not succeed; `on_result` hears of each run as it
     ends. Returns the results of the runs made, each with its own part of the child's output;
-    raises RuntimeError, with the output's end, when the child ends (or `timeout_s` passes) in the
-    middle of a run."""
+    raises RuntimeError, with the output's end, when the child ends (or `timeout_s`, for all the
+    runs, passes) in the middle of a run."""
     payload = json.dumps([{"dag_id": r.dag_id, "logical_date": r.logical_date, "conf": dict(r.conf)} for r in requests])
     command = [sys.executable, "-m", "lakecleaner.orchestration.local", str(config_path), payload]
     results: list[DagRunResult] = []
