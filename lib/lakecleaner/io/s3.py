@@ -54,6 +54,7 @@ from lakecleaner.io.concurrent import map_ordered
 
 if TYPE_CHECKING:
     from types_boto3_s3 import S3Client
+    from types_boto3_s3.type_defs import ObjectIdentifierTypeDef
 else:
     S3Client = Any
 
@@ -83,6 +84,8 @@ _WRITE_ID = "lakecleaner-write"
 _S3_XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 #: DeleteObjects takes at most a thousand keys.
 _KEYS_PER_DELETE = 1000
+#: An object of the lake, or one version of it: (key, version id; None for the current object).
+_Version = tuple[str, str | None]
 _NOT_FOUND_CODES = {"NoSuchKey", "404", "NotFound"}
 _CONDITION_CODES = {"PreconditionFailed", "412", "ConditionalRequestConflict", "409"}
 _HINTS = {
@@ -440,14 +443,46 @@ class S3Store(ObjectStore):
         that answers it does not implement DeleteObjects gets a DELETE per key from then on, as many
         at once as lake.storage.max_concurrency. Any other failure (an outage that outlasted the
         retries) raises: the store still takes DeleteObjects once it is back."""
-        for start in range(0, len(keys), _KEYS_PER_DELETE):
-            self._delete_chunk(keys[start : start + _KEYS_PER_DELETE])
+        self._delete_versions([(key, None) for key in keys])
 
-    def _delete_chunk(self, chunk: Sequence[str]) -> None:
-        """Up to a thousand keys: one DeleteObjects, or a DELETE each where the store has none."""
+    def delete_all_versions(self, keys: Sequence[str]) -> None:
+        """Delete every version and delete marker of each of `keys` (a versioned bucket keeps a
+        deleted object's bytes as an old version): the versions are found by one listing of each
+        folder the keys lie in (ListObjectVersions, a thousand versions to a request) and deleted
+        as `delete_many` deletes, naming each version — not a listing and a DELETE per version."""
+        self._delete_versions(self._versions_of(keys))
+
+    def _versions_of(self, keys: Sequence[str]) -> Sequence[_Version]:
+        """Each version (and delete marker) of `keys`, by its version id."""
+        wanted = {self._key(k) for k in keys}
+        folders = sorted({k.rpartition("/")[0] + "/" if "/" in k else "" for k in keys})
+
+        def listed(folder: str) -> Sequence[_Version]:
+            def attempt() -> Sequence[_Version]:
+                paginator = self._client.get_paginator("list_object_versions")
+                return [
+                    (self._lake_key(v["Key"]), v["VersionId"])
+                    for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(folder))
+                    for v in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]
+                    if v["Key"] in wanted
+                ]
+
+            return self._retrying("list versions of", folder, attempt)
+
+        return [v for found in map_ordered(listed, folders, self._max_concurrency) for v in found]
+
+    def _delete_versions(self, items: Sequence[_Version]) -> None:
+        for start in range(0, len(items), _KEYS_PER_DELETE):
+            self._delete_chunk(items[start : start + _KEYS_PER_DELETE])
+
+    def _delete_chunk(self, chunk: Sequence[_Version]) -> None:
+        """Up to a thousand objects (or versions): one DeleteObjects, or a DELETE each where the
+        store has none."""
+        if not chunk:
+            return
         if self._multi_delete:
             try:
-                refused = self._retrying("delete", chunk[0], partial(self._delete_objects, chunk))
+                refused = self._retrying("delete", chunk[0][0], partial(self._delete_objects, chunk))
             except NotSupported:
                 self._multi_delete = False
             else:
@@ -455,21 +490,40 @@ class S3Store(ObjectStore):
                     key, code, message = refused[0]
                     raise StorageError("delete", self.location(key), f"{code}: {message or 'not deleted'}")
                 return
-        map_ordered(self.delete, chunk, self._max_concurrency)
+        map_ordered(self._delete_one, chunk, self._max_concurrency)
 
-    def _delete_objects(self, keys: Sequence[str]) -> tuple[tuple[str, str, str | None], ...]:
-        """One DeleteObjects request: the (key, code, message) of each key the store would not
-        delete. A key it could not delete for now raises Transient (the request is made again); a
-        reply that is not about keys raises NotSupported."""
-        objects = "".join(f"<Object><Key>{escape(self._key(k))}</Key></Object>" for k in keys)
+    def _delete_one(self, item: _Version) -> None:
+        """DELETE one object, or one version of it."""
+        key, version = item
+        if version is None:
+            self.delete(key)
+            return
+
+        def attempt() -> None:
+            self._client.delete_object(Bucket=self.bucket, Key=self._key(key), VersionId=version)
+
+        self._retrying("delete a version of", key, attempt)
+
+    def _delete_objects(self, items: Sequence[_Version]) -> tuple[tuple[str, str, str | None], ...]:
+        """One DeleteObjects request: the (key, code, message) of each object (or version) the store
+        would not delete. One it could not delete for now raises Transient (the request is made
+        again); a reply that is not about keys raises NotSupported."""
+        objects = "".join(
+            f"<Object><Key>{escape(self._key(k))}</Key>"
+            + ("" if v is None else f"<VersionId>{escape(v)}</VersionId>")
+            + "</Object>"
+            for k, v in items
+        )
         body = f'<Delete xmlns="{_S3_XMLNS}"><Quiet>true</Quiet>{objects}</Delete>'.encode()
         headers = {"Content-MD5": base64.b64encode(hashlib.md5(body, usedforsecurity=False).digest()).decode()}
-        response = self._signed("delete", "POST", keys[0], body, headers, url=self._bucket_url() + "?delete")
+        first = items[0][0]
+        response = self._signed("delete", "POST", first, body, headers, url=self._bucket_url() + "?delete")
         if response is None:
+            named: list[ObjectIdentifierTypeDef] = [
+                {"Key": self._key(k), "VersionId": v} if v is not None else {"Key": self._key(k)} for k, v in items
+            ]
             reply: dict[str, Any] = dict(
-                self._client.delete_objects(
-                    Bucket=self.bucket, Delete={"Objects": [{"Key": self._key(k)} for k in keys], "Quiet": True}
-                )
+                self._client.delete_objects(Bucket=self.bucket, Delete={"Objects": named, "Quiet": True})
             )
             errors = [(e.get("Key", ""), e.get("Code", ""), e.get("Message")) for e in reply.get("Errors", [])]
         else:
@@ -477,7 +531,7 @@ class S3Store(ObjectStore):
         refused: tuple[tuple[str, str, str | None], ...] = ()
         for bucket_key, code, message in errors:
             if not bucket_key:  # not an answer about keys: the store does not take DeleteObjects
-                raise NotSupported("delete", self.location(keys[0]), message or "DeleteObjects failed")
+                raise NotSupported("delete", self.location(first), message or "DeleteObjects failed")
             key = self._lake_key(bucket_key)
             if code in _TRANSIENT_CODES:
                 raise Transient(f"{code} deleting {self.location(key)}")
@@ -514,16 +568,6 @@ class S3Store(ObjectStore):
             return status in ("Enabled", "Suspended")
 
         return self._retrying("get versioning of", "", attempt)
-
-    def delete_all_versions(self, key: str) -> None:
-        def attempt() -> None:
-            paginator = self._client.get_paginator("list_object_versions")
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(key)):
-                for v in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]:
-                    if v["Key"] == self._key(key):
-                        self._client.delete_object(Bucket=self.bucket, Key=v["Key"], VersionId=v["VersionId"])
-
-        self._retrying("delete all versions of", key, attempt)
 
 
 def _delete_errors(body: bytes) -> list[tuple[str, str, str | None]]:

@@ -134,8 +134,7 @@ def _delete(lake: Lake, keys: Sequence[str]) -> None:
     """Delete the objects: every version of each where lake.storage.delete_all_versions says so,
     else in as few requests as the store takes (`ObjectStore.delete_many`)."""
     if lake.config.storage.delete_all_versions:
-        for key in keys:
-            lake.store.delete_all_versions(key)
+        lake.store.delete_all_versions(keys)
     else:
         lake.store.delete_many(keys)
 
