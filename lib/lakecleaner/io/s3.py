@@ -453,9 +453,10 @@ class S3Store(ObjectStore):
         self._delete_versions(self._versions_of(keys))
 
     def _versions_of(self, keys: Sequence[str]) -> Sequence[_Version]:
-        """Each version (and delete marker) of `keys`, by its version id."""
+        """Each version (and delete marker) of `keys`, by its version id, listed by the folders they
+        lie in."""
         wanted = {self._key(k) for k in keys}
-        folders = sorted({k.rpartition("/")[0] + "/" if "/" in k else "" for k in keys})
+        folders = sorted({k.rpartition("/")[0] + "/" if "/" in k else k for k in keys})  # a key at the root: itself
 
         def listed(folder: str) -> Sequence[_Version]:
             def attempt() -> Sequence[_Version]:
