@@ -87,7 +87,7 @@ class PartitionManifests:
 
     manifests: dict[int, Manifest]
     failures: dict[int, str]
-    etags: dict[int, str] = field(default_factory=dict)
+    etags: dict[int, str]
 
     def known(self, partition: int) -> tuple[Manifest, str]:
         """The partition's manifest with its etag, for `PartitionLog.commit(known=)`."""
@@ -255,7 +255,7 @@ class Lake:
             except LakeCleanerError as exc:
                 return exc
 
-        out = {topic.name: PartitionManifests({}, {}) for topic in topics}
+        out = {topic.name: PartitionManifests({}, {}, {}) for topic in topics}
         for (topic, p), result in zip(work, map_ordered(read, work, self.config.storage.max_concurrency), strict=True):
             if isinstance(result, LakeCleanerError):
                 out[topic.name].failures[p] = str(result)

@@ -454,9 +454,11 @@ class S3Store(ObjectStore):
 
     def _versions_of(self, keys: Sequence[str]) -> Sequence[_Version]:
         """Each version (and delete marker) of `keys`, by its version id, listed by the folders they
-        lie in."""
+        lie in (a folder inside another listed one is not listed again: its versions would come
+        twice)."""
         wanted = {self._key(k) for k in keys}
-        folders = sorted({k.rpartition("/")[0] + "/" if "/" in k else k for k in keys})  # a key at the root: itself
+        prefixes = {k.rpartition("/")[0] + "/" if "/" in k else k for k in keys}  # a key at the root: itself
+        folders = sorted(f for f in prefixes if not any(f != o and f.startswith(o) for o in prefixes))  # once each
 
         def listed(folder: str) -> Sequence[_Version]:
             def attempt() -> Sequence[_Version]:
@@ -479,8 +481,6 @@ class S3Store(ObjectStore):
     def _delete_chunk(self, chunk: Sequence[_Version]) -> None:
         """Up to a thousand objects (or versions): one DeleteObjects, or a DELETE each where the
         store has none."""
-        if not chunk:
-            return
         if self._multi_delete:
             try:
                 refused = self._retrying("delete", chunk[0][0], partial(self._delete_objects, chunk))
