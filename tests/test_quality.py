@@ -3,10 +3,14 @@ or a compaction's driver imports it."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+import lakecleaner
 
 # One validation of each kind of expectation lakecleaner uses, one of them failing, then a look at
 # what GX's import ran, then a use of the deferred scipy.stats.
@@ -51,3 +55,31 @@ def test_gx_is_imported_without_running_what_only_unused_expectations_need() -> 
     assert result["ran_with_gx"] == {"scipy.stats._stats_py": False, "altair.vegalite": False}
     assert abs(result["entropy"] - 0.1438410362258904) < 1e-12  # KL(p || q), natural log
     assert result["stats_ran_once_used"]
+
+
+def named_modules(node: ast.AST, constants: bool) -> list[str]:
+    """The modules an import node imports, or (with `constants`) a string constant, which may name
+    a module to `importlib.import_module`."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""]
+    if constants and isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    return []
+
+
+def test_every_import_of_gx_goes_through_the_quality_module() -> None:
+    """Elsewhere in the package GX is neither imported nor named to an import: only
+    `lakecleaner.quality` imports it (with the deferral and its loggers quiet); the CLI's map of
+    optional modules to extras names it as a module a missing extra lacks."""
+    package = Path(lakecleaner.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path == package / "quality.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for name in named_modules(node, constants=path.name != "cli.py"):
+                if name.split(".")[0] == "great_expectations":
+                    found.append(f"{path.relative_to(package)}:{getattr(node, 'lineno', '?')}")
+    assert found == []

@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import sys
 
-PRELOADED = ("lakecleaner.engine.quality", "lakecleaner.engine.recopy", "great_expectations")
+PRELOADED = ("lakecleaner.engine.quality", "lakecleaner.engine.recopy")
 
 
 def preload() -> None:
-    """Import `PRELOADED` and build the process's GX context. The daemon tells Spark its port on
-    stdout, so anything the imports print goes to stderr."""
+    """Import `PRELOADED`, then Great Expectations (through `lakecleaner.quality`, as every import
+    of it) with the process's GX context and a first validation. The daemon tells Spark its port
+    on stdout, so anything the imports print goes to stderr."""
     import importlib
 
     import tqdm

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import sys
 import threading
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from lakecleaner.engine.session import build_session
 from lakecleaner.engine.sparkio import is_connect
 from lakecleaner.lake import Lake
 from lakecleaner.process import exit_flushed
+from lakecleaner.quality import expectations
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -52,10 +52,11 @@ def _config(args: argparse.Namespace) -> LakeConfig:
 def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
     args = parse_args(argv)
     config = _config(args)
-    # The quality gate's Great Expectations takes seconds to import: do it while Spark starts (a
-    # Connect client leaves it to the server's Python workers).
+    # The quality gate's Great Expectations takes seconds to import: do it while Spark starts, as
+    # every import of GX, through `lakecleaner.quality` (a Connect client leaves it to the server's
+    # Python workers).
     if not (is_connect(spark) if spark is not None else bool(args.remote or config.spark.remote)):
-        threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
+        threading.Thread(target=expectations, daemon=True).start()
     lake = Lake.open(config)
     topic = lake.topic(args.topic)
     now = parse_time_ms(args.now) if args.now else wall_clock_ms()
