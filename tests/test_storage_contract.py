@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 import pytest
@@ -339,16 +340,21 @@ def test_versioning_detection(backend: str, store: ObjectStore, s3_endpoint) -> 
         assert versioned.versioning_enabled() is True
         versioned.write("k", b"1")
         versioned.write("k", b"2")
-        versioned.delete_all_versions(["k"])
-        assert client.list_object_versions(Bucket=bucket, Prefix="x/k").get("Versions", []) == []
+        versioned.delete("k")  # a delete marker over both versions
+        assert len(client.list_object_versions(Bucket=bucket, Prefix="x/k").get("Versions", [])) == 2
+        versioned.write("k", b"3")
+        every_version = open_store(f"s3://{bucket}/x", s3_endpoint.settings(delete_all_versions=True))
+        every_version.delete("k")  # lake.storage.delete_all_versions: every version and marker goes
+        listed = client.list_object_versions(Bucket=bucket, Prefix="x/k")
+        assert listed.get("Versions", []) == [] and listed.get("DeleteMarkers", []) == []
 
 
 def test_every_version_goes_with_a_listing_a_folder_and_a_delete_a_thousand_versions(s3_endpoint) -> None:  # type: ignore[no-untyped-def]
-    """lake.storage.delete_all_versions: every version and delete marker of each key given goes,
-    found by one ListObjectVersions of each folder the keys lie in (a page a thousand versions; a
-    folder inside another is listed with it, once) and deleted a thousand versions to a
-    DeleteObjects request, not a listing and a DELETE per version; the versions of other keys
-    stay."""
+    """lake.storage.delete_all_versions: every version and delete marker of each key deleted goes,
+    found by one ListObjectVersions of each folder that holds several of the keys (a page a
+    thousand versions; a folder inside another is listed with it, once) and deleted a thousand
+    versions to a DeleteObjects request, not a listing and a DELETE per version; a key alone in
+    its folder is listed by itself, not its folder; the versions of other keys stay."""
     from tests.flaky_proxy import FlakyProxy
 
     client = s3_endpoint.client()
@@ -356,18 +362,25 @@ def test_every_version_goes_with_a_listing_a_folder_and_a_delete_a_thousand_vers
     client.create_bucket(Bucket=bucket)
     client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     with FlakyProxy(s3_endpoint.url) as proxy:
-        store = open_store(f"s3://{bucket}/x", s3_endpoint.settings(endpoint_url=proxy.url, conditional_writes="trust"))
-        keys = [f"p/segments/{n:04d}" for n in range(550)] + ["p/_staging/a", "p/top"]
+        settings = s3_endpoint.settings(endpoint_url=proxy.url, conditional_writes="trust", delete_all_versions=True)
+        store = open_store(f"s3://{bucket}/x", settings)
+        keys = [f"p/segments/{n:04d}" for n in range(550)] + ["p/_staging/a", "p/top", "p/top2"]
         for data in (b"1", b"2"):
             map_ordered(lambda key, data=data: store.write(key, data), [*keys, "p/segments/keep"], 32)
-        store.delete("p/segments/0000")  # a delete marker over two versions
+        client.delete_object(Bucket=bucket, Key="x/p/segments/0000")  # a delete marker over two versions
         before = len(proxy.seen)
-        store.delete_all_versions(keys)
+        store.delete_many(keys)
         requests = [method for method, _ in proxy.seen[before:]]
-    assert sorted(requests) == ["GET", "GET", "POST", "POST"]  # 1,109 versions under p/: two pages, 1,105 wanted
-    left = client.list_object_versions(Bucket=bucket, Prefix="x/")
+        left = client.list_object_versions(Bucket=bucket, Prefix="x/")
+        before = len(proxy.seen)
+        store.delete("p/segments/keep")
+        alone = [(method, unquote(path)) for method, path in proxy.seen[before:]]
+    assert sorted(requests) == ["GET", "GET", "POST", "POST"]  # 1,109 versions under p/: two pages, 1,107 wanted
     assert [v["Key"] for v in left.get("DeleteMarkers", [])] == []
     assert sorted(v["Key"] for v in left.get("Versions", [])) == ["x/p/segments/keep"] * 2
+    assert [m for m, _ in alone] == ["GET", "POST"]  # its own listing, both versions in one request
+    assert "prefix=x/p/segments/keep" in alone[0][1]  # the key, not its folder of 551 keys
+    assert client.list_object_versions(Bucket=bucket, Prefix="x/").get("Versions", []) == []
 
 
 def test_transient_s3_errors_are_retried_with_backoff(s3_endpoint) -> None:  # type: ignore[no-untyped-def]

@@ -5,6 +5,7 @@ keep its log as it was and lose its staged files, while the other partition comm
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ import pyarrow.compute as pc
 import pytest
 from pyspark.sql import SparkSession
 
+from lakecleaner.config import LakeConfig
 from lakecleaner.engine import EngineOptions
 from lakecleaner.engine.quality import CHECKS, READABLE_RULE
 from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY, UNCLEANABLE
@@ -244,3 +246,43 @@ def test_a_spill_the_store_refuses_fails_its_partition_and_loses_nothing(
     assert {r["key"]: r["value"] for r in rows(topic, 0)} == {
         f"k{i:03d}".encode(): str(min(i // 20, 3)).encode() for i in range(120)
     }
+
+
+def test_on_a_versioned_bucket_what_a_run_discards_leaves_no_old_version(
+    spark: SparkSession, s3_endpoint: S3Endpoint
+) -> None:
+    """lake.storage.delete_all_versions on a versioned bucket (which keeps a deleted object's bytes
+    as an old version): the staged output of a partition that fails the gate, pass 1's and the
+    gate's key spills and the run's leases are deleted with every version, as gc deletes, so no
+    copy of the records they held stays in the bucket."""
+    client = s3_endpoint.client()
+    bucket = f"versioned-run-{uuid.uuid4().hex[:8]}"
+    client.create_bucket(Bucket=bucket)
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    lake = Lake.open(LakeConfig(f"s3://{bucket}/v", s3_endpoint.settings(delete_all_versions=True)))
+    topic = new_topic(lake, partitions=2, segment_bytes=4096)
+    for batch in range(4):
+        many = {f"k{i:03d}": f"{batch}" for i in range(batch * 20, batch * 20 + 60)}
+        topic.partition(0).append(keyed(many), now_ms=100)
+        topic.partition(1).append(keyed({"a": f"{batch}", "b": f"{batch}"}), now_ms=100)
+    for p in range(2):
+        topic.partition(p).roll(now_ms=100)
+    prefix = partition_prefix(topic.name, 0)
+    staged: list[str] = []
+
+    def tamper() -> None:  # a value changed in one of the files partition 0 staged
+        staged.extend(unreferenced_files(lake, topic, 0))
+        table = read_segment_file(lake.store, prefix + staged[0])
+        meta = read_file_meta(lake.store, prefix + staged[0])
+        lake.store.write(prefix + staged[0], encode_segment_file(_change_a_value(table, table), meta))
+
+    with on_crash_point("engine.after_staging", tamper):
+        report = compact(spark, lake, topic, 500, options=EngineOptions(dedupe_buffer_size=1024))
+    assert report.partition(0).status == FAILED_QUALITY and report.partition(1).status == COMMITTED
+    assert report.partition(0).key_buckets > 1  # pass 1 and the gate spilled keys
+    listed = client.list_object_versions(Bucket=bucket, Prefix="v/")
+    data = ("/segments/", "/_staging/")
+    old = [v["Key"] for v in listed.get("Versions", []) if not v["IsLatest"] and any(d in v["Key"] for d in data)]
+    markers = [m["Key"] for m in listed.get("DeleteMarkers", []) if any(d in m["Key"] for d in data)]
+    assert staged and old == [] and markers == []
+    assert not any(v["Key"].endswith(tuple(staged)) for v in listed.get("Versions", []))

@@ -225,11 +225,6 @@ class ObjectStore(ABC):
         """Whether deletes keep old versions (S3 bucket versioning). Local directories: never."""
         return False
 
-    def delete_all_versions(self, keys: Sequence[str]) -> None:
-        """Delete every version of each object of `keys` (versioned buckets); `delete_many`
-        elsewhere."""
-        self.delete_many(keys)
-
 
 __all__ = [
     "ConditionFailed",

@@ -161,6 +161,7 @@ class S3Store(ObjectStore):
         #: Whether the store takes DeleteObjects (until it answers that it does not).
         self._multi_delete = True
         self._max_concurrency = settings.max_concurrency
+        self._every_version = settings.delete_all_versions
 
     @staticmethod
     def _arrow_fs_args(settings: StorageSettings, region: str) -> dict[str, Any]:
@@ -425,7 +426,15 @@ class S3Store(ObjectStore):
 
     def delete(self, key: str) -> None:
         """DELETE the object (a lean signed request, as reads and writes are); an object already
-        gone is deleted."""
+        gone is deleted. With lake.storage.delete_all_versions, every version of it
+        (`delete_many`)."""
+        if self._every_version:
+            self.delete_many([key])
+        else:
+            self._delete_current(key)
+
+    def _delete_current(self, key: str) -> None:
+        """DELETE the object's current version (on a versioned bucket: a delete marker over it)."""
 
         def attempt() -> None:
             try:
@@ -442,22 +451,26 @@ class S3Store(ObjectStore):
         names only the keys it could not delete, and the first of them raises, naming it). A store
         that answers it does not implement DeleteObjects gets a DELETE per key from then on, as many
         at once as lake.storage.max_concurrency. Any other failure (an outage that outlasted the
-        retries) raises: the store still takes DeleteObjects once it is back."""
-        self._delete_versions([(key, None) for key in keys])
+        retries) raises: the store still takes DeleteObjects once it is back.
 
-    def delete_all_versions(self, keys: Sequence[str]) -> None:
-        """Delete every version and delete marker of each of `keys` (a versioned bucket keeps a
-        deleted object's bytes as an old version): the versions are found by one listing of each
-        folder the keys lie in (ListObjectVersions, a thousand versions to a request) and deleted
-        as `delete_many` deletes, naming each version — not a listing and a DELETE per version."""
-        self._delete_versions(self._versions_of(keys))
+        With lake.storage.delete_all_versions every version and delete marker of each key goes (a
+        versioned bucket keeps a deleted object's bytes as an old version), whoever deletes it: gc,
+        a compaction discarding what it staged or spilled, an append discarding what it wrote. The
+        versions are found by one listing of each folder the keys lie in (ListObjectVersions, a
+        thousand versions to a request; a folder's only key is listed by itself) and deleted as
+        above, naming each version — not a listing and a DELETE per version."""
+        items = self._versions_of(keys) if self._every_version else [(key, None) for key in keys]
+        self._delete_versions(items)
 
     def _versions_of(self, keys: Sequence[str]) -> Sequence[_Version]:
-        """Each version (and delete marker) of `keys`, by its version id, listed by the folders they
-        lie in (a folder inside another listed one is not listed again: its versions would come
-        twice)."""
+        """Each version (and delete marker) of `keys`, by its version id, listed by the prefixes they
+        lie under: the folder of several keys, a key alone in its folder (or at the root) itself. A
+        prefix under another listed one is not listed again: its versions would come twice."""
         wanted = {self._key(k) for k in keys}
-        prefixes = {k.rpartition("/")[0] + "/" if "/" in k else k for k in keys}  # a key at the root: itself
+        by_folder: dict[str, list[str]] = {}
+        for key in keys:
+            by_folder.setdefault(key.rpartition("/")[0] + "/" if "/" in key else "", []).append(key)
+        prefixes = {p for f, inside in by_folder.items() for p in (inside if not f or len(inside) == 1 else [f])}
         folders = sorted(f for f in prefixes if not any(f != o and f.startswith(o) for o in prefixes))  # once each
 
         def listed(folder: str) -> Sequence[_Version]:
@@ -497,7 +510,7 @@ class S3Store(ObjectStore):
         """DELETE one object, or one version of it."""
         key, version = item
         if version is None:
-            self.delete(key)
+            self._delete_current(key)
             return
 
         def attempt() -> None:

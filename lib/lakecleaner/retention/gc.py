@@ -130,15 +130,6 @@ def ensure_deletes_are_final(lake: Lake) -> None:
         )
 
 
-def _delete(lake: Lake, keys: Sequence[str]) -> None:
-    """Delete the objects: every version of each where lake.storage.delete_all_versions says so,
-    else in as few requests as the store takes (`ObjectStore.delete_many`)."""
-    if lake.config.storage.delete_all_versions:
-        lake.store.delete_all_versions(keys)
-    else:
-        lake.store.delete_many(keys)
-
-
 def _live_paths(manifest: Manifest) -> set[str]:
     return {f.path for s in manifest.segments for f in s.files}
 
@@ -205,7 +196,7 @@ def collect_garbage(
     orphans, kept = _orphans(lake, files, keep, now_ms, min_age_ms)
     abandoned = _abandoned(listing.unfinished, now_ms, min_age_ms) if kept is None else []
     if not dry_run:
-        _delete(lake, [log.prefix + path for path in orphans])
+        lake.store.delete_many([log.prefix + path for path in orphans])
         for write in abandoned:
             lake.store.discard_unfinished(write)
     waiting = sum(1 for p in after.pending_deletes if p.delete_after_ms > now_ms)
@@ -219,7 +210,7 @@ def _delete_due(lake: Lake, log: PartitionLog, known: tuple[Manifest, str], due:
     etag; one conditional PUT when nothing changed since); the manifest after it (the one read
     when none was due)."""
     manifest = known[0]
-    _delete(lake, [log.prefix + path for path in due])
+    lake.store.delete_many([log.prefix + path for path in due])
     crash_point("gc.before_manifest_commit")
     if not due:
         return manifest
