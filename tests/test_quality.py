@@ -8,16 +8,23 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
-import lakecleaner
+import pytest
 
-# One validation of each kind of expectation lakecleaner uses, one of them failing, then a look at
-# what GX's import ran, then a use of the deferred scipy.stats.
+import lakecleaner
+from lakecleaner import quality
+
+# One validation of each kind of expectation lakecleaner uses, one of them failing, in a process
+# like a retention task (pyspark not loaded) or like a compaction's driver (pyspark.sql loaded
+# first); then a look at what GX's import loaded and ran, then a use of what it left out.
 SCRIPT = textwrap.dedent(
     """
     import json, sys
     import pandas as pd
+    if sys.argv[1] == "driver":
+        import pyspark.sql
     from lakecleaner import quality
 
     gxe = quality.expectations()
@@ -31,30 +38,49 @@ SCRIPT = textwrap.dedent(
             quality.Check("max", gxe.ExpectColumnMaxToBeBetween(column="flag", max_value=0)),
         ],
     )
-    ran = {name: name in sys.modules for name in ("scipy.stats._stats_py", "altair.vegalite")}
+    watched = ("scipy.stats._stats_py", "altair.vegalite", "pyspark", "pyspark.ml", "pyspark.sql.connect", "sqlalchemy")
+    loaded = sorted(name for name in watched if name in sys.modules)
     from scipy import stats
+    import pyspark.ml.feature, sqlalchemy  # absent for GX's import only
 
-    entropy = float(stats.entropy([0.5, 0.5], [0.25, 0.75]))
     print(json.dumps({
         "outcomes": [[o.rule, o.success, o.unexpected_count] for o in report.outcomes],
-        "ran_with_gx": ran,
-        "entropy": entropy,
+        "loaded_with_gx": loaded,
+        "entropy": float(stats.entropy([0.5, 0.5], [0.25, 0.75])),
         "stats_ran_once_used": "scipy.stats._stats_py" in sys.modules,
+        "bucketizer": pyspark.ml.feature.Bucketizer.__name__,
     }))
     """
 )
 
 
-def test_gx_is_imported_without_running_what_only_unused_expectations_need() -> None:
-    """scipy.stats and altair, which GX imports for expectations lakecleaner does not use (2 s of
-    GX's 5 s import), are deferred: the validations run without them, and they work once used."""
-    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize(("setting", "loaded"), [("task", []), ("driver", ["pyspark"])])
+def test_gx_imports_as_lakecleaner_uses_it_on_pandas_alone(setting: str, loaded: list[str]) -> None:
+    """GX's optional Spark and SQL backends, which lakecleaner never validates on, are not loaded
+    with it (what the process loaded before stays), and scipy.stats and altair, which GX imports
+    for expectations lakecleaner does not use, are deferred: the validations give their outcomes,
+    and each of those modules works once the process uses it."""
+    done = subprocess.run([sys.executable, "-c", SCRIPT, setting], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["outcomes"] == [["in set", True, 0], ["pairs", False, 1], ["max", False, None]]
-    assert result["ran_with_gx"] == {"scipy.stats._stats_py": False, "altair.vegalite": False}
+    assert result["loaded_with_gx"] == loaded
     assert abs(result["entropy"] - 0.1438410362258904) < 1e-12  # KL(p || q), natural log
-    assert result["stats_ran_once_used"]
+    assert result["stats_ran_once_used"] and result["bucketizer"] == "Bucketizer"
+
+
+def test_only_the_thread_importing_gx_goes_without_its_backends() -> None:
+    """Another thread's imports go on as ever while GX imports: the finder answers only the
+    thread that made it."""
+    finder = quality._GXImport()
+    with pytest.raises(ModuleNotFoundError, match="sqlalchemy"):
+        finder.find_spec("sqlalchemy", None)
+    elsewhere: list[object] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(finder.find_spec("sqlalchemy", None)))
+    thread.start()
+    thread.join()
+    assert elsewhere == [None]  # the next finder finds it, as without this one
+    assert finder.find_spec("json", None) is None
 
 
 def named_modules(node: ast.AST, constants: bool) -> list[str]:

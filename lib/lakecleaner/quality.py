@@ -9,12 +9,13 @@ Great Expectations takes seconds to import, so it is imported on the first valid
 this module: reports can be read, and validations sent to another process, without it. Every
 import of it goes through this module (`expectations`, `validate`), which quiets GX's loggers
 first: GX logs some two hundred INFO lines while it imports (its docs registry), which would
-otherwise fill the log of every Airflow task that runs a check. And while GX imports, two of the
-libraries it imports are only deferred (`_Deferred`): scipy.stats and altair, which only a few
-expectations (the KL divergence's and the KS tests', which lakecleaner does not use) touch, inside
-their functions, and which took 2.1 s of GX's 5.1 s of CPU in an Airflow task (measured in the
-retention task's setting: Airflow and pandas loaded, 2026-11-26). Every process that validates
-pays GX's import once: each retention task that deletes, each compaction's driver.
+otherwise fill the log of every Airflow task that runs a check. GX's import is the fixed cost of
+every process that validates (each retention task that deletes, each compaction's driver), so it
+imports as lakecleaner uses it, on pandas alone (`_GXImport`): without the optional Spark and SQL
+backends it would otherwise load (pyspark, with its ML and Connect parts, and SQLAlchemy), and with
+scipy.stats and altair, which only expectations lakecleaner does not use touch, deferred. In a
+retention task (Airflow and pandas loaded) that took GX's import from 5.1 to 1.9 s of CPU
+(2026-11-26).
 """
 
 from __future__ import annotations
@@ -121,23 +122,34 @@ def _context() -> Any:
 
 
 #: Modules GX imports with itself but uses only inside the functions of expectations lakecleaner
-#: does not use; deferred while GX imports (`_Deferred`).
+#: does not use: deferred while GX imports (`_GXImport`).
 DEFERRED_WITH_GX = frozenset({"scipy.stats", "altair"})
+#: GX's optional backends (its Spark and SQL extras), which lakecleaner never validates on, and
+#: the parts of Spark's that a Spark application has not loaded: not found while GX imports
+#: (`_GXImport`), unless already loaded.
+ABSENT_FOR_GX = frozenset({"pyspark", "pyspark.ml", "pyspark.sql.connect", "sqlalchemy"})
 
 
-class _Deferred(importlib.abc.MetaPathFinder):
-    """A finder that defers the execution of the modules it names until an attribute of theirs is
-    first used (the standard library's `importlib.util.LazyLoader`): GX's `from scipy import
-    stats` then costs nothing until an expectation calls `stats.entropy`. Only a module not
-    imported yet is deferred; a deferred module behaves as the module, once used."""
+class _GXImport(importlib.abc.MetaPathFinder):
+    """The finder in front of the others while GX imports, for the importing thread only (another
+    thread's imports go on as ever): GX then imports as where lakecleaner's validations run on
+    pandas alone, without its optional backends (`ABSENT_FOR_GX`), a set-up GX supports (they are
+    its extras); and it defers the execution of `DEFERRED_WITH_GX` until an attribute of theirs
+    is first used (the standard library's `importlib.util.LazyLoader`): GX's `from scipy import
+    stats` costs nothing until an expectation calls `stats.entropy`. A module already loaded is
+    not looked for, so it is neither deferred nor absent, and after GX's import nothing is."""
 
-    def __init__(self, names: frozenset[str]) -> None:
-        self.names = names
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in self.names:
+        if threading.get_ident() != self.thread:
+            return None
+        if fullname in ABSENT_FOR_GX:
+            raise ModuleNotFoundError(f"No module named {fullname!r} while Great Expectations imports", name=fullname)
+        if fullname not in DEFERRED_WITH_GX:
             return None
         for finder in sys.meta_path:
             find = None if finder is self else getattr(finder, "find_spec", None)
@@ -153,16 +165,16 @@ _import_lock = threading.Lock()
 
 
 def _great_expectations() -> ModuleType:
-    """Great Expectations, imported on first use with `DEFERRED_WITH_GX` deferred; then the GX
-    loggers that set their own level below WARNING (one announces every ephemeral context's
-    temporary docs directory) are raised to it, as the module's parent logger is."""
+    """Great Expectations, imported on first use through `_GXImport`; then the GX loggers that set
+    their own level below WARNING (one announces every ephemeral context's temporary docs
+    directory) are raised to it, as the module's parent logger is."""
     with _import_lock:
-        deferred = _Deferred(DEFERRED_WITH_GX)
-        sys.meta_path.insert(0, deferred)
+        finder = _GXImport()
+        sys.meta_path.insert(0, finder)
         try:
             import great_expectations as gx
         finally:
-            sys.meta_path.remove(deferred)
+            sys.meta_path.remove(finder)
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if isinstance(logger, logging.Logger) and name.startswith("great_expectations."):
             logger.setLevel(max(logger.level, logging.WARNING) if logger.level else logging.NOTSET)
