@@ -199,6 +199,20 @@ def test_a_partition_checked_in_key_buckets_reads_each_output_file_back_once(
 SPILL_REQUESTS = {"write": ("PUT", "POST"), "read": ("GET", "HEAD")}
 
 
+def spilling_topic(lake: Lake) -> Topic:
+    """Two sealed partitions: partition 0 of 120 keys in four overlapping batches, whose map
+    outgrows a 1 KB dedupe buffer (pass 1 and the gate spill its keys) and whose output is several
+    files; partition 1 of two keys, one task's."""
+    topic = new_topic(lake, partitions=2, segment_bytes=4096)
+    for batch in range(4):
+        many = {f"k{i:03d}": f"{batch}" for i in range(batch * 20, batch * 20 + 60)}
+        topic.partition(0).append(keyed(many), now_ms=100)
+        topic.partition(1).append(keyed({"a": f"{batch}", "b": f"{batch}"}), now_ms=100)
+    for p in range(2):
+        topic.partition(p).roll(now_ms=100)
+    return topic
+
+
 @pytest.mark.parametrize(("step", "operation"), [("gate", "write"), ("gate", "read"), ("map", "read")])
 def test_a_spill_the_store_refuses_fails_its_partition_and_loses_nothing(
     spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path, step: str, operation: str
@@ -213,13 +227,7 @@ def test_a_spill_the_store_refuses_fails_its_partition_and_loses_nothing(
     refusing = lambda method, path: method in SPILL_REQUESTS[operation] and f".{step}-" in path  # noqa: E731
     with FlakyProxy(s3_endpoint.url, 10_000, fail_when=refusing) as proxy:
         lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=2)
-        topic = new_topic(lake, partitions=2, segment_bytes=4096)
-        for batch in range(4):
-            many = {f"k{i:03d}": f"{batch}" for i in range(batch * 20, batch * 20 + 60)}
-            topic.partition(0).append(keyed(many), now_ms=100)
-            topic.partition(1).append(keyed({"a": f"{batch}", "b": f"{batch}"}), now_ms=100)
-        for p in range(2):
-            topic.partition(p).roll(now_ms=100)
+        topic = spilling_topic(lake)
         before, version = rows(topic, 0), topic.partition(0).manifest().version
         options = EngineOptions(dedupe_buffer_size=1024)
         report = compact(spark, lake, topic, 500, options=options)
@@ -260,13 +268,7 @@ def test_on_a_versioned_bucket_what_a_run_discards_leaves_no_old_version(
     client.create_bucket(Bucket=bucket)
     client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     lake = Lake.open(LakeConfig(f"s3://{bucket}/v", s3_endpoint.settings(delete_all_versions=True)))
-    topic = new_topic(lake, partitions=2, segment_bytes=4096)
-    for batch in range(4):
-        many = {f"k{i:03d}": f"{batch}" for i in range(batch * 20, batch * 20 + 60)}
-        topic.partition(0).append(keyed(many), now_ms=100)
-        topic.partition(1).append(keyed({"a": f"{batch}", "b": f"{batch}"}), now_ms=100)
-    for p in range(2):
-        topic.partition(p).roll(now_ms=100)
+    topic = spilling_topic(lake)
     prefix = partition_prefix(topic.name, 0)
     staged: list[str] = []
 
