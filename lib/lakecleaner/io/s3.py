@@ -456,9 +456,10 @@ class S3Store(ObjectStore):
         With lake.storage.delete_all_versions every version and delete marker of each key goes (a
         versioned bucket keeps a deleted object's bytes as an old version), whoever deletes it: gc,
         a compaction discarding what it staged or spilled, an append discarding what it wrote. The
-        versions are found by one listing of each folder the keys lie in (ListObjectVersions, a
-        thousand versions to a request; a folder's only key is listed by itself) and deleted as
-        above, naming each version — not a listing and a DELETE per version."""
+        versions are found by one listing of each folder that holds several of the keys
+        (ListObjectVersions, a thousand versions to a request; a key alone in its folder is listed
+        by itself) and deleted as above, naming each version — not a listing and a DELETE per
+        version."""
         items = self._versions_of(keys) if self._every_version else [(key, None) for key in keys]
         self._delete_versions(items)
 
@@ -471,21 +472,21 @@ class S3Store(ObjectStore):
         for key in keys:
             by_folder.setdefault(key.rpartition("/")[0] + "/" if "/" in key else "", []).append(key)
         prefixes = {p for f, inside in by_folder.items() for p in (inside if not f or len(inside) == 1 else [f])}
-        folders = sorted(f for f in prefixes if not any(f != o and f.startswith(o) for o in prefixes))  # once each
+        listing = sorted(p for p in prefixes if not any(p != o and p.startswith(o) for o in prefixes))  # once each
 
-        def listed(folder: str) -> Sequence[_Version]:
+        def listed(prefix: str) -> Sequence[_Version]:
             def attempt() -> Sequence[_Version]:
                 paginator = self._client.get_paginator("list_object_versions")
                 return [
                     (self._lake_key(v["Key"]), v["VersionId"])
-                    for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(folder))
+                    for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix))
                     for v in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]
                     if v["Key"] in wanted
                 ]
 
-            return self._retrying("list versions of", folder, attempt)
+            return self._retrying("list versions of", prefix, attempt)
 
-        return [v for found in map_ordered(listed, folders, self._max_concurrency) for v in found]
+        return [v for found in map_ordered(listed, listing, self._max_concurrency) for v in found]
 
     def _delete_versions(self, items: Sequence[_Version]) -> None:
         for start in range(0, len(items), _KEYS_PER_DELETE):

@@ -24,7 +24,8 @@ A file the manifest's segments reference is never deleted. `dry_run` lists what 
 
 On S3 a bucket with versioning keeps a deleted object's old versions, so superseded and
 deleted records would survive: gc refuses to run there unless `lake.storage.delete_all_versions`
-is true, in which case it deletes every version of each file.
+is true, in which case the store deletes every version of each file (as of every object
+lakecleaner deletes: `S3Store.delete_many`).
 """
 
 from __future__ import annotations
