@@ -69,6 +69,7 @@ from rich.table import Table
 from lakecleaner.engine import EngineOptions, RunReport, compact_topic, requests_for
 from lakecleaner.engine.session import connect_session
 from lakecleaner.engine.sparkio import parallelism
+from lakecleaner.engine.workers import worker_conf
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import COMPRESSION, ROW_GROUP_SIZE
@@ -232,13 +233,12 @@ def duckdb_dedupe(files: Sequence[tuple[int, Path]], out: Path) -> str:
 
 
 def session(master: str) -> SparkSession:
-    return (
-        SparkSession.builder.master(master)
-        .appName("lakecleaner-bench")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
+    """(a)'s Spark application, with what lakecleaner's own sessions give the engine's Python
+    workers (`engine.workers`)."""
+    builder = SparkSession.builder.master(master).appName("lakecleaner-bench")
+    for key, value in {**worker_conf(), "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "4g"}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
 def _import_engine(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

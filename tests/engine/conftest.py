@@ -1,7 +1,8 @@
 """Engine test fixtures: one SparkSession for the whole test session, and helpers to build and
 compact logs.
 
-The session is classic (local[2], no UI, few shuffle partitions) unless
+The session is classic (local[2], no UI, few shuffle partitions, and the engine's settings for its
+Python workers, as lakecleaner's own sessions: `engine.workers`) unless
 LAKECLEANER_TEST_SPARK=connect: then a Spark Connect server set up as `lakecleaner connect-server`
 sets it up (on local[2]) is started for the test session and the tests get a client of it, so the
 same engine tests run on both kinds of session (`make test` runs them both ways). Tests that need
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
+from lakecleaner.engine.workers import worker_conf
 from tests.conftest import TEST_SPARK_CONF
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -46,7 +48,7 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
         session.stop()
         return
     builder = SparkSession.builder.master("local[2]").appName("lakecleaner-engine-tests")
-    for key, value in TEST_SPARK_CONF.items():
+    for key, value in {**worker_conf(), **TEST_SPARK_CONF}.items():  # as lakecleaner's sessions
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner.config import parse_config
+from lakecleaner.config import SparkSettings, parse_config
 from lakecleaner.dashboard.local_airflow import free_port
 from lakecleaner.engine.connect_server import ConnectServer
+from lakecleaner.engine.session import session_conf
+from lakecleaner.engine.workers import WORKER_ENV
 from lakecleaner.lake import Lake
 from lakecleaner.workload import WorkloadSpec, generate
 from tests.conftest import TEST_SPARK_CONF
@@ -76,6 +78,46 @@ print(parallelism(session), parallelism(session))
         server.stop()
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == [str(cores), str(cores)]
+
+
+#: Prints what the Python workers of the session that `sys.argv[1]` names see of `WORKER_ENV`.
+_WORKER_ENV_PROBE = """
+import json, os, sys
+from lakecleaner.config import SparkSettings
+from lakecleaner.engine.session import build_session, connect_session
+from lakecleaner.engine.sparkio import run_tasks
+from lakecleaner.engine.workers import WORKER_ENV
+where = sys.argv[1]
+if where.startswith("sc://"):
+    session = connect_session(where)
+else:
+    session = build_session(SparkSettings(master=where, conf={"spark.ui.enabled": "false"}), "probe")
+names = sorted(WORKER_ENV)
+print(json.dumps(dict(zip(names, run_tasks(session, names, os.getenv, "probe")))))
+"""
+
+
+@pytest.mark.parametrize("where", ["connect", "local[1]"])
+def test_the_engines_python_workers_get_its_environment(connect_server: ConnectServer, where: str) -> None:
+    """The Python workers that run the engine's tasks have `WORKER_ENV` (Arrow's allocator keeps
+    what a task frees for a second), both on lakecleaner's Spark Connect server and in a classic
+    session lakecleaner builds; the environment of the process that runs the tests has none of it."""
+    assert not set(WORKER_ENV) & set(os.environ)
+    target = connect_server.url if where == "connect" else where
+    command = [sys.executable, "-c", _WORKER_ENV_PROBE, target]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == WORKER_ENV
+
+
+def test_a_configs_spark_conf_overrides_the_engines_worker_settings() -> None:
+    """A lake config's spark.conf wins over the engine's settings for its workers."""
+    name = next(iter(WORKER_ENV))
+    settings = SparkSettings(conf={f"spark.executorEnv.{name}": "10", "spark.ui.enabled": "false"})
+    conf = session_conf(settings)
+    assert conf[f"spark.executorEnv.{name}"] == "10"
+    assert conf["spark.ui.enabled"] == "false"
+    assert {f"spark.executorEnv.{n}" for n in WORKER_ENV} <= set(conf)
 
 
 def _python_daemons(server: ConnectServer) -> list[str]:

@@ -8,7 +8,10 @@ docker-compose service (in the foreground). What it adds to Spark's defaults (`S
   imports Great Expectations once, before it forks the Python workers;
 * `spark.connect.session.manager.defaultSessionTimeout=-1`: lakecleaner's clients share one
   server session (`engine.session.connect_session`), which then stays open however long the
-  server waits between runs; Spark closes an idle session after an hour by default.
+  server waits between runs; Spark closes an idle session after an hour by default;
+* the environment the engine wants of its Python workers (`engine.workers.WORKER_ENV`): in the
+  server's own environment, which the workers of a local master inherit, and as
+  `spark.executorEnv.*` for a cluster's executors.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from lakecleaner.engine.workers import WORKER_ENV, worker_conf
 from lakecleaner.errors import LakeCleanerError
 
 DEFAULT_PORT = 15002
 SERVER_CONF = {
     "spark.python.daemon.module": "lakecleaner.engine.worker_daemon",
     "spark.connect.session.manager.defaultSessionTimeout": "-1",
+    **worker_conf(),
 }
 
 
@@ -59,8 +64,10 @@ class ConnectServer:
         return f"sc://{self.reachable_host}:{self.port}"
 
     def environment(self, *, foreground: bool = False) -> dict[str, str]:
-        """Spark's scripts' environment: pyspark's own distribution, this Python for the workers."""
+        """Spark's scripts' environment: pyspark's own distribution, this Python and `WORKER_ENV` (unless
+        this process's environment or `env` sets it otherwise) for the workers."""
         env = {
+            **WORKER_ENV,
             **os.environ,
             "SPARK_HOME": str(spark_home()),
             "SPARK_LOG_DIR": str(self.folder / "logs"),

@@ -12,6 +12,7 @@ from pyspark.core.context import SparkContext
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import SparkSettings
+from lakecleaner.engine.workers import worker_conf
 from lakecleaner.spark_jobs import package_zip
 
 PY_FILES = "spark.submit.pyFiles"
@@ -28,8 +29,9 @@ def build_session(
 ) -> SparkSession:
     """A Spark Connect session to `remote` (else the config's spark.remote), when there is one:
     the server's own settings apply and spark.conf is not sent. Otherwise a classic Spark session
-    named `app_name`, on `master` (else the config's spark.master), with the config's spark.conf.
-    What a spark-submit already set (its --name and --master) wins. When `settings.ships_package`
+    named `app_name`, on `master` (else the config's spark.master), with the engine's settings for
+    its Python workers (`engine.workers`) and the config's spark.conf, which wins. What a
+    spark-submit already set (its --name and --master) wins. When `settings.ships_package`
     says so for the master, the package zip joins spark.submit.pyFiles, so executors whose Python
     lacks lakecleaner import it from there."""
     url = remote or settings.remote
@@ -41,12 +43,18 @@ def build_session(
         builder = builder.appName(app_name)
     chosen = master or submitted.get("spark.master", settings.master)
     builder = builder.master(chosen)
-    for key, value in settings.conf.items():
+    for key, value in session_conf(settings).items():
         builder = builder.config(key, value)
     py_files = [f for f in submitted.get(PY_FILES, "").split(",") if f]
     if settings.ships_package(chosen) and not any(f.endswith(package_zip().name) for f in py_files):
         builder = builder.config(PY_FILES, ",".join([*py_files, str(package_zip())]))
     return builder.getOrCreate()
+
+
+def session_conf(settings: SparkSettings) -> dict[str, str]:
+    """What a classic session lakecleaner builds is configured with: `worker_conf()`, then the
+    config's spark.conf, which may override it."""
+    return {**worker_conf(), **settings.conf}
 
 
 def submitted_conf() -> SparkConf:
