@@ -13,12 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyspark import SparkConf
 
 from lakecleaner.config import SparkSettings, parse_config
 from lakecleaner.dashboard.local_airflow import free_port
 from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.engine.session import session_conf
-from lakecleaner.engine.workers import WORKER_ENV
+from lakecleaner.engine.workers import WORKER_ENV, worker_conf
 from lakecleaner.lake import Lake
 from lakecleaner.workload import WorkloadSpec, generate
 from tests.conftest import TEST_SPARK_CONF
@@ -86,7 +87,7 @@ import json, os, sys
 from lakecleaner.config import SparkSettings
 from lakecleaner.engine.session import build_session, connect_session
 from lakecleaner.engine.sparkio import run_tasks
-from lakecleaner.engine.workers import WORKER_ENV
+from lakecleaner.engine.workers import WORKER_ENV, worker_conf
 where = sys.argv[1]
 if where.startswith("sc://"):
     session = connect_session(where)
@@ -110,14 +111,17 @@ def test_the_engines_python_workers_get_its_environment(connect_server: ConnectS
     assert json.loads(done.stdout.strip().splitlines()[-1]) == WORKER_ENV
 
 
-def test_a_configs_spark_conf_overrides_the_engines_worker_settings() -> None:
-    """A lake config's spark.conf wins over the engine's settings for its workers."""
-    name = next(iter(WORKER_ENV))
-    settings = SparkSettings(conf={f"spark.executorEnv.{name}": "10", "spark.ui.enabled": "false"})
-    conf = session_conf(settings)
-    assert conf[f"spark.executorEnv.{name}"] == "10"
-    assert conf["spark.ui.enabled"] == "false"
-    assert {f"spark.executorEnv.{n}" for n in WORKER_ENV} <= set(conf)
+def test_spark_submits_conf_and_the_configs_override_the_engines_worker_settings() -> None:
+    """What spark-submit set (an Airflow connection's --conf) and a lake config's spark.conf win
+    over the engine's settings for its workers; otherwise the session gets them."""
+    key = f"spark.executorEnv.{next(iter(WORKER_ENV))}"
+    nothing_submitted = SparkConf(loadDefaults=False)
+    assert session_conf(SparkSettings(), nothing_submitted) == worker_conf()
+    submitted = SparkConf(loadDefaults=False).set(key, "20")
+    others = {k: v for k, v in worker_conf().items() if k != key}
+    assert session_conf(SparkSettings(), submitted) == others  # the session keeps spark-submit's
+    settings = SparkSettings(conf={key: "10", "spark.ui.enabled": "false"})
+    assert session_conf(settings, submitted) == {**others, key: "10", "spark.ui.enabled": "false"}
 
 
 def _python_daemons(server: ConnectServer) -> list[str]:

@@ -29,9 +29,9 @@ def build_session(
 ) -> SparkSession:
     """A Spark Connect session to `remote` (else the config's spark.remote), when there is one:
     the server's own settings apply and spark.conf is not sent. Otherwise a classic Spark session
-    named `app_name`, on `master` (else the config's spark.master), with the engine's settings for
-    its Python workers (`engine.workers`) and the config's spark.conf, which wins. What a
-    spark-submit already set (its --name and --master) wins. When `settings.ships_package`
+    named `app_name`, on `master` (else the config's spark.master), with `session_conf`: the
+    engine's settings for its Python workers and the config's spark.conf. What a spark-submit
+    already set (its --name, --master and --conf) wins over those defaults. When `settings.ships_package`
     says so for the master, the package zip joins spark.submit.pyFiles, so executors whose Python
     lacks lakecleaner import it from there."""
     url = remote or settings.remote
@@ -43,7 +43,7 @@ def build_session(
         builder = builder.appName(app_name)
     chosen = master or submitted.get("spark.master", settings.master)
     builder = builder.master(chosen)
-    for key, value in session_conf(settings).items():
+    for key, value in session_conf(settings, submitted).items():
         builder = builder.config(key, value)
     py_files = [f for f in submitted.get(PY_FILES, "").split(",") if f]
     if settings.ships_package(chosen) and not any(f.endswith(package_zip().name) for f in py_files):
@@ -51,10 +51,12 @@ def build_session(
     return builder.getOrCreate()
 
 
-def session_conf(settings: SparkSettings) -> dict[str, str]:
-    """What a classic session lakecleaner builds is configured with: `worker_conf()`, then the
-    config's spark.conf, which may override it."""
-    return {**worker_conf(), **settings.conf}
+def session_conf(settings: SparkSettings, submitted: SparkConf) -> dict[str, str]:
+    """What a classic session lakecleaner builds is configured with: `worker_conf()` where
+    spark-submit did not set it (`submitted`, an Airflow connection's --conf), then the config's
+    spark.conf, which may override both."""
+    engine = {key: value for key, value in worker_conf().items() if not submitted.contains(key)}
+    return {**engine, **settings.conf}
 
 
 def submitted_conf() -> SparkConf:
