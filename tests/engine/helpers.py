@@ -22,6 +22,23 @@ if TYPE_CHECKING:  # not at run time: fault hooks import this module inside Airf
 
 _names = itertools.count()
 
+#: A script that prints what the Python workers of the session `sys.argv[1]` names (a Spark Connect
+#: URL, else a master for `build_session`) see of `WORKER_ENV`, as JSON.
+WORKER_ENV_PROBE = """
+import json, os, sys
+from lakecleaner.config import SparkSettings
+from lakecleaner.engine.session import build_session, connect_session
+from lakecleaner.engine.sparkio import run_tasks
+from lakecleaner.engine.workers import WORKER_ENV
+where = sys.argv[1]
+if where.startswith("sc://"):
+    session = connect_session(where)
+else:
+    session = build_session(SparkSettings(master=where, conf={"spark.ui.enabled": "false"}), "probe")
+names = sorted(WORKER_ENV)
+print(json.dumps(dict(zip(names, run_tasks(session, names, os.getenv, "probe")))))
+"""
+
 
 def lake_through(proxy: FlakyProxy, s3_endpoint: S3Endpoint, tmp_path: Path, *, max_attempts: int) -> Lake:
     """A lake on the S3 endpoint reached through `proxy`, retrying quickly."""

@@ -8,6 +8,7 @@ and the DAG's spark-submit add for every non-local master (`spark.ship_package: 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -19,11 +20,13 @@ import pytest
 
 from lakecleaner.config import SparkSettings
 from lakecleaner.dashboard.local_airflow import free_port
+from lakecleaner.engine.workers import WORKER_ENV
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.orchestration.compact_task import SubmitTarget, spark_submit_binary, spark_submit_command
 from lakecleaner.spark_jobs import compact_topic_path
 from tests.conftest import write_sample
+from tests.engine.helpers import WORKER_ENV_PROBE
 
 pytestmark = [pytest.mark.slow, pytest.mark.classic_only]
 REPO = Path(__file__).resolve().parents[2]
@@ -161,3 +164,12 @@ def _zip_if_shipped(settings: SparkSettings, master: str) -> list[Path]:
 
     assert settings.ships_package(master) and not settings.ships_package("local[2]")
     return [package_zip()]
+
+
+def test_the_cluster_executors_python_workers_get_the_engines_environment(
+    cluster: str, bare_python: Path, tmp_path: Path
+) -> None:
+    """A session lakecleaner builds for a cluster gives its executors' Python workers `WORKER_ENV`
+    (spark.executorEnv), as on local[*] and on the Connect server (tests/engine/test_connect.py)."""
+    proc = _run([sys.executable, "-c", WORKER_ENV_PROBE, cluster], tmp_path, bare_python)
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == WORKER_ENV

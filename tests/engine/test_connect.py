@@ -23,7 +23,7 @@ from lakecleaner.engine.workers import WORKER_ENV, worker_conf
 from lakecleaner.lake import Lake
 from lakecleaner.workload import WorkloadSpec, generate
 from tests.conftest import TEST_SPARK_CONF
-from tests.engine.helpers import rows
+from tests.engine.helpers import WORKER_ENV_PROBE, rows
 
 pytestmark = pytest.mark.classic_only
 
@@ -81,23 +81,6 @@ print(parallelism(session), parallelism(session))
     assert done.stdout.split() == [str(cores), str(cores)]
 
 
-#: Prints what the Python workers of the session that `sys.argv[1]` names see of `WORKER_ENV`.
-_WORKER_ENV_PROBE = """
-import json, os, sys
-from lakecleaner.config import SparkSettings
-from lakecleaner.engine.session import build_session, connect_session
-from lakecleaner.engine.sparkio import run_tasks
-from lakecleaner.engine.workers import WORKER_ENV, worker_conf
-where = sys.argv[1]
-if where.startswith("sc://"):
-    session = connect_session(where)
-else:
-    session = build_session(SparkSettings(master=where, conf={"spark.ui.enabled": "false"}), "probe")
-names = sorted(WORKER_ENV)
-print(json.dumps(dict(zip(names, run_tasks(session, names, os.getenv, "probe")))))
-"""
-
-
 @pytest.mark.parametrize("where", ["connect", "local[1]"])
 def test_the_engines_python_workers_get_its_environment(connect_server: ConnectServer, where: str) -> None:
     """The Python workers that run the engine's tasks have `WORKER_ENV` (Arrow's allocator keeps
@@ -105,7 +88,7 @@ def test_the_engines_python_workers_get_its_environment(connect_server: ConnectS
     session lakecleaner builds; the environment of the process that runs the tests has none of it."""
     assert not set(WORKER_ENV) & set(os.environ)
     target = connect_server.url if where == "connect" else where
-    command = [sys.executable, "-c", _WORKER_ENV_PROBE, target]
+    command = [sys.executable, "-c", WORKER_ENV_PROBE, target]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == WORKER_ENV
