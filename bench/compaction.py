@@ -66,10 +66,10 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.table import Table
 
+from lakecleaner.config import SparkSettings
 from lakecleaner.engine import EngineOptions, RunReport, compact_topic, requests_for
-from lakecleaner.engine.session import connect_session
+from lakecleaner.engine.session import build_session, connect_session
 from lakecleaner.engine.sparkio import parallelism
-from lakecleaner.engine.workers import worker_conf
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import COMPRESSION, ROW_GROUP_SIZE
@@ -233,12 +233,10 @@ def duckdb_dedupe(files: Sequence[tuple[int, Path]], out: Path) -> str:
 
 
 def session(master: str) -> SparkSession:
-    """(a)'s Spark application, with what lakecleaner's own sessions give the engine's Python
-    workers (`engine.workers`)."""
-    builder = SparkSession.builder.master(master).appName("lakecleaner-bench")
-    for key, value in {**worker_conf(), "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "4g"}.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    """(a)'s Spark application, built as `lakecleaner compact` builds its own (`build_session`:
+    the engine's settings for its Python workers included)."""
+    conf = {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": "4g"}
+    return build_session(SparkSettings(master=master, conf=conf), "lakecleaner-bench")
 
 
 def _import_engine(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

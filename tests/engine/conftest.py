@@ -1,8 +1,8 @@
 """Engine test fixtures: one SparkSession for the whole test session, and helpers to build and
 compact logs.
 
-The session is classic (local[2], no UI, few shuffle partitions, and the engine's settings for its
-Python workers, as lakecleaner's own sessions: `engine.workers`) unless
+The session is classic (local[2], no UI, few shuffle partitions), built as lakecleaner builds its
+own (`engine.session.build_session`: the engine's settings for its Python workers included), unless
 LAKECLEANER_TEST_SPARK=connect: then a Spark Connect server set up as `lakecleaner connect-server`
 sets it up (on local[2]) is started for the test session and the tests get a client of it, so the
 same engine tests run on both kinds of session (`make test` runs them both ways). Tests that need
@@ -19,7 +19,8 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from lakecleaner.engine.workers import worker_conf
+from lakecleaner.config import SparkSettings
+from lakecleaner.engine.session import build_session
 from tests.conftest import TEST_SPARK_CONF
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -47,10 +48,7 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
         yield session
         session.stop()
         return
-    builder = SparkSession.builder.master("local[2]").appName("lakecleaner-engine-tests")
-    for key, value in {**worker_conf(), **TEST_SPARK_CONF}.items():  # as lakecleaner's sessions
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = build_session(SparkSettings(master="local[2]", conf=TEST_SPARK_CONF), "lakecleaner-engine-tests")
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
