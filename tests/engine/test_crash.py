@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import pytest
 import yaml
 from pyspark.sql import SparkSession
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
-from lakecleaner.engine import CompactionRequest, compact_topic
+from lakecleaner.engine import CompactionRequest, EngineOptions, compact_topic
 from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT, on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.retention import gc_topic
@@ -221,18 +222,28 @@ def test_an_upload_the_store_refuses_inside_a_spark_task_fails_its_partition_wit
     assert rows(topic) == before
 
 
+@pytest.mark.parametrize(
+    "options",
+    [EngineOptions(), EngineOptions(dedupe_buffer_size=100)],
+    ids=["in-pass-2s-task", "gate-tasks"],  # gate-tasks: key buckets, so the gate's own tasks read back
+)
 def test_a_storage_outage_during_the_gates_read_back_fails_its_partition_with_a_clear_message(
-    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path, options: EngineOptions
 ) -> None:
-    """Issue #14: the store fails every Parquet read once the output is staged: the gate's read-back
-    inside the Spark task fails the partition with a one-line StorageError, nothing is committed."""
-    parquet_get = lambda method, path: method == "GET" and parquet_read(method, path)  # noqa: E731
-    with FlakyProxy(s3_endpoint.url, fail_when=parquet_get) as proxy:
+    """Issue #14: the store fails every read of the staged output: the gate's read-back inside the
+    Spark task (pass 2's own, or the gate's) fails the partition with a one-line StorageError,
+    nothing is committed."""
+    inputs: set[str] = set()
+
+    def staged_get(method: str, path: str) -> bool:
+        return method == "GET" and parquet_read(method, path) and path.split("?")[0].rsplit("/", 1)[-1] not in inputs
+
+    with FlakyProxy(s3_endpoint.url, 10_000, fail_when=staged_get) as proxy:
         lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=2)
         topic = _dirty_topic(lake)
+        inputs |= {f.path.rsplit("/", 1)[-1] for s in topic.partition(0).manifest().segments for f in s.files}
         before = rows(topic)
-        with on_crash_point("engine.after_staging", lambda: setattr(proxy, "failures_left", 10_000)):
-            report = compact(spark, lake, topic, NOW)
+        report = compact(spark, lake, topic, NOW, options=options)
         proxy.failures_left = 0
         (partition,) = report.partitions
         assert partition.status == "failed-quality" and "ServiceUnavailable" in partition.message

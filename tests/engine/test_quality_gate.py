@@ -1,6 +1,8 @@
 """The quality gate stops a wrong staged output: the test tampers with a staged file at the
-"engine.after_staging" crash point (before validation); the partition must fail the gate,
-keep its log as it was and lose its staged files, while the other partition commits."""
+"engine.after_staging" crash point (before validation), or the store returns other bytes than were
+written; the partition must fail the gate, keep its log as it was and lose its staged files, while
+the other partition commits. A file changed after pass 2's task read it back is read back again by
+the gate's own tasks."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -22,7 +26,7 @@ from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY, UNCLEANABLE
 from lakecleaner.faults import on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
-from lakecleaner.log.segment_files import encode_segment_file, read_file_meta, read_segment_file
+from lakecleaner.log.segment_files import FileMeta, encode_segment_file, read_file_meta, read_segment_file
 from lakecleaner.reports import load_report
 from tests.conftest import S3Endpoint
 from tests.engine.helpers import (
@@ -34,7 +38,7 @@ from tests.engine.helpers import (
     sealed_two_partitions,
     unreferenced_files,
 )
-from tests.flaky_proxy import FlakyProxy
+from tests.flaky_proxy import FlakyProxy, parquet_read
 
 
 def _change_a_value(table: pa.Table, superseded: pa.Table) -> pa.Table:
@@ -109,6 +113,53 @@ def test_the_gate_stops_a_wrong_staged_output(
     stored = load_report(lake.store, topic.name, report.run_id, "report")
     assert stored["failed"] is True and stored["partitions"][0]["status"] == FAILED_QUALITY
     assert json.dumps(stored)
+
+
+def _input_files(topic: Topic) -> set[str]:
+    """The names of every segment file the topic's partitions reference now."""
+    return {
+        f.path.rsplit("/", 1)[-1] for log in topic.partition_logs() for s in log.manifest().segments for f in s.files
+    }
+
+
+def test_pass_2s_task_reads_its_output_back_and_stops_bytes_the_store_changed(
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+) -> None:
+    """A partition whose passes fit one task is read back for the gate by that task, straight after
+    pass 2, and by no gate task after it: each staged file is read once, all before the run takes
+    its verdicts ("engine.after_staging"). A store that returns other bytes than were written for
+    partition 0's staged file fails that partition on the task's read-back (`unchanged`), and
+    nothing of it is committed; partition 1 commits."""
+    inputs: set[str] = set()
+
+    def staged_file(method: str, path: str) -> bool:
+        return method == "GET" and parquet_read(method, path) and path.split("?")[0].rsplit("/", 1)[-1] not in inputs
+
+    def change_a_value(method: str, path: str, body: bytes) -> bytes | None:
+        if not (staged_file(method, path) and "/partition=0/" in unquote(path)):
+            return None
+        parquet = pq.ParquetFile(pa.BufferReader(body))
+        meta = FileMeta.from_metadata(parquet.schema_arrow.metadata or {}, path)
+        table = parquet.read()
+        return encode_segment_file(_change_a_value(table, table), meta)
+
+    with FlakyProxy(s3_endpoint.url, rewrite=change_a_value) as proxy:
+        lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=3)
+        topic = sealed_two_partitions(lake, {"a": "1", "b": "1", "c": "1"}, {"a": "2", "b": "2"})
+        inputs |= _input_files(topic)
+        before = rows(topic, 0)
+        verdicts: list[int] = []
+        with on_crash_point("engine.after_staging", lambda: verdicts.append(len(proxy.seen))):
+            report = compact(spark, lake, topic, 500)
+        staged_reads = [path.split("?")[0] for method, path in proxy.seen if staged_file(method, path)]
+        later = [path for method, path in proxy.seen[verdicts[0] :] if staged_file(method, path)]
+    failed, other = report.partition(0), report.partition(1)
+    assert failed.status == FAILED_QUALITY and other.status == COMMITTED, other.message
+    assert failed.quality is not None and RULE["unchanged"] in {f.rule for f in failed.quality.failures}
+    assert rows(topic, 0) == before and unreferenced_files(lake, topic, 0) == []
+    assert [r["value"] for r in rows(topic, 1)] == [b"1", b"2", b"2"]
+    assert len(staged_reads) == 2 and len(set(staged_reads)) == 2  # each partition's staged file, once
+    assert later == []  # read back inside pass 2's tasks: no gate task read them again
 
 
 def test_a_staged_file_that_cannot_be_read_back_fails_its_partition(spark: SparkSession, lake: Lake) -> None:

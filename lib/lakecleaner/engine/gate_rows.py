@@ -10,9 +10,10 @@ one, now + delete.retention.ms. Their offsets travel to the gate as they are; th
 digests (`digest`), so the gate never reads the input a second time. Pass 1's decision of each
 key's winner is not made again here: the reference-model tests check it.
 
-A gate task takes every group of one partition, reads back the files the new log would hold for
-them (the staged file, or the kept input files of a group that did not change) and emits a row
-per violation, (partition, offset, check):
+A gate task (pass 2's own task, `recopy.gate_in_task`, or one of the gate's tasks) takes every
+group of one partition, reads back the files the new log would hold for them (the staged file,
+or the kept input files of a group that did not change) and emits a row per violation,
+(partition, offset, check):
 
 - per output record: `is_winner` (its offset is one the group must hold), `has_key`,
   `offset_increasing` (strictly, through the file, inside the group's range);

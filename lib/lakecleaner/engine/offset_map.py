@@ -82,7 +82,13 @@ class MapBudget:
 
     def buckets(self, records: int) -> int:
         """Buckets needed for a map of `records` keys at the planned entry size."""
-        return max(1, math.ceil(records * PLANNED_ENTRY_BYTES / self.bytes))
+        return buckets_for(records, self.bytes)
+
+
+def buckets_for(records: int, budget_bytes: int) -> int:
+    """Key buckets a map of `records` keys needs, at the planned entry size, so that no task's
+    map exceeds `budget_bytes` (`MapBudget.bytes`)."""
+    return max(1, math.ceil(records * PLANNED_ENTRY_BYTES / budget_bytes))
 
 
 @dataclass(frozen=True)

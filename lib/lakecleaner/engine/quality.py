@@ -3,10 +3,14 @@ the input, before anything is committed.
 
 Pass 2 settles what each group must hold from the input it reads and pass 1's winners
 (`gate_rows.Expected`); after staging, Spark tasks read back every file the new log would hold
-for the cleaned range and emit a row per violation (`gate_rows`): a task per partition, or, for a
-partition whose keys outgrow one offset map, record tasks over shares of its groups and then a
-task per key bucket over the keys they spilled. The uncleanable range [U, next offset) is checked
-on the driver: a segment there is flagged when the manifest the commit would write changes it.
+for the cleaned range and emit a row per violation (`gate_rows`). A partition cleaned by one task
+(`recopy.PartitionTask`) whose output fits one offset map is read back by that task straight
+after pass 2 (`recopy.gate_in_task`), and its findings stand while every staged file has the HEAD
+the task saw before reading it; the other partitions, and one whose staged file changed since,
+are read back by the gate's own tasks: a task per partition, or, for a partition whose keys
+outgrow one offset map, record tasks over shares of its groups and then a task per key bucket
+over the keys they spilled. The uncleanable range [U, next offset) is checked on the driver: a
+segment there is flagged when the manifest the commit would write changes it.
 
 Validation runs through the project's GX runner, `lakecleaner.quality`, imported only when a
 gate runs (Spark's Python workers never load Great Expectations), on pandas DataFrames on the
@@ -106,11 +110,12 @@ class UncleanableSegment:
 
 
 def _violations(
-    spark: SparkSession, spec: StoreSpec, tasks: Sequence[GateTask], rules: GateRules
+    spark: SparkSession, spec: StoreSpec, tasks: Sequence[GateTask], checked: Sequence[GateOutcome], rules: GateRules
 ) -> tuple[pa.Table, dict[int, str]]:
     """Every task's violation rows (`gate_rows`; none when the output is right), and why a
-    partition's files could not be read back: the record tasks, then the key tasks of the
-    partitions checked in several buckets; their spills are deleted whatever happens."""
+    partition's files could not be read back: those pass 2's tasks found (`checked`), then the
+    record tasks, then the key tasks of the partitions checked in several buckets; their spills are
+    deleted whatever happens."""
     try:
         outcomes = run_tasks(
             spark,
@@ -132,6 +137,7 @@ def _violations(
         for task in tasks:
             if task.spill:
                 store.delete(task.prefix + task.spill)
+    outcomes = [*checked, *outcomes]
     unreadable = {o.partition: o.unreadable for o in outcomes if o.unreadable is not None}
     return pa.concat_tables([VIOLATION_SCHEMA.empty_table(), *[o.violations for o in outcomes]]), unreadable
 
@@ -245,17 +251,19 @@ def run_gate(
     spec: StoreSpec,
     topic: str,
     tasks: Sequence[GateTask],
+    checked: Sequence[GateOutcome],
     partitions: Sequence[int],
     segments: Sequence[UncleanableSegment],
     config: TopicConfig,
     now_ms: int,
 ) -> dict[int, QualityReport]:
-    """Validate the staged output of `partitions`; one report per partition."""
+    """Validate the staged output of `partitions`, read back by the gate's `tasks` or already by
+    pass 2's tasks (`checked`); one report per partition."""
     partitions = sorted(partitions)
     if not partitions:
         return {}
     validate = _validator(spark)
-    violations, unreadable = _violations(spark, spec, tasks, GateRules.of(config, now_ms))
+    violations, unreadable = _violations(spark, spec, tasks, checked, GateRules.of(config, now_ms))
     counts = violation_counts(violations, partitions, segments)
     subject = f"compaction of {topic} partitions {','.join(map(str, partitions))}"
     (together,) = validate([Validation(subject, counts, "counts")])

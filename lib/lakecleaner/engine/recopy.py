@@ -17,7 +17,9 @@ gate (`gate_rows.Expected`), so the gate need not read the input again.
 
 Each task gets its group's winning offsets from pass 1 as an `OffsetSet`, inside the task. A
 partition whose offset map fits one task is cleaned by one task, pass 1 and then its groups
-(`PartitionTask`), with no Spark job and no trip through the driver between the passes.
+(`PartitionTask`), with no Spark job and no trip through the driver between the passes; when its
+output fits one key bucket too, the same task then reads it back for the quality gate
+(`gate_in_task`), so the gate costs no Spark job of its own.
 """
 
 from __future__ import annotations
@@ -35,16 +37,26 @@ from numpy.typing import NDArray
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import LONG_MAX, TopicConfig
-from lakecleaner.engine.gate_rows import Expectation, Expected, GateRules
+from lakecleaner.engine.gate_rows import (
+    Expectation,
+    Expected,
+    GateGroup,
+    GateOutcome,
+    GateRules,
+    GateTask,
+    gate_check,
+)
 from lakecleaner.engine.keys import in_sorted, rows_where
-from lakecleaner.engine.offset_map import MapResult, MapTask, bucket_winners
+from lakecleaner.engine.offset_map import MapResult, MapTask, bucket_winners, buckets_for
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget, SegmentWriter
-from lakecleaner.errors import CorruptSegment, LakeCleanerError
+from lakecleaner.errors import CorruptSegment, LakeCleanerError, StorageError
 from lakecleaner.io import ObjectStore
+from lakecleaner.io.base import ObjectInfo
 from lakecleaner.log.manifest import SegmentFile
+from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES, FetchedFiles, read_segment_file
 
 UNCHANGED, REWRITTEN, CORRUPT, ERROR = "unchanged", "rewritten", "corrupt", "error"
@@ -204,26 +216,80 @@ class PartitionTask:
 
 
 @dataclass(frozen=True)
+class TaskGate:
+    """The quality gate's read-back of a partition by the PartitionTask that staged its output
+    (`gate_in_task`): the violations found, and each staged file as the store had it just before
+    it was read back (None: missing). The run takes this verdict only for staged files that are
+    still those; otherwise its gate job reads them again."""
+
+    outcome: GateOutcome
+    staged: dict[str, ObjectInfo | None]
+
+
+@dataclass(frozen=True)
 class PartitionOutcome:
-    """A PartitionTask's pass 1, and its groups' results (none when pass 1 failed or outgrew its
-    budget)."""
+    """A PartitionTask's pass 1, its groups' results (none when pass 1 failed or outgrew its
+    budget) and, when the task read its output back, the gate's findings."""
 
     map: MapResult
     groups: tuple[GroupResult, ...] = ()
+    gate: TaskGate | None = None
 
 
 def clean_partition(
     spec: StoreSpec, config: TopicConfig, now_ms: int, retention_ms: int, task: PartitionTask
 ) -> PartitionOutcome:
-    """Pass 1 of a partition in one key bucket, then pass 2 of each of its groups; the small files
-    pass 1 fetches are kept for pass 2 (`FETCHED_BYTES`)."""
+    """Pass 1 of a partition in one key bucket, then pass 2 of each of its groups (the small files
+    pass 1 fetches are kept for pass 2, `FETCHED_BYTES`), then the gate's read-back of the output
+    where it fits one key bucket."""
     fetched = FetchedFiles(FETCHED_BYTES)
     found = bucket_winners(spec, config, task.map, fetched)
     if found.winners is None:
         return PartitionOutcome(found)
-    return PartitionOutcome(
-        found, tuple(_run(spec, now_ms, retention_ms, g, fetched) for g in group_tasks(task.groups, found.winners))
-    )
+    groups = tuple(_run(spec, now_ms, retention_ms, g, fetched) for g in group_tasks(task.groups, found.winners))
+    del fetched  # the gate reads the output, not the input
+    return PartitionOutcome(found, groups, gate_in_task(spec, GateRules.of(config, now_ms), task, groups))
+
+
+def gate_groups(tasks: Sequence[RecopyTask], results: Sequence[GroupResult]) -> tuple[GateGroup, ...]:
+    """A partition's groups as the new log would hold them, for the quality gate: a group that
+    keeps its files is read from them, a rewritten one from its staged file (none when it keeps
+    no record)."""
+    groups = []
+    for task, result in zip(tasks, results, strict=True):
+        reused = result.status == UNCHANGED
+        files = task.files if reused else tuple(f for f in [result.file] if f is not None)
+        target = task.target
+        groups.append(
+            GateGroup(target.base_offset, target.next_offset, files, reused, task.tombstone_count, result.expected)
+        )
+    return tuple(groups)
+
+
+def gate_in_task(
+    spec: StoreSpec, rules: GateRules, task: PartitionTask, results: Sequence[GroupResult]
+) -> TaskGate | None:
+    """The quality gate's read-back of a partition whose output fits one key bucket, by the task
+    that staged it: no Spark job of its own, no second wave of tasks, and each file read back by
+    the worker that wrote it. Each staged file's HEAD is taken first: a file replaced at any time
+    after it has another version tag when the run takes the verdict, and the run's gate job reads
+    it again. None (the gate job checks the partition) when a group failed, when the output needs
+    several key buckets (`buckets_for`), or when a HEAD failed."""
+    if any(r.error is not None for r in results):
+        return None
+    groups = gate_groups(task.groups, results)
+    if buckets_for(sum(f.record_count for g in groups for f in g.files), task.map.budget_bytes) > 1:
+        return None
+    store = spec.open()
+    prefix = partition_prefix(task.map.topic, task.map.partition)
+    try:
+        staged = {
+            path: store.stat_if_present(prefix + path)
+            for path in sorted({r.file.path for r in results if r.file is not None})
+        }
+    except StorageError:
+        return None
+    return TaskGate(gate_check(spec, rules, GateTask(task.map.partition, prefix, groups, task.map.clean_end)), staged)
 
 
 def _clean(

@@ -4,13 +4,15 @@ Spark application (DESIGN sections 3-5).
 For every requested partition: plan the groups of [log start, U) from the manifest
 (`plan`); pass 1 computes each key's winning offset (`offset_map`); pass 2 recopies every
 group that changes into one new file (`recopy`); the quality gate checks the staged output
-against the input (`quality`); each partition that passes is committed with one conditional
-manifest write (`commit`). A partition ends in one status (`report`): committed, aborted
+against the input (`quality`; read back by pass 2's task itself where the partition's passes
+and output fit one task, `recopy.gate_in_task`); each partition that passes is committed with
+one conditional manifest write (`commit`). A partition ends in one status (`report`): committed, aborted
 (another writer changed its inputs), failed-quality, uncleanable (a segment file is missing or
 corrupt, Kafka's uncleanable partitions), failed, or nothing-to-do. Other partitions carry on.
 
-Crash points, for crash tests (`faults`): "engine.after_staging" (files written, nothing
-validated), "engine.after_validation" (gate passed, nothing committed), then PartitionLog's
+Crash points, for crash tests (`faults`): "engine.after_staging" (files written, no verdict
+taken: a staged file changed from here on is read back again by the gate), "engine.after_validation"
+(gate passed, nothing committed), then PartitionLog's
 "commit.before_manifest_write" / "commit.after_manifest_write". A crash anywhere leaves each
 partition's log as it was or as committed; staged files nobody references are orphans.
 """
@@ -35,7 +37,7 @@ from lakecleaner.config import (
     TopicConfig,
 )
 from lakecleaner.engine.commit import InputsChanged, apply_compaction
-from lakecleaner.engine.gate_rows import GateGroup, GateTask
+from lakecleaner.engine.gate_rows import GateOutcome, GateTask
 from lakecleaner.engine.offset_map import (
     MapBudget,
     bucketed,
@@ -54,6 +56,8 @@ from lakecleaner.engine.recopy import (
     PartitionOutcome,
     PartitionTask,
     RecopyTask,
+    TaskGate,
+    gate_groups,
     group_tasks,
     run_recopy,
 )
@@ -72,7 +76,7 @@ from lakecleaner.engine.sparkio import describe, parallelism, session_kind
 from lakecleaner.engine.spill import spill_path
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget
-from lakecleaner.errors import CommitStateUnknown, LakeCleanerError, ObjectNotFound, StorageError
+from lakecleaner.errors import CommitStateUnknown, LakeCleanerError, StorageError
 from lakecleaner.faults import crash_point
 from lakecleaner.io.base import ObjectInfo
 from lakecleaner.io.concurrent import map_ordered
@@ -121,6 +125,8 @@ class _Partition:
     winners: OffsetSet | None = None
     #: The manifest and its etag as the plan read them: the commit's first attempt starts there.
     read: tuple[Manifest, str] | None = None
+    #: The gate's read-back by pass 2's task (`recopy.gate_in_task`), when it did one.
+    checked: TaskGate | None = None
 
     @property
     def written(self) -> list[str]:
@@ -295,6 +301,7 @@ class _Run:
                     again[found.partition] = bucketed(self.active[found.partition].plan, self.options.budget, wanted)
                 else:
                     self._mapped(self.active[found.partition], 1, found.malformed, found.map_bytes)
+                    self.active[found.partition].checked = outcome.gate
                     results[found.partition].extend(outcome.groups)
             else:
                 assert isinstance(item, RecopyTask)
@@ -395,12 +402,16 @@ class _Run:
 
     def gate(self) -> None:
         """The quality gate over every partition still in the run. The manifests and the staged
-        files' HEADs of all partitions are read at once, over the bounded metadata pool."""
+        files' HEADs of all partitions are read at once, over the bounded metadata pool. A
+        partition whose pass-2 task read its output back is judged on what that task found, when
+        every staged file is still the one it read (the same HEAD); the others are read back by the
+        gate's own tasks."""
         read = self.topic.read_manifests(list(self.active))
         for partition, reason in read.failures.items():
             self.finish(partition, FAILED, f"{reason}; nothing was committed")
         staged = self.staged_files(list(self.active.values()))
         tasks: list[GateTask] = []
+        checked: list[GateOutcome] = []
         segments: list[UncleanableSegment] = []
         for partition, state in list(self.active.items()):
             try:
@@ -413,12 +424,16 @@ class _Run:
                 self.finish(partition, FAILED, f"{found}; nothing was committed")
                 continue
             state.gated = found
-            tasks.extend(self._gate_tasks(state))
+            if state.checked is not None and state.checked.staged == found:
+                checked.append(state.checked.outcome)
+            else:
+                tasks.extend(self._gate_tasks(state))
         verdicts = run_gate(
             self.spark,
             self.spec,
             self.topic.name,
             tasks,
+            checked,
             list(self.active),
             segments,
             self.config,
@@ -470,18 +485,14 @@ class _Run:
     def _gate_tasks(self, state: _Partition) -> list[GateTask]:
         """The partition's groups as the new log would hold them, checked by a task per key bucket:
         as many as the output's keys need within the offset map's budget."""
-        groups = []
-        for g, r in zip(state.plan.groups, state.results, strict=True):
-            reused = r.status == UNCHANGED
-            files = g.files if reused else tuple(f for f in [r.file] if f is not None)
-            groups.append(GateGroup(g.base_offset, g.next_offset, files, reused, g.tombstone_count, r.expected))
+        groups = gate_groups(state.tasks, state.results)
         prefix = partition_prefix(self.topic.name, state.plan.partition)
         buckets = self.options.budget.buckets(state.report.stats.records_written)
         return [
             GateTask(
                 state.plan.partition,
                 prefix,
-                tuple(groups),
+                groups,
                 state.plan.clean_end,
                 b,
                 buckets,
@@ -500,9 +511,7 @@ class _Run:
         def head(item: tuple[int, str]) -> ObjectInfo | StorageError | None:
             partition, path = item
             try:
-                return store.stat(partition_prefix(self.topic.name, partition) + path)
-            except ObjectNotFound:
-                return None
+                return store.stat_if_present(partition_prefix(self.topic.name, partition) + path)
             except StorageError as exc:
                 return exc
 

@@ -205,12 +205,15 @@ class ObjectStore(ABC):
     @abstractmethod
     def stat(self, key: str) -> ObjectInfo: ...
 
-    def exists(self, key: str) -> bool:
+    def stat_if_present(self, key: str) -> ObjectInfo | None:
+        """The object's `stat`, or None when there is no such object."""
         try:
-            self.stat(key)
+            return self.stat(key)
         except ObjectNotFound:
-            return False
-        return True
+            return None
+
+    def exists(self, key: str) -> bool:
+        return self.stat_if_present(key) is not None
 
     @property
     @abstractmethod
