@@ -6,13 +6,14 @@ For every requested partition: plan the groups of [log start, U) from the manife
 group that changes into one new file (`recopy`); the quality gate checks the staged output
 against the input (`quality`; read back by pass 2's task itself where the partition's passes
 and output fit one task, `recopy.gate_in_task`); each partition that passes is committed with
-one conditional manifest write (`commit`). A partition ends in one status (`report`): committed, aborted
-(another writer changed its inputs), failed-quality, uncleanable (a segment file is missing or
-corrupt, Kafka's uncleanable partitions), failed, or nothing-to-do. Other partitions carry on.
+one conditional manifest write (`commit`). A partition ends in one status (`report`):
+committed, aborted (another writer changed its inputs), failed-quality, uncleanable (a segment
+file is missing or corrupt, Kafka's uncleanable partitions), failed, or nothing-to-do. Other
+partitions carry on.
 
 Crash points, for crash tests (`faults`): "engine.after_staging" (files written, no verdict
-taken: a staged file changed from here on is read back again by the gate), "engine.after_validation"
-(gate passed, nothing committed), then PartitionLog's
+taken: a staged file changed from here on is read back again by the gate),
+"engine.after_validation" (gate passed, nothing committed), then PartitionLog's
 "commit.before_manifest_write" / "commit.after_manifest_write". A crash anywhere leaves each
 partition's log as it was or as committed; staged files nobody references are orphans.
 """
