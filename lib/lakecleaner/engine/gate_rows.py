@@ -43,6 +43,7 @@ offset per record.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +54,7 @@ from numpy.typing import NDArray
 from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.keys import bool_mask, in_sorted, key_buckets, key_hash, key_order, rows_where
+from lakecleaner.engine.offset_map import buckets_for
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.spill import Spill, read_spill, write_spill
 from lakecleaner.engine.storage import StoreSpec
@@ -150,6 +152,12 @@ class GateGroup:
     reused: bool
     tombstone_count: int
     expected: Expectation
+
+
+def gate_buckets(groups: Sequence[GateGroup], budget_bytes: int) -> int:
+    """Key buckets the gate of a partition's `groups` needs: as many as a map of the records the
+    new log holds for them (`offset_map.buckets_for`)."""
+    return buckets_for(sum(f.record_count for g in groups for f in g.files), budget_bytes)
 
 
 @dataclass(frozen=True)

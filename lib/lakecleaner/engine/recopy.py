@@ -44,10 +44,11 @@ from lakecleaner.engine.gate_rows import (
     GateOutcome,
     GateRules,
     GateTask,
+    gate_buckets,
     gate_check,
 )
 from lakecleaner.engine.keys import in_sorted, rows_where
-from lakecleaner.engine.offset_map import MapResult, MapTask, bucket_winners, buckets_for
+from lakecleaner.engine.offset_map import MapResult, MapTask, bucket_winners
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.storage import StoreSpec
@@ -274,11 +275,11 @@ def gate_in_task(
     the worker that wrote it. Each staged file's HEAD is taken first: a file replaced at any time
     after it has another version tag when the run takes the verdict, and the run's gate job reads
     it again. None (the gate job checks the partition) when a group failed, when the output needs
-    several key buckets (`buckets_for`), or when a HEAD failed."""
+    several key buckets (`gate_buckets`), or when a HEAD failed."""
     if any(r.error is not None for r in results):
         return None
     groups = gate_groups(task.groups, results)
-    if buckets_for(sum(f.record_count for g in groups for f in g.files), task.map.budget_bytes) > 1:
+    if gate_buckets(groups, task.map.budget_bytes) > 1:
         return None
     store = spec.open()
     prefix = partition_prefix(task.map.topic, task.map.partition)

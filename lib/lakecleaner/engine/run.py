@@ -38,7 +38,7 @@ from lakecleaner.config import (
     TopicConfig,
 )
 from lakecleaner.engine.commit import InputsChanged, apply_compaction
-from lakecleaner.engine.gate_rows import GateOutcome, GateTask
+from lakecleaner.engine.gate_rows import GateOutcome, GateTask, gate_buckets
 from lakecleaner.engine.offset_map import (
     MapBudget,
     bucketed,
@@ -488,7 +488,7 @@ class _Run:
         as many as the output's keys need within the offset map's budget."""
         groups = gate_groups(state.tasks, state.results)
         prefix = partition_prefix(self.topic.name, state.plan.partition)
-        buckets = self.options.budget.buckets(state.report.stats.records_written)
+        buckets = gate_buckets(groups, self.options.budget.bytes)
         return [
             GateTask(
                 state.plan.partition,
