@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import http.client
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
@@ -172,6 +172,14 @@ def manifest_put(method: str, path: str) -> bool:
 def parquet_read(method: str, path: str) -> bool:
     """Selects the reads of segment files."""
     return method in ("GET", "HEAD") and path.split("?")[0].endswith(".parquet")
+
+
+def parquet_get_except(names: Collection[str]) -> Callable[[str, str], bool]:
+    """Selects the GETs of segment files whose names are not in `names` (read when called, so a
+    test may fill it once the topic exists): with the input files' names, a run's staged output."""
+    return lambda method, path: (
+        method == "GET" and parquet_read(method, path) and path.split("?")[0].rsplit("/", 1)[-1] not in names
+    )
 
 
 def parquet_upload(method: str, path: str) -> bool:

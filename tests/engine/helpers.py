@@ -80,6 +80,13 @@ def rows(topic: Topic, partition: int = 0) -> list[dict[str, Any]]:
     return list(topic.partition(partition).read().to_pylist())
 
 
+def segment_file_names(topic: Topic) -> set[str]:
+    """The names (without folders) of every segment file the topic's partitions reference now."""
+    return {
+        f.path.rsplit("/", 1)[-1] for log in topic.partition_logs() for s in log.manifest().segments for f in s.files
+    }
+
+
 def unreferenced_files(lake: Lake, topic: Topic, partition: int = 0) -> list[str]:
     """Files under the partition that the manifest references neither as segment nor pending delete
     (a running compaction's lease, `_staging/<run>.lease`, is not a file of the log)."""

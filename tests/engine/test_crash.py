@@ -30,9 +30,18 @@ from lakecleaner.lake import Lake, Topic
 from lakecleaner.retention import gc_topic
 from lakecleaner.spark_jobs import compact_topic_path
 from tests.conftest import S3Endpoint
-from tests.engine.helpers import compact, keyed, lake_through, new_topic, requests, rows, unreferenced_files
+from tests.engine.helpers import (
+    compact,
+    keyed,
+    lake_through,
+    new_topic,
+    requests,
+    rows,
+    segment_file_names,
+    unreferenced_files,
+)
 from tests.engine.reference_model import Expected, expected_pass
-from tests.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_read, parquet_upload
+from tests.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_get_except, parquet_upload
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = compact_topic_path()
@@ -234,14 +243,10 @@ def test_a_storage_outage_during_the_gates_read_back_fails_its_partition_with_a_
     Spark task (pass 2's own, or the gate's) fails the partition with a one-line StorageError,
     nothing is committed."""
     inputs: set[str] = set()
-
-    def staged_get(method: str, path: str) -> bool:
-        return method == "GET" and parquet_read(method, path) and path.split("?")[0].rsplit("/", 1)[-1] not in inputs
-
-    with FlakyProxy(s3_endpoint.url, 10_000, fail_when=staged_get) as proxy:
+    with FlakyProxy(s3_endpoint.url, 10_000, fail_when=parquet_get_except(inputs)) as proxy:
         lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=2)
         topic = _dirty_topic(lake)
-        inputs |= {f.path.rsplit("/", 1)[-1] for s in topic.partition(0).manifest().segments for f in s.files}
+        inputs |= segment_file_names(topic)
         before = rows(topic)
         report = compact(spark, lake, topic, NOW, options=options)
         proxy.failures_left = 0

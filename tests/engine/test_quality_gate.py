@@ -36,9 +36,10 @@ from tests.engine.helpers import (
     new_topic,
     rows,
     sealed_two_partitions,
+    segment_file_names,
     unreferenced_files,
 )
-from tests.flaky_proxy import FlakyProxy, parquet_read
+from tests.flaky_proxy import FlakyProxy, parquet_get_except
 
 
 def _change_a_value(table: pa.Table, superseded: pa.Table) -> pa.Table:
@@ -115,13 +116,6 @@ def test_the_gate_stops_a_wrong_staged_output(
     assert json.dumps(stored)
 
 
-def _input_files(topic: Topic) -> set[str]:
-    """The names of every segment file the topic's partitions reference now."""
-    return {
-        f.path.rsplit("/", 1)[-1] for log in topic.partition_logs() for s in log.manifest().segments for f in s.files
-    }
-
-
 def test_pass_2s_task_reads_its_output_back_and_stops_bytes_the_store_changed(
     spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
 ) -> None:
@@ -131,9 +125,7 @@ def test_pass_2s_task_reads_its_output_back_and_stops_bytes_the_store_changed(
     partition 0's staged file fails that partition on the task's read-back (`unchanged`), and
     nothing of it is committed; partition 1 commits."""
     inputs: set[str] = set()
-
-    def staged_file(method: str, path: str) -> bool:
-        return method == "GET" and parquet_read(method, path) and path.split("?")[0].rsplit("/", 1)[-1] not in inputs
+    staged_file = parquet_get_except(inputs)
 
     def change_a_value(method: str, path: str, body: bytes) -> bytes | None:
         if not (staged_file(method, path) and "/partition=0/" in unquote(path)):
@@ -146,7 +138,7 @@ def test_pass_2s_task_reads_its_output_back_and_stops_bytes_the_store_changed(
     with FlakyProxy(s3_endpoint.url, rewrite=change_a_value) as proxy:
         lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=3)
         topic = sealed_two_partitions(lake, {"a": "1", "b": "1", "c": "1"}, {"a": "2", "b": "2"})
-        inputs |= _input_files(topic)
+        inputs |= segment_file_names(topic)
         before = rows(topic, 0)
         verdicts: list[int] = []
         with on_crash_point("engine.after_staging", lambda: verdicts.append(len(proxy.seen))):
