@@ -6,7 +6,6 @@ pyspark into remote mode for its whole process)."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
@@ -61,9 +60,9 @@ def test_the_cli_compacts_through_a_connect_server(connect_server: ConnectServer
 
 def test_a_connect_client_runs_as_many_tasks_at_once_as_the_server_has_cores(tmp_path: Path) -> None:
     """A client's parallelism is the server's (here one core more than this machine has), not the
-    client machine's cores: lakecleaner's server on a master that names its cores sets
-    spark.default.parallelism, which the client reads; the small job that finds it where a server
-    sets none (`_ranges_partitions`) finds the same."""
+    client machine's cores, though the server sets no spark.default.parallelism: the client reads
+    it from the server's plan of a range (`_planned_splits`), and the small job that stands in
+    should the plan not say (`_ranges_partitions`) finds the same."""
     cores = (os.cpu_count() or 1) + 1
     conf = {k: v for k, v in TEST_SPARK_CONF.items() if k != "spark.default.parallelism"}
     server = ConnectServer(tmp_path / "server", port=free_port(), master=f"local[{cores}]", conf=conf)
@@ -71,37 +70,17 @@ def test_a_connect_client_runs_as_many_tasks_at_once_as_the_server_has_cores(tmp
     script = """
 import sys
 from lakecleaner.engine.session import connect_session
-from lakecleaner.engine.sparkio import _ranges_partitions, parallelism
+from lakecleaner.engine.sparkio import _planned_splits, _ranges_partitions, parallelism
 session = connect_session(sys.argv[1])
-print(session.conf.get("spark.default.parallelism"), parallelism(session), _ranges_partitions(session))
+found = parallelism(session), _planned_splits(session), _ranges_partitions(session)
+print(session.conf.get("spark.default.parallelism", None), *found)
 """
     try:
         done = subprocess.run([sys.executable, "-c", script, server.url], capture_output=True, text=True, timeout=300)
     finally:
         server.stop()
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == [str(cores)] * 3
-
-
-@pytest.mark.parametrize(
-    ("master", "conf", "expected"),
-    [
-        ("local", {}, "1"),
-        ("local[3]", {}, "3"),
-        ("local[4,2]", {}, "4"),
-        ("local[3]", {"spark.default.parallelism": "8"}, "8"),
-        ("local[*]", {}, None),
-        ("spark://spark-master:7077", {}, None),
-    ],
-)
-def test_the_connect_server_sets_the_parallelism_of_a_master_that_names_its_cores(
-    tmp_path: Path, master: str, conf: dict[str, str], expected: str | None
-) -> None:
-    """So that no client run starts with a job to find it; never on local[*] (only the server's JVM
-    counts those cores) nor on a cluster's master, and a --conf given wins."""
-    command = ConnectServer(tmp_path, master=master, conf=conf).start_command()
-    given = dict(item.split("=", 1) for flag, item in itertools.pairwise(command) if flag == "--conf")
-    assert given.get("spark.default.parallelism") == expected
+    assert done.stdout.split() == ["None"] + [str(cores)] * 3
 
 
 @pytest.mark.parametrize("where", ["connect", "local[1]"])

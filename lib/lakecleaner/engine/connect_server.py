@@ -11,18 +11,15 @@ docker-compose service (in the foreground). What it adds to Spark's defaults (`S
   server waits between runs; Spark closes an idle session after an hour by default;
 * the environment the engine wants of its Python workers (`engine.workers.WORKER_ENV`): in the
   server's own environment, which the workers of a local master inherit, and as
-  `spark.executorEnv.*` for a cluster's executors;
-* `spark.default.parallelism` on a master that names its cores (`local`, `local[N]`,
-  `local[N,F]`): a client reads the server's parallelism from it (`sparkio.parallelism`) instead
-  of finding it with a small job at the start of every run (0.18-0.37 s a run, measured on a
-  local[2] server). Not on `local[*]`, whose cores only the server's JVM counts (it honours a
-  container's CPU quota, which Python's `os.cpu_count()` does not), nor on a cluster's master.
+  `spark.executorEnv.*` for a cluster's executors.
+
+A client finds the server's parallelism from the server's plan of a range
+(`sparkio.parallelism`), with no job and nothing set here.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -41,18 +38,6 @@ SERVER_CONF = {
     "spark.connect.session.manager.defaultSessionTimeout": "-1",
     **worker_conf(),
 }
-
-
-#: A local master that names its cores: `local`, `local[N]` or `local[N,F]` (F: task retries).
-_LOCAL_CORES = re.compile(r"local(?:\[(\d+)(?:,\d+)?\])?")
-
-
-def named_cores(master: str) -> int | None:
-    """The cores a local master names (`local`: 1, `local[N]`: N), None for any other master."""
-    found = _LOCAL_CORES.fullmatch(master.strip())
-    if found is None:
-        return None
-    return int(found.group(1) or 1)
 
 
 class ConnectServerError(LakeCleanerError):
@@ -98,12 +83,9 @@ class ConnectServer:
         return env
 
     def start_command(self) -> list[str]:
-        """`start-connect-server.sh` with `SERVER_CONF`, the parallelism of a master that names its
-        cores (`named_cores`), then `conf` (which wins)."""
-        cores = named_cores(self.master)
+        """`start-connect-server.sh` with `SERVER_CONF`, then `conf` (which wins)."""
         conf = {
             **SERVER_CONF,
-            **({"spark.default.parallelism": str(cores)} if cores else {}),
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.port),
             **self.conf,
