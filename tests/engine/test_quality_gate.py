@@ -26,6 +26,7 @@ from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY, UNCLEANABLE
 from lakecleaner.faults import on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.records import SEGMENT_SCHEMA
 from lakecleaner.log.segment_files import FileMeta, encode_segment_file, read_file_meta, read_segment_file
 from lakecleaner.reports import load_report
 from tests.conftest import S3Endpoint
@@ -152,6 +153,55 @@ def test_pass_2s_task_reads_its_output_back_and_stops_bytes_the_store_changed(
     assert [r["value"] for r in rows(topic, 1)] == [b"1", b"2", b"2"]
     assert len(staged_reads) == 2 and len(set(staged_reads)) == 2  # each partition's staged file, once
     assert later == []  # read back inside pass 2's tasks: no gate task read them again
+
+
+def _in_row_groups_of_one(lake: Lake, key: str, table: pa.Table) -> None:
+    """Store `table` at `key` as a segment file of one-record row groups, with the metadata of
+    the file there now."""
+    meta = read_file_meta(lake.store, key)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.cast(SEGMENT_SCHEMA).replace_schema_metadata(meta.to_metadata()), sink, row_group_size=1)
+    lake.store.write(key, sink.getvalue().to_pybytes())
+
+
+def test_input_files_of_many_row_groups_are_cleaned_a_row_group_at_a_time(spark: SparkSession, lake: Lake) -> None:
+    """Pass 2 reads an input file a row group at a time, so that it holds no more of a large file
+    than a row group: partition 0's input files, rewritten in one-record row groups, are cleaned
+    as partition 1's are, and the result passes the gate."""
+    topic = sealed_two_partitions(lake, {"a": "1", "b": "1", "c": "1"}, {"a": "2", "b": "2"})
+    prefix = partition_prefix(topic.name, 0)
+    for file in [f for s in topic.partition(0).manifest().segments for f in s.files]:
+        _in_row_groups_of_one(lake, prefix + file.path, read_segment_file(lake.store, prefix + file.path))
+    report = compact(spark, lake, topic, 500)
+    assert [report.partition(p).status for p in (0, 1)] == [COMMITTED, COMMITTED], report.partition(0).message
+    assert rows(topic, 0) == rows(topic, 1) and [r["value"] for r in rows(topic, 0)] == [b"1", b"2", b"2"]
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["in-order", "swapped-across-row-groups"])
+def test_the_gate_reads_a_staged_file_back_a_row_group_at_a_time(spark: SparkSession, lake: Lake, swap: bool) -> None:
+    """The gate reads a staged file back a row group at a time: rewritten in one-record row groups
+    it passes every check (and the commit then refuses it, as it is not the file staged: its size
+    changed); with two records swapped across a row-group boundary, it fails `offset_increasing`."""
+    topic = sealed_two_partitions(lake, {"a": "1", "b": "1", "c": "1"}, {"a": "2", "b": "2"})
+    prefix = partition_prefix(topic.name, 0)
+
+    def rewrite_staged() -> None:
+        (staged,) = unreferenced_files(lake, topic, 0)
+        table = read_segment_file(lake.store, prefix + staged)
+        _in_row_groups_of_one(lake, prefix + staged, table.take([1, 0, 2]) if swap else table)
+
+    before = rows(topic, 0)
+    with on_crash_point("engine.after_staging", rewrite_staged):
+        report = compact(spark, lake, topic, 500)
+    gated = report.partition(0)
+    assert report.partition(1).status == COMMITTED and rows(topic, 0) == before
+    assert gated.quality is not None
+    if swap:
+        assert gated.status == FAILED_QUALITY
+        assert RULE["offset_increasing"] in {f.rule for f in gated.quality.failures}
+    else:
+        assert gated.quality.success, gated.quality.failures
+        assert "the gate validated" in gated.message, gated.message
 
 
 def test_a_staged_file_that_cannot_be_read_back_fails_its_partition(spark: SparkSession, lake: Lake) -> None:

@@ -12,7 +12,8 @@ key's winner is not made again here: the reference-model tests check it.
 
 A gate task (pass 2's own task, `recopy.gate_in_task`, or one of the gate's tasks) takes every
 group of one partition, reads back the files the new log would hold for them (the staged file,
-or the kept input files of a group that did not change) and emits a row per violation,
+or the kept input files of a group that did not change) a row group at a time, holding no more
+of a group than one row group and its offsets, and emits a row per violation,
 (partition, offset, check):
 
 - per output record: `is_winner` (its offset is one the group must hold), `has_key`,
@@ -43,7 +44,7 @@ offset per record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,7 +64,7 @@ from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.records import SEGMENT_SCHEMA
-from lakecleaner.log.segment_files import read_segment_file
+from lakecleaner.log.segment_files import read_segment_row_groups
 
 VIOLATION_SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("check", pa.string())])
 RECORD_SCHEMA = pa.schema([SEGMENT_SCHEMA.field(name) for name in ("key", "value", "timestamp", "headers")])
@@ -114,10 +115,11 @@ class Expected:
         log_start: int,
         taken: tuple[NDArray[np.bool_], pa.Table] | None = None,
     ) -> None:
-        """Add one input file's records that the group must hold (`winners`: pass 1's winning
-        offsets, sorted). `taken`: rows pass 2 already took from `table` (which, and the rows);
-        when they are exactly the rows held here, their key, value, timestamp and headers are
-        digested rather than taken a second time (the horizons always come from `table`)."""
+        """Add the records of one input file's row group that the group must hold (`winners`:
+        pass 1's winning offsets, sorted). `taken`: rows pass 2 already took from `table` (which,
+        and the rows); when they are exactly the rows held here, their key, value, timestamp and
+        headers are digested rather than taken a second time (the horizons always come from
+        `table`)."""
         offsets = table.column("offset").to_numpy()
         tombstone = bool_mask(pc.is_null(table.column("value")))
         horizon = table.column("delete_horizon_ms")
@@ -185,45 +187,91 @@ def _expired(tombstone: NDArray[np.bool_], horizons: pa.Array | pa.ChunkedArray,
     return tombstone & bool_mask(pc.fill_null(pc.less_equal(horizons, rules.now_ms), False))
 
 
-def _increasing(offsets: NDArray[np.int64], group: GateGroup) -> NDArray[np.bool_]:
+def _increasing(offsets: NDArray[np.int64], group: GateGroup, after: int | None) -> NDArray[np.bool_]:
+    """Which offsets lie in the group's range and exceed the one before them (`after`: the last
+    offset of the group's rows before these)."""
     ok = (offsets >= group.base_offset) & (offsets < group.next_offset)
     ok[1:] &= offsets[1:] > offsets[:-1]
+    if after is not None and ok.size:
+        ok[0] &= offsets[0] > after
     return ok
 
 
-def _read_back(store: ObjectStore, prefix: str, group: GateGroup) -> pa.Table:
-    """The group's records as the new log would hold them (a kept group without its values
-    unless it holds tombstones)."""
-    if group.reused:
-        columns = _REUSED_TOMBSTONE_COLUMNS if group.tombstone_count else _REUSED_COLUMNS
-        tables = [read_segment_file(store, prefix + f.path, columns=columns, expected=f) for f in group.files]
-    else:
-        tables = [read_segment_file(store, prefix + f.path, size_bytes=f.size_bytes) for f in group.files]
-    if not tables:
-        return SEGMENT_SCHEMA.empty_table()
-    return pa.concat_tables(tables)
+def _read_back(store: ObjectStore, prefix: str, group: GateGroup) -> Iterator[pa.Table]:
+    """The group's records as the new log would hold them, a row group at a time (a kept group
+    without its values unless it holds tombstones)."""
+    for file in group.files:
+        if group.reused:
+            columns = _REUSED_TOMBSTONE_COLUMNS if group.tombstone_count else _REUSED_COLUMNS
+            yield from read_segment_row_groups(store, prefix + file.path, columns=columns, expected=file)
+        else:
+            yield from read_segment_row_groups(store, prefix + file.path, size_bytes=file.size_bytes)
 
 
 Violations = list[tuple[str, NDArray[np.int64]]]
 
 
-def _record_violations(table: pa.Table, group: GateGroup, rules: GateRules) -> Violations:
-    """The checks of each output record, and of what the group must hold."""
-    offsets = table.column("offset").to_numpy()
-    increasing = _increasing(offsets, group)
-    found: Violations = [
-        ("has_key", offsets[~bool_mask(pc.is_valid(table.column("key")))]),
-        ("offset_increasing", offsets[~increasing]),
-    ]
-    if group.reused:
-        return found + _kept_file_violations(table, group, rules)
-    assert group.expected.offsets is not None
-    expected = group.expected.offsets.offsets()
-    if np.array_equal(offsets, expected):  # exactly the offsets it must hold, in order
-        return found
-    ascending = offsets if increasing.all() else np.sort(offsets)  # sorted already, unless a check fails
-    lacking = ~in_sorted(expected, ascending)
-    return [*found, ("is_winner", offsets[~in_sorted(offsets, expected)]), ("winner_kept", expected[lacking])]
+class _GroupCheck:
+    """The checks of one group, fed its records as read back, a row group at a time in order, so
+    that a task holds one row group of the group's records (and the offsets) however large the
+    group is."""
+
+    def __init__(self, group: GateGroup, rules: GateRules) -> None:
+        self.group, self.rules = group, rules
+        self.found: Violations = []
+        self.offsets: list[NDArray[np.int64]] = []
+        self.last: int | None = None
+        self.increasing = True
+        self.records = RecordDigest(RECORD_SCHEMA)
+        self.horizons = RecordDigest(HORIZON_SCHEMA)
+
+    def add(self, table: pa.Table) -> None:
+        """The checks of each record of `table`."""
+        offsets = table.column("offset").to_numpy()
+        increasing = _increasing(offsets, self.group, self.last)
+        self.found += [
+            ("has_key", offsets[~bool_mask(pc.is_valid(table.column("key")))]),
+            ("offset_increasing", offsets[~increasing]),
+        ]
+        self.increasing &= bool(increasing.all())
+        if offsets.size:
+            self.last = int(offsets[-1])
+        self.offsets.append(offsets)
+        if self.group.reused:
+            self.found += _kept_file_violations(table, self.group, self.rules)
+        else:
+            self.records.update(table)
+            self.horizons.update(table)
+
+    def violations(self) -> Violations:
+        """Every violation found in the group's records, and those of what the group must hold
+        and of the group as a whole."""
+        if self.group.reused:
+            return self.found
+        offsets = np.concatenate(self.offsets) if self.offsets else np.zeros(0, np.int64)
+        return self.found + self._winner_violations(offsets) + self._group_violations(offsets.size)
+
+    def _winner_violations(self, offsets: NDArray[np.int64]) -> Violations:
+        """A rewritten group holds exactly the offsets it must hold."""
+        assert self.group.expected.offsets is not None
+        expected = self.group.expected.offsets.offsets()
+        if np.array_equal(offsets, expected):  # exactly the offsets it must hold, in order
+            return []
+        ascending = offsets if self.increasing else np.sort(offsets)  # sorted already, unless a check fails
+        lacking = ~in_sorted(expected, ascending)
+        return [("is_winner", offsets[~in_sorted(offsets, expected)]), ("winner_kept", expected[lacking])]
+
+    def _group_violations(self, rows: int) -> Violations:
+        """The checks of a rewritten group as a whole, flagged at its base offset."""
+        group = self.group
+        entry = group.files[0].record_count if group.files else 0
+        checks = {
+            "entry_matches": entry == rows,
+            "unchanged": self.records.hexdigest() == group.expected.records,
+            "horizon_as_expected": self.horizons.hexdigest() == group.expected.horizons,
+        }
+        base = np.array([group.base_offset], np.int64)
+        return [(check, base) for check, ok in checks.items() if not ok]
 
 
 def _kept_file_violations(table: pa.Table, group: GateGroup, rules: GateRules) -> Violations:
@@ -238,18 +286,6 @@ def _kept_file_violations(table: pa.Table, group: GateGroup, rules: GateRules) -
         ("horizon_as_expected", offsets[tombstone & ~bool_mask(pc.is_valid(horizon))]),
         ("is_winner", offsets[_expired(tombstone, horizon, rules)]),
     ]
-
-
-def _group_violations(table: pa.Table, group: GateGroup) -> Violations:
-    """The checks of a rewritten group as a whole, flagged at its base offset."""
-    entry = group.files[0].record_count if group.files else 0
-    checks = {
-        "entry_matches": entry == table.num_rows,
-        "unchanged": RecordDigest(RECORD_SCHEMA).update(table).hexdigest() == group.expected.records,
-        "horizon_as_expected": RecordDigest(HORIZON_SCHEMA).update(table).hexdigest() == group.expected.horizons,
-    }
-    base = np.array([group.base_offset], np.int64)
-    return [(check, base) for check, ok in checks.items() if not ok]
 
 
 def _repeated_keys(
@@ -321,13 +357,13 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome
         for index, group in enumerate(task.groups):
             if not task.checks(index):
                 continue
-            table = _read_back(store, task.prefix, group)
-            found += _record_violations(table, group, rules)
-            if not group.reused:
-                found += _group_violations(table, group)
-            keys.append(table.column("key"))
-            offsets.append(table.column("offset").to_numpy())
-            hashes.append(key_hash(table.column("key")))
+            check = _GroupCheck(group, rules)
+            for table in _read_back(store, task.prefix, group):
+                check.add(table)
+                keys.append(table.column("key"))
+                offsets.append(table.column("offset").to_numpy())
+                hashes.append(key_hash(table.column("key")))
+            found += check.violations()
         spills = _spill_keys(store, task, keys, offsets, hashes) if task.buckets > 1 else ()
     except (CorruptSegment, StorageError) as exc:  # the partition fails the gate; the others go on
         return GateOutcome(task.partition, VIOLATION_SCHEMA.empty_table(), str(exc))

@@ -58,7 +58,7 @@ from lakecleaner.io import ObjectStore
 from lakecleaner.io.base import ObjectInfo
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.partition import partition_prefix
-from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES, FetchedFiles, read_segment_file
+from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES, FetchedFiles, read_segment_file, read_segment_row_groups
 
 UNCHANGED, REWRITTEN, CORRUPT, ERROR = "unchanged", "rewritten", "corrupt", "error"
 
@@ -110,8 +110,8 @@ class GroupResult:
 def clean_rows(
     table: pa.Table, kept: NDArray[np.int64], log_start: int, now_ms: int, horizon_ms: int, counts: RowCounts
 ) -> tuple[pa.Table, NDArray[np.bool_]]:
-    """The record rule on one file's rows; `kept` holds the winning offsets, sorted. Returns the
-    rows kept and which of the file's rows they are."""
+    """The record rule on rows of one file (a row group); `kept` holds the winning offsets,
+    sorted. Returns the rows kept and which of `table`'s rows they are."""
     offsets = table.column("offset").to_numpy()
     won = in_sorted(offsets, kept)
     in_range = offsets >= log_start
@@ -170,10 +170,11 @@ def recopy_group(
     expected = Expected(GateRules(now_ms, horizon_ms), task.target.base_offset, task.target.next_offset)
     try:
         for file in task.files:
-            table = read_segment_file(store, task.target.prefix + file.path, expected=file, fetched=fetched)
-            cleaned, rows = clean_rows(table, kept, task.log_start_offset, now_ms, horizon_ms, counts)
-            writer.write(cleaned)
-            expected.add(table, kept, task.log_start_offset, taken=(rows, cleaned))
+            key = task.target.prefix + file.path
+            for table in read_segment_row_groups(store, key, expected=file, fetched=fetched):
+                cleaned, rows = clean_rows(table, kept, task.log_start_offset, now_ms, horizon_ms, counts)
+                writer.write(cleaned)
+                expected.add(table, kept, task.log_start_offset, taken=(rows, cleaned))
         written = writer.close()
     except BaseException:
         with contextlib.suppress(OSError, LakeCleanerError):  # the storage may be what failed: keep the cause

@@ -8,9 +8,10 @@ from the files alone (DESIGN section 2).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -246,13 +247,44 @@ def read_segment_file(
     size_bytes: int | None = None,
     fetched: FetchedFiles | None = None,
 ) -> pa.Table:
-    """Read a segment file (optionally only some columns); raise CorruptSegment naming the file
-    and the reason when it is missing, unreadable, or is not the file the manifest's entry
-    (`expected`) describes: its footer must name the partition of its key and the entry's offsets
-    and record count (`check_identity`), so a file swapped for another is never served. A file
-    the entry (or `size_bytes`, without one) says is small (`WHOLE_OBJECT_BYTES`) is fetched whole
-    (through `fetched`, when the task keeps what it fetched); a larger one is read by ranges, only
-    the columns asked for.
+    """Read a segment file whole (optionally only some columns), as `read_segment_row_groups`
+    reads it a row group at a time, with the same checks."""
+    with _segment_file(store, key, expected, size_bytes, fetched) as parquet:
+        return parquet.read(columns=columns)
+
+
+def read_segment_row_groups(
+    store: ObjectStore,
+    key: str,
+    *,
+    columns: list[str] | None = None,
+    expected: SegmentFile | None = None,
+    size_bytes: int | None = None,
+    fetched: FetchedFiles | None = None,
+) -> Iterator[pa.Table]:
+    """A segment file's rows a row group at a time (at most `ROW_GROUP_SIZE` rows in the files
+    lakecleaner writes), so that a task holds one row group of a file however large the file is;
+    with the checks of `_segment_file`, all made before the first row group is yielded."""
+    with _segment_file(store, key, expected, size_bytes, fetched) as parquet:
+        for index in range(parquet.num_row_groups):
+            yield parquet.read_row_group(index, columns=columns)
+
+
+@contextlib.contextmanager
+def _segment_file(
+    store: ObjectStore,
+    key: str,
+    expected: SegmentFile | None,
+    size_bytes: int | None,
+    fetched: FetchedFiles | None,
+) -> Iterator[pq.ParquetFile]:
+    """A segment file opened for reading; raise CorruptSegment naming the file and the reason
+    when it is missing, unreadable (while it is open too), or is not the file the manifest's
+    entry (`expected`) describes: its footer must name the partition of its key and the entry's
+    offsets and record count (`check_identity`), so a file swapped for another is never served,
+    and must count the entry's records. A file the entry (or `size_bytes`, without one) says is
+    small (`WHOLE_OBJECT_BYTES`) is fetched whole (through `fetched`, when the task keeps what it
+    fetched); a larger one is read by ranges, only the columns asked for.
 
     Read with `ParquetFile` rather than `pq.read_table`, whose dataset machinery imports pandas
     (about a second in every fresh Spark Python worker)."""
@@ -261,10 +293,10 @@ def read_segment_file(
         size = expected.size_bytes if expected is not None else size_bytes
         if size is not None and size <= WHOLE_OBJECT_BYTES:
             data = fetched.read(store, key) if fetched is not None else store.read(key)
-            table = _parse(pa.BufferReader(data), key, columns, expected, location)
+            yield _checked(pa.BufferReader(data), key, expected, location)
         else:
             with store.arrow_fs.open_input_file(store.arrow_path(key)) as source:
-                table = _parse(source, key, columns, expected, location)
+                yield _checked(source, key, expected, location)
     except (FileNotFoundError, ObjectNotFound) as exc:
         raise CorruptSegment(
             f"segment file {location} is missing; the manifest references it "
@@ -272,20 +304,18 @@ def read_segment_file(
         ) from exc
     except (pa.ArrowInvalid, OSError) as exc:
         raise read_failure(exc, location) from exc
-    if expected is not None and table.num_rows != expected.record_count:
-        raise CorruptSegment(
-            f"segment file {location} holds {table.num_rows} records but the manifest expects {expected.record_count}"
-        )
-    return table
 
 
-def _parse(
-    source: pa.NativeFile, key: str, columns: list[str] | None, expected: SegmentFile | None, location: str
-) -> pa.Table:
+def _checked(source: pa.NativeFile, key: str, expected: SegmentFile | None, location: str) -> pq.ParquetFile:
     parquet = pq.ParquetFile(source)
     if expected is not None:
         check_identity(FileMeta.from_metadata(parquet.schema_arrow.metadata or {}, location), key, expected)
-    return parquet.read(columns=columns)
+        rows = parquet.metadata.num_rows
+        if rows != expected.record_count:
+            raise CorruptSegment(
+                f"segment file {location} holds {rows} records but the manifest expects {expected.record_count}"
+            )
+    return parquet
 
 
 _PARTITION_OF_KEY = re.compile(r"(?:^|/)topics/([^/]+)/partition=(\d+)/segments/[^/]+$")
