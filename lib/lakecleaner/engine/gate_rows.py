@@ -219,7 +219,7 @@ class _GroupCheck:
     def __init__(self, group: GateGroup, rules: GateRules) -> None:
         self.group, self.rules = group, rules
         self.found: Violations = []
-        self.offsets: list[NDArray[np.int64]] = []
+        self.offsets: list[NDArray[np.int64]] = []  # a rewritten group's, for `_winner_violations`
         self.last: int | None = None
         self.increasing = True
         self.records = RecordDigest(RECORD_SCHEMA)
@@ -233,13 +233,13 @@ class _GroupCheck:
             ("has_key", offsets[~bool_mask(pc.is_valid(table.column("key")))]),
             ("offset_increasing", offsets[~increasing]),
         ]
-        self.increasing &= bool(increasing.all())
         if offsets.size:
             self.last = int(offsets[-1])
-        self.offsets.append(offsets)
         if self.group.reused:
             self.found += _kept_file_violations(table, self.group, self.rules)
         else:
+            self.increasing &= bool(increasing.all())
+            self.offsets.append(offsets)
             self.records.update(table)
             self.horizons.update(table)
 
