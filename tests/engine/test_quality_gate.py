@@ -26,7 +26,6 @@ from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY, UNCLEANABLE
 from lakecleaner.faults import on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.partition import partition_prefix
-from lakecleaner.log.records import SEGMENT_SCHEMA
 from lakecleaner.log.segment_files import FileMeta, encode_segment_file, read_file_meta, read_segment_file
 from lakecleaner.reports import load_report
 from tests.conftest import S3Endpoint
@@ -158,10 +157,7 @@ def test_pass_2s_task_reads_its_output_back_and_stops_bytes_the_store_changed(
 def _in_row_groups_of_one(lake: Lake, key: str, table: pa.Table) -> None:
     """Store `table` at `key` as a segment file of one-record row groups, with the metadata of
     the file there now."""
-    meta = read_file_meta(lake.store, key)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table.cast(SEGMENT_SCHEMA).replace_schema_metadata(meta.to_metadata()), sink, row_group_size=1)
-    lake.store.write(key, sink.getvalue().to_pybytes())
+    lake.store.write(key, encode_segment_file(table, read_file_meta(lake.store, key), row_group_size=1))
 
 
 def test_input_files_of_many_row_groups_are_cleaned_a_row_group_at_a_time(spark: SparkSession, lake: Lake) -> None:

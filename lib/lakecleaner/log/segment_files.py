@@ -193,8 +193,9 @@ def new_segment_path(base_offset: int, directory: str = "segments") -> str:
     return f"{directory}/{base_offset:020d}-{uuid.uuid4().hex[:16]}.parquet"
 
 
-def encode_segment_file(table: pa.Table, meta: FileMeta) -> bytes:
-    """The Parquet bytes of a SEGMENT_SCHEMA table, with `meta` in the key-value metadata."""
+def encode_segment_file(table: pa.Table, meta: FileMeta, *, row_group_size: int = ROW_GROUP_SIZE) -> bytes:
+    """The Parquet bytes of a SEGMENT_SCHEMA table, with `meta` in the key-value metadata, in row
+    groups of at most `row_group_size` records."""
     schema = SEGMENT_SCHEMA.with_metadata(meta.to_metadata())
     rows = table.cast(SEGMENT_SCHEMA)
     sink = pa.BufferOutputStream()
@@ -202,7 +203,7 @@ def encode_segment_file(table: pa.Table, meta: FileMeta) -> bytes:
         rows.replace_schema_metadata(schema.metadata),
         sink,
         compression=column_compression(rows, "element"),
-        row_group_size=ROW_GROUP_SIZE,
+        row_group_size=row_group_size,
         write_statistics=list(STATISTICS_COLUMNS),
         use_dictionary=dictionary_columns("element"),
     )
