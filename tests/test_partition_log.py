@@ -402,3 +402,37 @@ def test_segment_files_read_the_same_whole_or_by_ranges(
     lake.store.delete(log.prefix + first.path)
     with pytest.raises(CorruptSegment, match="is missing; the manifest references it"):
         segment_files.read_segment_file(lake.store, log.prefix + first.path, expected=first)
+
+
+@pytest.mark.parametrize("whole_object_bytes", [segment_files.WHOLE_OBJECT_BYTES, 0], ids=["whole", "ranged"])
+def test_a_tasks_second_read_of_a_file_parses_only_the_columns_its_first_did_not(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch, whole_object_bytes: int
+) -> None:
+    """Pass 1 parses a file's keys and offsets; pass 2, in the same task, reads the file a row
+    group at a time and takes the keys and offsets pass 1 parsed (`FetchedFiles.keep_columns`)
+    rather than parsing them again: the same records, row group by row group, and the kept
+    columns' own buffers. Columns past the task's limit are not kept: parsed again, same records."""
+    monkeypatch.setattr(segment_files, "WHOLE_OBJECT_BYTES", whole_object_bytes)
+    log = lake.create_topic("t").partition(0)
+    log.append(recs(5), now_ms=NOW)
+    (entry,) = log.manifest().segments[0].files
+    key = log.prefix + entry.path
+    table = segment_files.read_segment_file(lake.store, key)
+    meta = segment_files.read_file_meta(lake.store, key)
+    lake.store.write(key, segment_files.encode_segment_file(table, meta, row_group_size=2))
+    fresh = list(segment_files.read_segment_row_groups(lake.store, key, expected=entry))
+    assert [t.num_rows for t in fresh] == [2, 2, 1]
+
+    fetched = segment_files.FetchedFiles(1 << 20, 1 << 20)
+    first = segment_files.read_segment_file(lake.store, key, columns=["offset", "key"], expected=entry, fetched=fetched)
+    second = list(segment_files.read_segment_row_groups(lake.store, key, expected=entry, fetched=fetched))
+    assert [t.equals(f, check_metadata=True) for t, f in zip(second, fresh, strict=True)] == [True] * 3
+    parsed_first = {chunk.buffers()[2].address for chunk in first.column("key").chunks}
+    assert {chunk.buffers()[2].address for t in second for chunk in t.column("key").chunks} <= parsed_first
+    assert fetched.take_columns(key) is None  # the second read was the last: nothing is held for a third
+
+    small = segment_files.FetchedFiles(1 << 20, first.nbytes - 1)
+    segment_files.read_segment_file(lake.store, key, columns=["offset", "key"], expected=entry, fetched=small)
+    assert small.take_columns(key) is None
+    parsed = list(segment_files.read_segment_row_groups(lake.store, key, expected=entry, fetched=small))
+    assert [t.equals(f) for t, f in zip(parsed, fresh, strict=True)] == [True] * 3

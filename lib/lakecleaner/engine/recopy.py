@@ -65,6 +65,10 @@ UNCHANGED, REWRITTEN, CORRUPT, ERROR = "unchanged", "rewritten", "corrupt", "err
 #: Bytes of small files a partition's task keeps between pass 1 and pass 2 (`FetchedFiles`): a
 #: partition of files this small is cleaned with one GET per file; larger ones read them twice.
 FETCHED_BYTES = 32 * 1024 * 1024
+#: Bytes of the columns pass 1 parsed (keys and offsets) that a partition's task keeps for
+#: pass 2 (`FetchedFiles.keep_columns`): about 27 bytes a record of 15-byte keys, so the keys and
+#: offsets of 2.4M records; pass 2 parses them again for the files past that.
+KEPT_COLUMNS_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -244,7 +248,7 @@ def clean_partition(
     """Pass 1 of a partition in one key bucket, then pass 2 of each of its groups (the small files
     pass 1 fetches are kept for pass 2, `FETCHED_BYTES`), then the gate's read-back of the output
     where it fits one key bucket."""
-    fetched = FetchedFiles(FETCHED_BYTES)
+    fetched = FetchedFiles(FETCHED_BYTES, KEPT_COLUMNS_BYTES)
     found = bucket_winners(spec, config, task.map, fetched)
     if found.winners is None:
         return PartitionOutcome(found)
