@@ -251,7 +251,10 @@ def test_in_sorted_is_membership(values: list[int], members: set[int]) -> None:
     assert found.tolist() == [v in members for v in values]
 
 
-@given(st.lists(st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 1, 2**63, 2**64 - 1])), max_size=60))
+_EDGE_HASHES = [0, 1, 2**32, 2**52, 2**52 + 1, 2**63, 2**64 - 1]  # halves shared, slots shared
+
+
+@given(st.lists(st.one_of(st.integers(0, 2**64 - 1), st.sampled_from(_EDGE_HASHES)), max_size=60))
 def test_all_different_is_whether_no_hash_repeats(hashes: list[int]) -> None:
     assert _all_different(np.array(hashes, np.uint64)) == (len(set(hashes)) == len(hashes))
 

@@ -296,26 +296,41 @@ def _repeated_keys(
     Only when two hashes repeat are the keys themselves gathered and compared."""
     every = pa.chunked_array([c for k in keys for c in k.chunks], pa.binary())
     keyed = bool_mask(pc.is_valid(every))
-    if _all_different(_keyed(hashes, keyed)):  # different hashes are different keys: nothing to compare
+    hashed = _keyed(hashes, keyed)
+    if _all_different(hashed):  # different hashes are different keys: nothing to compare
         return []
-    at, hashed = np.concatenate(offsets)[keyed], _keyed(hashes, keyed)
+    at = np.concatenate(offsets)[keyed]
     order, repeated = key_order(rows_where(pa.table({"key": every}), keyed).column("key"), hashed, [at])
     later = at[order[1:][repeated]]
     return [("unique_key", later), ("clean_keys_once", later[later < clean_end])]
 
 
 def _keyed(hashes: list[NDArray[np.uint64]], keyed: NDArray[np.bool_]) -> NDArray[np.uint64]:
-    """The hashes of the keyed records, in a new array."""
+    """The hashes of the keyed records."""
     every = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
     return every if keyed.all() else every[keyed]
 
 
+_UPPER = np.uint64(32)
+_SLOTS = 1 << 20
+_SLOT_MASK = np.uint32(_SLOTS - 1)
+
+
 def _all_different(hashes: NDArray[np.uint64]) -> bool:
-    """Whether no two of `hashes` are equal: a sort of 64-bit numbers, no keys compared. Sorts
-    `hashes` in place: the copies of 8 bytes a record it saves, with the page faults of their
-    memory, cost a Spark worker 15-50 ms a partition of 1.37M records, the sort 66 ms."""
-    hashes.sort()
-    return not np.any(hashes[1:] == hashes[:-1])
+    """Whether no two of `hashes` are equal, without a sort of the 64-bit numbers: their upper
+    halves are sorted (32-bit numbers: 44 ms for 1.37M hashes, 73 ms for the hashes themselves),
+    and only the hashes whose upper half another shares (about n^2 / 2^33 pairs, 200 of 1.37M
+    uniform hashes) are then sorted whole. They are found through a bitmap of those halves' low
+    bits (`_SLOTS`), which lets in a few hashes besides: sorted with them, those compare as different."""
+    upper = (hashes >> _UPPER).astype(np.uint32)
+    ordered = np.sort(upper)
+    shared = ordered[1:][ordered[1:] == ordered[:-1]]
+    if shared.size == 0:
+        return True
+    slots = np.zeros(_SLOTS, bool)
+    slots[shared & _SLOT_MASK] = True
+    candidates = np.sort(hashes[slots[upper & _SLOT_MASK]])
+    return not np.any(candidates[1:] == candidates[:-1])
 
 
 def _violation_rows(partition: int, found: Violations) -> pa.Table:
