@@ -9,8 +9,8 @@ write on a store far away. The file's statistics are only known at the end, so i
 metadata (segment_files.FileMeta) goes into the Parquet footer when the writer closes, and
 the Arrow schema is not stored (it would carry the metadata of the moment the writer opened):
 without it, nested lists are written with Parquet's legacy element name so the file reads
-back with exactly SEGMENT_SCHEMA. Compression, row groups, statistics and dictionaries are those of
-segment_files.encode_segment_file.
+back with exactly SEGMENT_SCHEMA. Compression, row groups, statistics, dictionaries and encodings are
+those of segment_files.encode_segment_file.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from lakecleaner.log.segment_files import (
     FileMeta,
     FileStats,
     column_compression,
+    column_encodings,
     dictionary_columns,
 )
 
@@ -99,6 +100,7 @@ class SegmentWriter:
                 write_statistics=list(STATISTICS_COLUMNS),
                 store_schema=False,
                 use_dictionary=dictionary_columns("item"),
+                column_encoding=column_encodings(),
                 use_compliant_nested_type=False,
             )
         self._writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
