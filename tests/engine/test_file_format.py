@@ -1,10 +1,12 @@
 """The codec of each column of the segment files appends and compactions write
-(`segment_files.column_compression`): zstd, except a value column zstd cannot shrink."""
+(`segment_files.column_compression`): zstd, except a value column zstd cannot shrink; and the
+encoding of the offsets and timestamps (`segment_files.column_encodings`)."""
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,27 +38,36 @@ def json_values(rng: random.Random, count: int) -> list[bytes]:
     ]
 
 
-def codecs(lake: Lake, topic: Topic, partition: int) -> dict[str, dict[str, set[str]]]:
-    """Each segment file of the partition (by path): the codecs of each of its leaf columns."""
+def column_chunks(lake: Lake, topic: Topic, partition: int) -> Iterator[tuple[str, pq.ColumnChunkMetaData]]:
+    """Each column chunk of each segment file of the partition, with the file's path."""
     prefix = partition_prefix(topic.name, partition)
-    found: dict[str, dict[str, set[str]]] = {}
     for segment in topic.partition(partition).manifest().segments:
         for f in segment.files:
             meta = pq.ParquetFile(pa.BufferReader(lake.store.read(prefix + f.path))).metadata
-            columns = [meta.row_group(g).column(i) for g in range(meta.num_row_groups) for i in range(meta.num_columns)]
-            for c in columns:
-                found.setdefault(f.path, {}).setdefault(c.path_in_schema, set()).add(c.compression)
+            for g in range(meta.num_row_groups):
+                yield from ((f.path, meta.row_group(g).column(i)) for i in range(meta.num_columns))
+
+
+def codecs(lake: Lake, topic: Topic, partition: int) -> dict[str, dict[str, set[str]]]:
+    """Each segment file of the partition (by path): the codecs of each of its leaf columns."""
+    found: dict[str, dict[str, set[str]]] = {}
+    for path, c in column_chunks(lake, topic, partition):
+        found.setdefault(path, {}).setdefault(c.path_in_schema, set()).add(c.compression)
     return found
 
 
 def assert_codecs(lake: Lake, topic: Topic, partition: int, value: str) -> None:
     """Every file of the partition stores its value column with `value` and every other leaf
-    column (the header fields too, whatever Parquet names their list item) with zstd."""
+    column (the header fields too, whatever Parquet names their list item) with zstd; its offsets
+    and timestamps DELTA_BINARY_PACKED (`segment_files.column_encodings`), no other column so."""
     files = codecs(lake, topic, partition)
     assert files, partition
     for path, columns in files.items():
         assert len(columns) == 7 and columns.pop("value") == {value}, (partition, path, columns)
         assert all(c == {"ZSTD"} for c in columns.values()), (partition, path, columns)
+    delta = {c.path_in_schema for _, c in column_chunks(lake, topic, partition) if "DELTA_BINARY_PACKED" in c.encodings}
+    plain = {c.path_in_schema for _, c in column_chunks(lake, topic, partition) if "PLAIN" in c.encodings}
+    assert delta == {"offset", "timestamp"} and not delta & plain, (partition, delta, plain)
 
 
 def test_a_value_column_zstd_cannot_shrink_is_stored_uncompressed_and_every_other_zstd(
