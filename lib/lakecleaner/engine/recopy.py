@@ -167,6 +167,9 @@ def recopy_group(
     and settle what the group must hold for the quality gate (`fetched`: the small files pass 1
     of this task fetched)."""
     if kept.size == task.record_count and not _tombstones_change(store, task, now_ms, fetched):
+        if fetched is not None:  # its files are not read again: let go what pass 1 parsed of them
+            for file in task.files:
+                fetched.take_columns(task.target.prefix + file.path)
         return GroupResult(task.index, UNCHANGED)
     horizon_ms = min(now_ms + retention_ms, LONG_MAX)
     writer = SegmentWriter(store, task.target, whole=sum(f.size_bytes for f in task.files) <= WHOLE_OBJECT_BYTES)

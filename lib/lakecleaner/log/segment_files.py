@@ -281,7 +281,8 @@ def read_segment_file(
     fetched: FetchedFiles | None = None,
 ) -> pa.Table:
     """Read a segment file whole (optionally only some columns), as `read_segment_row_groups`
-    reads it a row group at a time, with the same checks."""
+    reads it a row group at a time, with the same checks. Some columns read through `fetched`
+    are kept there for the task's next read of the file (`FetchedFiles.keep_columns`)."""
     with _segment_file(store, key, expected, size_bytes, fetched) as parquet:
         table = parquet.read(columns=columns)
     if fetched is not None and columns is not None:
