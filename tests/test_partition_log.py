@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
+from lakecleaner.engine.recopy import UNCHANGED, RecopyTask, recopy_group
+from lakecleaner.engine.writer import OutputTarget
 from lakecleaner.errors import (
     CorruptManifest,
     CorruptSegment,
@@ -436,3 +439,21 @@ def test_a_tasks_second_read_of_a_file_parses_only_the_columns_its_first_did_not
     assert small.take_columns(key) is None
     parsed = list(segment_files.read_segment_row_groups(lake.store, key, expected=entry, fetched=small))
     assert [t.equals(f) for t, f in zip(parsed, fresh, strict=True)] == [True] * 3
+
+
+def test_a_group_that_keeps_its_files_lets_go_of_what_pass_1_parsed_of_them(lake: Lake) -> None:
+    """Pass 2 of a group whose every record won (and holds no tombstone) keeps its files and never
+    reads them again: what pass 1 parsed of them is let go then, not held through the partition's
+    later groups."""
+    log = lake.create_topic("t").partition(0)
+    log.append(recs(5), now_ms=NOW)
+    (entry,) = log.manifest().segments[0].files
+    fetched = segment_files.FetchedFiles(1 << 20, 1 << 20)
+    segment_files.read_segment_file(
+        lake.store, log.prefix + entry.path, columns=["offset", "key"], expected=entry, fetched=fetched
+    )
+    target = OutputTarget("t", 0, log.prefix, "unused.parquet", 0, 5, NOW, 1, NOW, NOW, NOW)
+    group = RecopyTask(0, 0, 0, (entry,), 5, 0, target)
+    result = recopy_group(lake.store, group, np.arange(5, dtype=np.int64), NOW, 0, fetched)
+    assert result.status == UNCHANGED
+    assert fetched.take_columns(log.prefix + entry.path) is None
