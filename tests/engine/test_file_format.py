@@ -65,8 +65,9 @@ def assert_codecs(lake: Lake, topic: Topic, partition: int, value: str) -> None:
     for path, columns in files.items():
         assert len(columns) == 7 and columns.pop("value") == {value}, (partition, path, columns)
         assert all(c == {"ZSTD"} for c in columns.values()), (partition, path, columns)
-    delta = {c.path_in_schema for _, c in column_chunks(lake, topic, partition) if "DELTA_BINARY_PACKED" in c.encodings}
-    plain = {c.path_in_schema for _, c in column_chunks(lake, topic, partition) if "PLAIN" in c.encodings}
+    chunks = [c for _, c in column_chunks(lake, topic, partition)]
+    delta = {c.path_in_schema for c in chunks if "DELTA_BINARY_PACKED" in c.encodings}
+    plain = {c.path_in_schema for c in chunks if "PLAIN" in c.encodings}
     assert delta == {"offset", "timestamp"} and not delta & plain, (partition, delta, plain)
 
 
