@@ -176,7 +176,7 @@ def test_repair_command_restores_a_deleted_manifest(tmp_path: Path) -> None:
     (tmp_path / "topics" / "t" / "partition=0" / "manifest.json").unlink()
     failed = run(tmp_path, "consume", "--topic", "t", "--partition", "0", ok=False)
     assert failed.returncode == 2 and "lakecleaner repair" in failed.stderr
-    reports = json.loads(run(tmp_path, "--json", "repair", "--topic", "t").stdout)
+    reports = json.loads(run(tmp_path, "--json", "repair", "--topic", "t").stdout)["partitions"]
     assert reports[0]["previous_state"] == "missing" and reports[0]["records"] == 300
     assert run(tmp_path, "consume", "--topic", "t", "--partition", "0").stdout == before
 
@@ -295,3 +295,43 @@ def test_produce_rejects_bad_fields_with_line_and_field_and_writes_nothing(
     assert "Traceback" not in proc.stderr
     status = json.loads(run(tmp_path, "--json", "status", "--topic", "t").stdout)
     assert sum(r["records"] for r in status["t"]) == 0
+
+
+def test_the_demo_leaves_a_users_record_alone_without_reset(tmp_path: Path) -> None:
+    """A lake with anything the demo did not create (here a record produced to a topic of the
+    demo's own name) is not touched: the demo says what it would delete and exits 2."""
+    run(tmp_path, "topics", "create", "customers-cdc", "--partitions", "4", "--config", "cleanup.policy=compact")
+    run(tmp_path, "produce", "--topic", "customers-cdc", "--partition", "0", stdin='{"key": "mine", "value": "keep"}\n')
+    run(tmp_path, "topics", "create", "orders")
+    refused = run(tmp_path, "demo", "--records", "400", "--no-airflow", ok=False)
+    assert refused.returncode == 2 and "--reset" in refused.stderr
+    assert "topic customers-cdc" in refused.stderr and "topic orders" in refused.stderr
+    consumed = run(tmp_path, "consume", "--topic", "customers-cdc", "--partition", "0").stdout
+    assert [json.loads(line)["value"] for line in consumed.splitlines()] == ["keep"]
+    run(tmp_path, "demo", "--records", "400", "--no-airflow", "--reset")
+    assert json.loads(run(tmp_path, "--json", "topics", "list").stdout) == ["customers-cdc", "orders", "page-views"]
+    again = run(tmp_path, "demo", "--records", "400", "--no-airflow", ok=False)  # orders is still the user's
+    assert again.returncode == 2 and "holds what no demo created: topic orders." in again.stderr
+    own = tmp_path / "own"
+    run(own, "demo", "--records", "400", "--no-airflow")
+    run(own, "demo", "--records", "400", "--no-airflow")  # a lake only demos wrote: rebuilt without --reset
+
+
+def test_the_demo_never_deletes_a_consumer_groups_offsets_it_did_not_write(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "orders")
+    run(tmp_path, "produce", "--topic", "orders", stdin='{"key": "a", "value": "1"}\n')
+    run(tmp_path, "offsets", "commit", "--group", "billing", "--topic", "orders", "0=1")
+    run(tmp_path, "demo", "--records", "400", "--no-airflow", "--reset")
+    offsets = json.loads(run(tmp_path, "--json", "offsets", "list", "--topic", "orders").stdout)
+    assert "billing" in json.dumps(offsets)
+
+
+@pytest.mark.parametrize("line", ['{"key": "typo", "vaule": "x"}', '{"key": "k", "value": "v", "parttion": 1}'])
+def test_produce_refuses_an_unknown_field_and_writes_nothing(tmp_path: Path, line: str) -> None:
+    run(tmp_path, "topics", "create", "cdc", "--config", "cleanup.policy=compact")
+    good = '{"key": "a", "value": "1"}\n'
+    proc = run(tmp_path, "produce", "--topic", "cdc", "--partition", "0", stdin=good + line + "\n", ok=False)
+    field = json.loads(line).keys() - {"key", "value"}
+    assert proc.returncode == 2 and f"unknown field '{next(iter(field))}'" in proc.stderr
+    assert "did you mean" in proc.stderr and "nothing was written" in proc.stderr
+    assert run(tmp_path, "consume", "--topic", "cdc", "--partition", "0").stdout == ""

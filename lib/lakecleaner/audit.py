@@ -29,8 +29,16 @@ from lakecleaner.errors import LakeCleanerError, StorageError
 from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.commits import CommitRecord
+from lakecleaner.log.leases import LEASE_SUFFIX
 from lakecleaner.log.manifest import Manifest, Segment
-from lakecleaner.log.partition import by_partition, partition_prefix, topic_prefix, unfinished_by_partition
+from lakecleaner.log.partition import (
+    MANIFEST_NAME,
+    by_partition,
+    partition_prefix,
+    topic_prefix,
+    unfinished_by_partition,
+)
 from lakecleaner.offsets import OFFSETS_PREFIX
 from lakecleaner.policy.cleanable import first_dirty_offset
 from lakecleaner.policy.erasure import (
@@ -135,11 +143,23 @@ def partition_context(ctx: ErasureContext, cleaner: CleanerState, manifest: Mani
     return replace(ctx, uncleanable=entry.reason if marked and entry is not None else None)
 
 
+def holds_no_records(path: str) -> bool:
+    """Whether an object of a partition (path relative to it) is one of the few that lakecleaner
+    writes from metadata alone — the manifest, a run's lease, a commit record — and so cannot hold
+    a key or a value. Every other object is searched: segment files, staged outputs, the offset
+    map's and the quality gate's key spills, and whatever a later writer adds (an object the audit
+    cannot parse is reported unreadable, and that is overdue, never silence)."""
+    return path == MANIFEST_NAME or path.endswith(LEASE_SUFFIX) or CommitRecord.parse(path) is not None
+
+
 def record_objects(lake: Lake, topic: str) -> dict[int, list[ObjectInfo]]:
-    """The objects of each partition of the topic that can hold records (segment files, key
-    spills), from one listing of the topic's prefix."""
-    listed = lake.store.list(topic_prefix(topic))
-    return by_partition(topic, [o for o in listed if o.key.endswith(".parquet") or ".map-" in o.key])
+    """The objects of each partition of the topic that can hold records (`holds_no_records`), from
+    one listing of the topic's prefix."""
+    found = by_partition(topic, lake.store.list(topic_prefix(topic)))
+    return {
+        p: [o for o in objects if not holds_no_records(o.key[len(partition_prefix(topic, p)) :])]
+        for p, objects in found.items()
+    }
 
 
 def unfinished_writes(lake: Lake, topic: str) -> tuple[dict[int, list[UnfinishedWrite]], str | None]:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, BinaryIO, TypeVar
 
 import click
 import pyarrow as pa
@@ -24,15 +24,16 @@ from lakecleaner.config import (
     LOCAL_CONFIG,
     LONG_MAX,
     LakeConfig,
+    did_you_mean,
     find_config,
     load_config,
     parse_config,
     sample_config_text,
 )
-from lakecleaner.errors import ConfigError, LakeCleanerError
+from lakecleaner.errors import ConfigError, InvalidRecord, LakeCleanerError
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.records import BATCH_SCHEMA, HEADER_TYPE
-from lakecleaner.log.repair import repair_partition
+from lakecleaner.log.repair import RepairAmbiguous, repair_partition
 from lakecleaner.policy.text import format_timestamp_ms
 from lakecleaner.process import exit_flushed
 from lakecleaner.status import partition_status
@@ -187,6 +188,10 @@ def _decode(value: object, binary: bool, what: str, line_no: int) -> bytes | Non
     return _base64(value, f"line {line_no}: {what}") if binary else value.encode()
 
 
+#: The fields of a record in `produce`'s JSON lines.
+RECORD_FIELDS = ("key", "value", "timestamp", "headers", "partition", "offset")
+
+
 def _json_lines(
     stream: IO[str], binary: bool, partitions: int, fixed: int | None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -196,15 +201,21 @@ def _json_lines(
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise click.ClickException(f"line {line_no}: not valid JSON: {exc}") from None
+            raise InvalidRecord(f"line {line_no}: not valid JSON: {exc}") from None
         if not isinstance(raw, dict):
-            raise click.ClickException(f"line {line_no}: expected an object with key, value, timestamp, headers")
+            raise InvalidRecord(f"line {line_no}: expected an object with key, value, timestamp, headers")
+        unknown = sorted(set(raw) - set(RECORD_FIELDS))
+        if unknown:  # a misspelt "value" would store a null value: a tombstone on a compacted topic
+            raise InvalidRecord(
+                f"line {line_no}: unknown field '{unknown[0]}'{did_you_mean(unknown[0], list(RECORD_FIELDS))}; "
+                f"a record has the fields {', '.join(RECORD_FIELDS)}; nothing was written"
+            )
         key = _decode(raw.get("key"), binary, "key", line_no)
         headers = raw.get("headers") or []
         if isinstance(headers, dict):
             headers = list(headers.items())
         if not isinstance(headers, list) or not all(isinstance(h, list | tuple) and len(h) == 2 for h in headers):
-            raise click.ClickException(
+            raise InvalidRecord(
                 f"line {line_no}: field headers must be an object or a list of [key, value] pairs"
             )
         row = {
@@ -453,11 +464,31 @@ def roll(ctx: Context, topic: str, partition: int) -> None:
 @click.option("--partition", "partitions", type=int, multiple=True, help="Partitions to repair (default: all).")
 @click.option("--force", is_flag=True, help="Rebuild even a readable manifest.")
 @click.option("--log-start-offset", type=int, help="Log start offset to restore (after a trim or retention).")
+@click.option(
+    "--prefer",
+    "prefer",
+    multiple=True,
+    metavar="FILE",
+    help="A segment file (as a refused repair names it) that wins over any file covering the same offsets.",
+)
 @pass_ctx
-def repair(ctx: Context, topic: str, partitions: tuple[int, ...], force: bool, log_start_offset: int | None) -> None:
-    """Rebuild missing or corrupt manifests from the segment files' metadata."""
+def repair(
+    ctx: Context,
+    topic: str,
+    partitions: tuple[int, ...],
+    force: bool,
+    log_start_offset: int | None,
+    prefer: tuple[str, ...],
+) -> None:
+    """Rebuild a missing or damaged topic.json and partition manifests from what storage holds.
+
+    Between files that cover the same offsets, repair keeps the one a commit acknowledged; where
+    nothing tells them apart it changes nothing for that partition, names the files, and waits for
+    --prefer. Exits 1 when a partition could not be repaired."""
+    rebuilt = ctx.lake.repair_metadata(topic)
     t = ctx.lake.topic(topic)
-    reports = []
+    reports: list[dict[str, object]] = []
+    refused: dict[int, str] = {}
     for p in partitions or range(t.partitions):
         log = t.partition(p)
         state = "ok"
@@ -467,19 +498,49 @@ def repair(ctx: Context, topic: str, partitions: tuple[int, ...], force: bool, l
             state = str(exc)
         if state == "ok" and not force and not partitions:
             continue
-        report = repair_partition(ctx.lake.store, topic, p, t.config, force=force, log_start_offset=log_start_offset)
+        try:
+            report = repair_partition(
+                ctx.lake.store,
+                topic,
+                p,
+                t.config,
+                force=force,
+                log_start_offset=log_start_offset,
+                prefer=prefer,
+                max_workers=ctx.lake.config.storage.max_concurrency,
+            )
+        except RepairAmbiguous as exc:
+            refused[p] = str(exc)
+            continue
         reports.append({**report.to_dict(), "left_out_count": len(report.left_out)})
 
     def human() -> None:
-        if not reports:
+        if rebuilt is not None:
+            kept = "its config overrides kept" if rebuilt.overrides_kept else "no config overrides could be kept"
+            console.print(
+                f"rebuilt the {rebuilt.previous_state} topic.json of {topic}: "
+                f"{rebuilt.metadata.partitions} partition(s), {kept}"
+            )
+        if not reports and not refused:
             console.print(f"every manifest of {topic} is readable; nothing to repair")
         for r in reports:
             console.print(
                 f"repaired {topic}-{r['partition']}: {r['segments']} segments, {r['records']} records, "
                 f"offsets [{r['log_start_offset']}, {r['next_offset']}), {r['left_out_count']} file(s) left out"
             )
+        for message in refused.values():
+            err_console.print(f"[red]error:[/red] {message}")
 
-    ctx.emit(reports, human)
+    ctx.emit(
+        {
+            "topic_metadata": None if rebuilt is None else rebuilt.to_dict(),
+            "partitions": reports,
+            "refused": {str(p): m for p, m in refused.items()},
+        },
+        human,
+    )
+    if refused:
+        sys.exit(1)
 
 
 # -- plan / retain / trim / gc -------------------------------------------------------------------
@@ -801,19 +862,33 @@ def audit() -> None:
 @click.option("--topic", required=True)
 @click.option("--key", "text_key", help="The key, as UTF-8 text.")
 @click.option("--key-base64", "base64_key", help="The key's bytes, base64-encoded.")
+@click.option(
+    "--key-file",
+    "key_file",
+    type=click.File("rb"),
+    help="A file holding the key's bytes exactly (no trailing newline is removed); - reads standard input.",
+)
 @click.option("--now", "now_text", help=NOW_HELP)
 @pass_ctx
 def audit_key_command(
-    ctx: Context, topic: str, text_key: str | None, base64_key: str | None, now_text: str | None
+    ctx: Context,
+    topic: str,
+    text_key: str | None,
+    base64_key: str | None,
+    key_file: BinaryIO | None,
+    now_text: str | None,
 ) -> None:
     """Every stored copy of a key (live segments, files awaiting deletion, abandoned run outputs,
-    the lake's own files) with the time by which it is physically gone. Exits 1 when a copy is
-    overdue or an object could not be read, so it can gate a compliance job."""
+    spills, the lake's own files) with the time by which it is physically gone. Exits 1 when a copy
+    is overdue or an object could not be read, so it can gate a compliance job."""
     from lakecleaner.audit import audit_key
 
-    if (text_key is None) == (base64_key is None):
-        raise click.UsageError("give the key once: --key TEXT or --key-base64 B64")
-    key = text_key.encode() if text_key is not None else _base64(str(base64_key), "--key-base64")
+    if sum(given is not None for given in (text_key, base64_key, key_file)) != 1:
+        raise click.UsageError("give the key once: --key TEXT, --key-base64 B64 or --key-file PATH (- for stdin)")
+    if key_file is not None:
+        key = key_file.read()
+    else:
+        key = text_key.encode() if text_key is not None else _base64(str(base64_key), "--key-base64")
     result = audit_key(ctx.lake, topic, key, _now(now_text))
 
     def human() -> None:
@@ -989,16 +1064,26 @@ def connect_server_stop(folder: Path) -> None:
 )
 @click.option("--no-airflow", is_flag=True, help="Only build the sample topics and show their status.")
 @click.option(
+    "--reset",
+    is_flag=True,
+    help="Delete and rebuild the sample topics even in a lake that holds what the demo did not create "
+    "(other topics and every consumer group's offsets are still left alone).",
+)
+@click.option(
     "--spark-remote",
     help="Run the compact tasks on this Spark Connect server (sc://host:port; the Airflow connection "
     "spark_lakecleaner becomes a spark_connect one) instead of spark-submit to local Spark.",
 )
 @pass_ctx
-def demo(ctx: Context, records: int, airflow_home: str, no_airflow: bool, spark_remote: str | None) -> None:
+def demo(
+    ctx: Context, records: int, airflow_home: str, no_airflow: bool, reset: bool, spark_remote: str | None
+) -> None:
     """The main job: build the sample topics, run both topics' DAGs in Airflow, summarise.
 
     Without a config file (--config, $LAKECLEANER_CONFIG, ./lakecleaner.yaml) it writes the sample
-    one to ./lakecleaner.yaml first and says so (--lake still chooses the lake)."""
+    one to ./lakecleaner.yaml first and says so (--lake still chooses the lake). It rebuilds the
+    sample topics of an earlier demo; in a lake that holds anything else it changes nothing unless
+    told --reset."""
     from lakecleaner import demo as job
 
     if find_config(ctx.config_path) is None:
@@ -1006,6 +1091,16 @@ def demo(ctx: Context, records: int, airflow_home: str, no_airflow: bool, spark_
         err_console.print(f"wrote the sample config to {sample}", markup=False, highlight=False)
     job.check_sample_topics(ctx.config)
     lake = ctx.lake
+    foreign = job.foreign_content(lake)
+    if foreign and not reset:
+        raise LakeCleanerError(
+            f"the lake {lake.uri} holds what no demo created: {'; '.join(foreign[:5])}"
+            f"{f' (and {len(foreign) - 5} more)' if len(foreign) > 5 else ''}. The demo would delete and rebuild "
+            f"the sample topics {job.CDC_TOPIC} and {job.EVENTS_TOPIC} ({job.sample_object_count(lake)} objects) "
+            "and their run reports. Nothing was changed: point it at a lake of its own (--lake file:///tmp/demo-lake), "
+            "or pass --reset to rebuild the sample topics here (other topics and every consumer group's offsets are "
+            "left alone)"
+        )
     job.reset_sample_topics(lake)
     sizes = job.DemoSizes(cdc_records=records, cdc_keys=max(1, records // 10), event_records=max(1, records // 2))
     now = wall_clock_ms() // job.HOUR_MS * job.HOUR_MS

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,8 +22,9 @@ import pyarrow.compute as pc
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
-from lakecleaner.errors import ConfigError
+from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.lake import Lake
+from lakecleaner.offsets import OFFSETS_PREFIX
 from lakecleaner.reports import load_report, runs_prefix
 from lakecleaner.workload import WorkloadSpec, generate
 
@@ -78,6 +80,7 @@ def build_sample_topics(lake: Lake, sizes: DemoSizes = DemoSizes(), now_ms: int 
         for partition, batch in generate(spec, batch_records=sizes.batch_records):
             topic.partition(partition).append(batch, now_ms=now)
     _commit_demo_offsets(lake, now)
+    mark_sample_topics(lake)
     return {name: spec.records for name, spec in specs.items()}
 
 
@@ -85,8 +88,9 @@ def _commit_demo_offsets(lake: Lake, now: int) -> None:
     """Two groups on the events topic: analytics is at 90% of each partition, billing at 50%."""
     topic = lake.topic(EVENTS_TOPIC)
     ends = {p: m.next_offset for p, m in topic.manifests().items()}
-    lake.offsets.commit("analytics", EVENTS_TOPIC, {p: end * 9 // 10 for p, end in ends.items()}, now_ms=now)
-    lake.offsets.commit("billing", EVENTS_TOPIC, {p: end // 2 for p, end in ends.items()}, now_ms=now)
+    analytics, billing = DEMO_GROUPS
+    lake.offsets.commit(analytics, EVENTS_TOPIC, {p: end * 9 // 10 for p, end in ends.items()}, now_ms=now)
+    lake.offsets.commit(billing, EVENTS_TOPIC, {p: end // 2 for p, end in ends.items()}, now_ms=now)
 
 
 def check_sample_topics(config: LakeConfig) -> None:
@@ -102,18 +106,57 @@ def check_sample_topics(config: LakeConfig) -> None:
         )
 
 
+#: What a demo built, so a later one knows what is its own to rebuild.
+DEMO_MARKER = "_lakecleaner/demo.json"
+DEMO_GROUPS = ("analytics", "billing")
+
+
+def _sample_prefixes() -> tuple[str, ...]:
+    return (f"topics/{CDC_TOPIC}/", f"topics/{EVENTS_TOPIC}/", runs_prefix(CDC_TOPIC), runs_prefix(EVENTS_TOPIC))
+
+
+def _marked(lake: Lake) -> tuple[set[str], set[str]]:
+    """The topics and consumer groups an earlier demo recorded as its own (none without a readable
+    marker: what cannot be proven the demo's is not)."""
+    try:
+        raw = json.loads(lake.store.read(DEMO_MARKER))
+        topics, groups = raw["topics"], raw["groups"]
+        if isinstance(topics, list) and isinstance(groups, list):
+            return {str(t) for t in topics}, {str(g) for g in groups}
+    except (LakeCleanerError, ValueError, KeyError, TypeError, RecursionError):
+        pass
+    return set(), set()
+
+
+def foreign_content(lake: Lake) -> list[str]:
+    """What the lake holds that no demo created: a topic (the sample topics included) or a
+    consumer group's offsets that the marker of an earlier demo does not name."""
+    topics, groups = _marked(lake)
+    found = [f"topic {t}" for t in lake.list_topics() if t not in topics]
+    for obj in lake.store.list(OFFSETS_PREFIX):
+        group = obj.key[len(OFFSETS_PREFIX) :].removesuffix(".json")
+        if group not in groups:
+            found.append(f"consumer group offsets {obj.key}")
+    return found
+
+
+def sample_object_count(lake: Lake) -> int:
+    """How many objects rebuilding the sample topics deletes."""
+    return sum(len(lake.store.list(prefix)) for prefix in _sample_prefixes())
+
+
 def reset_sample_topics(lake: Lake) -> None:
-    """Delete the sample topics, their run reports and the demo groups' offsets."""
-    for prefix in (
-        f"topics/{CDC_TOPIC}/",
-        f"topics/{EVENTS_TOPIC}/",
-        runs_prefix(CDC_TOPIC),
-        runs_prefix(EVENTS_TOPIC),
-    ):
-        for obj in lake.store.list(prefix):
-            lake.store.delete(obj.key)
-    for group in ("analytics", "billing"):
-        lake.store.delete(f"_consumer_offsets/{group}.json")
+    """Delete the sample topics and their run reports. Consumer groups' offsets are never deleted
+    (a group's object may hold its offsets of other topics); the demo commits its groups' offsets
+    of the rebuilt topic again."""
+    for prefix in _sample_prefixes():
+        lake.store.delete_many([obj.key for obj in lake.store.list(prefix)])
+
+
+def mark_sample_topics(lake: Lake) -> None:
+    """Record what the demo built (`foreign_content` reads it)."""
+    body = {"topics": [CDC_TOPIC, EVENTS_TOPIC], "groups": list(DEMO_GROUPS), "written_ms": wall_clock_ms()}
+    lake.store.write(DEMO_MARKER, json.dumps(body).encode())
 
 
 def topic_snapshot(lake: Lake, name: str) -> dict[str, int]:

@@ -57,6 +57,12 @@ class CommitStateUnknown(LakeCleanerError):
     have referenced may be deleted: the next run, or `lakecleaner repair`, settles it."""
 
 
+class AdoptedByRepair(LakeCleanerError):
+    """A writer's files were taken into the log by `lakecleaner repair` before its own commit
+    landed: the log holds them as the repair rebuilt it, and the writer's commit did not land.
+    Nothing it wrote may be deleted (the log references it now)."""
+
+
 class CorruptManifest(LakeCleanerError):
     """A manifest that cannot be parsed or fails its consistency checks."""
 

@@ -13,6 +13,7 @@ or `topics alter`) over the topic's `config:` in the YAML file, over the YAML's 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -77,6 +78,47 @@ class TopicMetadata:
                 f"it must name {name!r} with at least one: restore it"
             )
         return metadata
+
+
+@dataclass(frozen=True)
+class TopicMetadataRepair:
+    """A rebuilt topic.json: what it holds now, what the old one was, and whether its config
+    overrides could be kept."""
+
+    metadata: TopicMetadata
+    previous_state: str
+    overrides_kept: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "topic": self.metadata.name,
+            "partitions": self.metadata.partitions,
+            "previous_state": self.previous_state,
+            "config": dict(self.metadata.overrides),
+            "overrides_kept": self.overrides_kept,
+        }
+
+
+def _salvaged(data: bytes | None, config: LakeConfig, name: str) -> tuple[dict[str, object], int, bool]:
+    """What a damaged topic.json still says that can be trusted: its config overrides when they
+    are a valid set for the topic, its creation time when it is an integer; and whether the
+    overrides were kept (False: there were none to read, or they were dropped)."""
+    try:
+        raw = json.loads(data) if data is not None and len(data) < 1 << 20 else None
+    except (ValueError, RecursionError):
+        raw = None
+    if not isinstance(raw, dict):
+        return {}, 0, False
+    created = raw.get("created_ms")
+    created = created if type(created) is int and created > 0 else 0
+    overrides = raw.get("config")
+    if not isinstance(overrides, dict):
+        return {}, created, False
+    try:
+        config.topic_config(name, overrides)
+    except (LakeCleanerError, ValueError, TypeError):
+        return {}, created, False
+    return dict(overrides), created, True
 
 
 @dataclass(frozen=True)
@@ -218,6 +260,41 @@ class Lake:
             ) from None
         return TopicMetadata.from_json(data, self.store.location(key), name), etag
 
+    def repair_metadata(self, name: str, *, now_ms: int | None = None) -> TopicMetadataRepair | None:
+        """Rebuild a missing or damaged topic.json from the partitions found in storage (`lakecleaner
+        repair --topic`): the partition count is one past the highest `partition=<p>/` folder; the
+        config overrides are kept when the damaged object still holds a valid set, else dropped and
+        said so. None when topic.json is readable (nothing to do). TopicNotFound when storage holds
+        no partition of the topic. The write is conditional, like every other."""
+        validate_topic_name(name)
+        key = topic_metadata_key(name)
+        try:
+            data: bytes | None
+            data, etag = self.store.read_with_etag(key)
+        except ObjectNotFound:
+            data, etag = None, None
+        if data is not None:
+            try:
+                TopicMetadata.from_json(data, self.store.location(key), name)
+                return None
+            except CorruptManifest:
+                pass
+        folders = self.store.list_folders(topic_prefix(name))
+        found = [int(m.group(1)) for f in folders if (m := re.fullmatch(r"partition=(\d{1,9})", f))]
+        if not found:
+            raise TopicNotFound(
+                f"topic {name} has no partition in {self.uri}: there is nothing to rebuild its topic.json from"
+            )
+        overrides, created, kept = _salvaged(data, self.config, name)
+        metadata = TopicMetadata(
+            name, max(found) + 1, overrides, created or (wall_clock_ms() if now_ms is None else now_ms)
+        )
+        if etag is None:
+            self.store.create(key, metadata.to_json())
+        else:
+            self.store.replace(key, metadata.to_json(), etag)
+        return TopicMetadataRepair(metadata, "missing" if data is None else "damaged", kept)
+
     def _load_metadata(self, name: str) -> TopicMetadata:
         return self._read_metadata(name)[0]
 
@@ -269,4 +346,4 @@ class Lake:
         return list(self.store.list_folders(TOPICS_PREFIX))
 
 
-__all__ = ["RUNS_PREFIX", "Lake", "Topic", "TopicMetadata", "topic_metadata_key"]
+__all__ = ["RUNS_PREFIX", "Lake", "Topic", "TopicMetadata", "TopicMetadataRepair", "topic_metadata_key"]

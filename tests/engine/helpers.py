@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
+from lakecleaner.audit import holds_no_records
 from lakecleaner.config import LakeConfig
 from lakecleaner.engine import CompactionRequest, RunReport, compact_topic, requests_for
 from lakecleaner.lake import Lake, Topic
-from lakecleaner.log.leases import LEASE_SUFFIX
 from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.records import Record
 
@@ -89,14 +89,12 @@ def segment_file_names(topic: Topic) -> set[str]:
 
 def unreferenced_files(lake: Lake, topic: Topic, partition: int = 0) -> list[str]:
     """Files under the partition that the manifest references neither as segment nor pending delete
-    (a running compaction's lease, `_staging/<run>.lease`, is not a file of the log)."""
+    (the manifest, a running compaction's lease and the commit records are not files of the log:
+    `audit.holds_no_records`)."""
     prefix = partition_prefix(topic.name, partition)
     referenced = topic.partition(partition).manifest().referenced_paths()
-    return sorted(
-        o.key[len(prefix) :]
-        for o in lake.store.list(prefix)
-        if not o.key.endswith(("manifest.json", LEASE_SUFFIX)) and o.key[len(prefix) :] not in referenced
-    )
+    paths = (o.key[len(prefix) :] for o in lake.store.list(prefix))
+    return sorted(p for p in paths if not holds_no_records(p) and p not in referenced)
 
 
 def keyed(records: Mapping[str, str | None], timestamp: int = 1000) -> list[Record]:

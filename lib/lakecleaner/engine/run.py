@@ -77,7 +77,7 @@ from lakecleaner.engine.sparkio import describe, parallelism, session_kind
 from lakecleaner.engine.spill import spill_path
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget
-from lakecleaner.errors import CommitStateUnknown, LakeCleanerError, StorageError
+from lakecleaner.errors import AdoptedByRepair, CommitStateUnknown, LakeCleanerError, StorageError
 from lakecleaner.faults import crash_point
 from lakecleaner.io.base import ObjectInfo
 from lakecleaner.io.concurrent import map_ordered
@@ -337,6 +337,7 @@ class _Run:
             first_batch_max_timestamp=group.first_batch_max_timestamp,
             max_timestamp=group.max_timestamp,
             last_modified_ms=group.last_modified_ms,
+            run_id=self.report.run_id,
         )
         return RecopyTask(
             index,
@@ -613,7 +614,7 @@ class _Run:
             committed = partition.commit(change, wrote=tuple(state.written), known=state.read)
         except InputsChanged as exc:
             return ABORTED, str(exc), None
-        except CommitStateUnknown as exc:
+        except (CommitStateUnknown, AdoptedByRepair) as exc:
             return FAILED, str(exc), None
         if not wrote:
             return NOTHING_TO_DO, "every group was already clean", None

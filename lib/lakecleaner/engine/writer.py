@@ -51,6 +51,8 @@ class OutputTarget:
     first_batch_max_timestamp: int
     max_timestamp: int
     last_modified_ms: int
+    #: The run that writes it: its lease on the partition keeps `repair` from adopting the file.
+    run_id: str | None = None
 
 
 class SegmentWriter:
@@ -152,4 +154,5 @@ class SegmentWriter:
             stats,
             segment_max_timestamp=t.max_timestamp,
             last_modified_ms=t.last_modified_ms,
+            run_id=t.run_id,
         )

@@ -28,6 +28,8 @@ from lakecleaner.io import ObjectInfo, ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 
 LEASE_TTL_MS = 10 * 60_000
+#: How far a lease's writer's clock may run ahead of the store's before an expiry counts as damage.
+LEASE_CLOCK_SKEW_MS = 60_000
 LEASE_SUFFIX = ".lease"
 #: The folder of a partition where runs keep their leases and scratch files (gc leaves it alone
 #: while a lease is live).
@@ -47,22 +49,43 @@ class Lease:
 
 
 def live_leases(store: ObjectStore, lease_objects: Iterable[ObjectInfo], wall_now_ms: int | None = None) -> list[Lease]:
-    """Those of a partition's lease objects (as listed) that have not expired by the wall clock. A
-    lease object that cannot be parsed counts as live until it is LEASE_TTL_MS old: a claim is never
-    ignored on a guess."""
+    """Those of a partition's lease objects (as listed) that have not expired by the wall clock
+    (`lease_expiry`)."""
     now = wall_clock_ms() if wall_now_ms is None else wall_now_ms
     live = []
     for obj in lease_objects:
         try:
-            raw = json.loads(store.read(obj.key))
-            lease = Lease(str(raw["run_id"]), int(raw["expires_ms"]), str(raw.get("holder", "")))
+            lease = lease_expiry(obj, store.read(obj.key))
         except ObjectNotFound:
             continue  # the run ended meanwhile
-        except (ValueError, KeyError, TypeError):
-            lease = Lease(obj.key.rsplit("/", 1)[-1], obj.mtime_ms + LEASE_TTL_MS, "unreadable lease")
         if lease.expires_ms > now:
             live.append(lease)
     return live
+
+
+def lease_expiry(obj: ObjectInfo, body: bytes) -> Lease:
+    """The lease a lease object holds. A lease is renewed every third of LEASE_TTL_MS, so it never
+    ends further than LEASE_TTL_MS (and a little clock skew, LEASE_CLOCK_SKEW_MS) after it was
+    last written: a lease that cannot be parsed, or whose expiry lies further ahead than that, is
+    damage and counts as live until its object is LEASE_TTL_MS old — a claim is never ignored on a
+    guess, and never holds for ever either (an expiry in the year 5138 would block orphan deletion
+    and repair for good)."""
+    fallback = obj.mtime_ms + LEASE_TTL_MS
+    name = obj.key.rsplit("/", 1)[-1]
+    try:
+        raw = json.loads(body)
+        run_id, expires, holder = raw["run_id"], raw["expires_ms"], raw.get("holder", "")
+        if not isinstance(run_id, str) or type(expires) is not int or not isinstance(holder, str):
+            raise TypeError("run_id, expires_ms or holder has the wrong type")
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        log.warning("lease %s is unreadable (%s): it counts as live until %d", obj.key, exc, fallback)
+        return Lease(name, fallback, "unreadable lease")
+    if expires > fallback + LEASE_CLOCK_SKEW_MS:
+        log.warning(
+            "lease %s expires at %d, past what its TTL allows: it counts as live until %d", obj.key, expires, fallback
+        )
+        return Lease(run_id, fallback, f"{holder} (expiry past the TTL)")
+    return Lease(run_id, expires, holder)
 
 
 class RunLeases:

@@ -24,6 +24,9 @@ FORMAT_VERSION = 1
 SEGMENT_PATH = re.compile(r"^segments/[A-Za-z0-9_.=-]+\.parquet$")
 #: The `properties` key of the id of the commit that wrote a manifest (PartitionLog.commit).
 COMMIT_ID = "commit_id"
+#: The `properties` key of the version a `lakecleaner repair` wrote; later commits carry it on, so a
+#: writer whose files a repair adopted can tell (PartitionLog.commit).
+REPAIRED_VERSION = "repaired_version"
 
 
 def new_commit_id() -> str:
@@ -206,6 +209,12 @@ class Manifest:
     def commit_id(self) -> str | None:
         """The id of the commit that wrote this manifest (None for one written before commit ids)."""
         return self.properties.get(COMMIT_ID)
+
+    @property
+    def repaired_version(self) -> int | None:
+        """The version the last `lakecleaner repair` of this partition wrote (None: never repaired)."""
+        value = self.properties.get(REPAIRED_VERSION)
+        return int(value) if value is not None and value.isdigit() else None
 
     def with_commit_id(self, commit_id: str) -> Manifest:
         return replace(self, properties={**self.properties, COMMIT_ID: commit_id})

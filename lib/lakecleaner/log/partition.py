@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import TopicConfig
 from lakecleaner.errors import (
+    AdoptedByRepair,
     CommitStateUnknown,
     ConcurrentModification,
     ConditionFailed,
@@ -35,6 +36,7 @@ from lakecleaner.errors import (
 )
 from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectStore, RetryPolicy, UnfinishedWrite
+from lakecleaner.log.commits import write_commit_records
 from lakecleaner.log.manifest import Manifest, Segment, SegmentFile, new_commit_id
 from lakecleaner.log.records import BATCH_SCHEMA, SEGMENT_SCHEMA, Record, conform_batch, records_to_batch
 from lakecleaner.log.segment_files import (
@@ -51,6 +53,8 @@ log = logging.getLogger(__name__)
 
 #: How often a commit retries after losing a race before giving up.
 MAX_COMMIT_ATTEMPTS = 50
+#: Commit records written at once (a compaction adds a few files to a partition, an append one).
+RECORD_WRITERS = 8
 COMMIT_BACKOFF = RetryPolicy(max_attempts=MAX_COMMIT_ATTEMPTS, base_delay_s=0.01, max_delay_s=0.5)
 
 
@@ -61,6 +65,10 @@ TOPICS_PREFIX = "topics/"
 def topic_prefix(topic: str) -> str:
     """The folder of every object of a topic."""
     return f"{TOPICS_PREFIX}{topic}/"
+
+
+#: A partition's manifest, relative to the partition's folder.
+MANIFEST_NAME = "manifest.json"
 
 
 def partition_prefix(topic: str, partition: int) -> str:
@@ -150,7 +158,7 @@ class PartitionLog:
         self.partition = partition
         self.config = config
         self.prefix = partition_prefix(topic, partition)
-        self.manifest_key = self.prefix + "manifest.json"
+        self.manifest_key = self.prefix + MANIFEST_NAME
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.topic}-{self.partition})"
@@ -213,15 +221,32 @@ class PartitionLog:
         partition, read at each check, so a list the change fills in works), for when another
         writer committed on top of the landed write before the read-back. `on_conflict` runs only
         when the read-back proves another writer won. When the manifest cannot be read back,
-        CommitStateUnknown is raised and nothing is discarded.
+        CommitStateUnknown is raised and nothing is discarded. When the manifest references the
+        attempt's files because a `lakecleaner repair` adopted them (its version is at least the
+        one attempted), AdoptedByRepair is raised: the files are in the log, the commit is not.
+
+        A landed commit that added files leaves a commit record before it returns (`_acknowledged`,
+        `log/commits.py`): what lets `repair` tell an acknowledged file from an orphan.
         """
         commit_id = new_commit_id()
 
-        def landed(manifest: Manifest) -> bool:
+        def landed(manifest: Manifest, version: int) -> bool:
+            """Whether this commit's write (attempted as `version`) landed; AdoptedByRepair when the
+            manifest references its files because a repair took them in instead."""
             if manifest.commit_id == commit_id:
                 return True
             referenced = manifest.referenced_paths()
-            return any(path in referenced for path in wrote)
+            if not any(path in referenced for path in wrote):
+                return False
+            repaired = manifest.repaired_version
+            if repaired is not None and repaired >= version:
+                raise AdoptedByRepair(
+                    f"partition {self.topic}-{self.partition}: `lakecleaner repair` (manifest version {repaired}) "
+                    f"took this writer's files into the log before its commit landed; the log holds them as the "
+                    "repair rebuilt it, and this commit did not land (nothing it wrote was deleted; do not write "
+                    "the same records again)"
+                )
+            return True
 
         current, etag = known or self.load()
         stale_start = known is not None
@@ -236,9 +261,9 @@ class PartitionLog:
                 self.store.replace(self.manifest_key, updated.to_json(), etag)
             except ConditionFailed:
                 current, etag = self._read_back(commit_id)
-                if landed(current):
+                if landed(current, updated.version):
                     log.warning("%s: commit %s landed although its reply was lost", self, commit_id)
-                    return current
+                    return self._acknowledged(current, updated.version, commit_id, wrote)
                 if on_conflict is not None:
                     on_conflict()
                 if stale_start:  # the manifest moved on since the caller read it: no race was lost
@@ -251,16 +276,29 @@ class PartitionLog:
                 continue
             except StorageError as exc:
                 after, _ = self._read_back(commit_id, cause=exc)
-                if landed(after):
+                if landed(after, updated.version):
                     log.warning("%s: commit %s landed although the write reported %s", self, commit_id, exc)
-                    return after
+                    return self._acknowledged(after, updated.version, commit_id, wrote)
                 raise
             crash_point("commit.after_manifest_write")
-            return updated
+            return self._acknowledged(updated, updated.version, commit_id, wrote)
         raise ConcurrentModification(
             f"partition {self.topic}-{self.partition}: lost {MAX_COMMIT_ATTEMPTS} commit races in a row; "
             "another writer is committing continuously — retry later"
         )
+
+    def _acknowledged(self, manifest: Manifest, version: int, commit_id: str, wrote: Collection[str]) -> Manifest:
+        """Record a landed commit that added files (`log/commits.py`), then return `manifest`.
+        The commit has landed whatever happens here: a record that cannot be written is logged, not
+        raised (a writer told it failed would write its records again); `repair` then treats the
+        files as unacknowledged."""
+        referenced = manifest.referenced_paths()
+        files = [path for path in wrote if path in referenced]
+        try:
+            write_commit_records(self.store, self.prefix, files, version, commit_id, RECORD_WRITERS)
+        except StorageError as exc:
+            log.warning("%s: commit %s landed, but its commit records could not be written: %s", self, commit_id, exc)
+        return manifest
 
     def refuse_invalid(self, manifest: Manifest) -> None:
         """Never write a manifest the next read would reject (a bug here must not become corruption)."""

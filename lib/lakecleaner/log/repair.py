@@ -1,12 +1,34 @@
-"""Rebuild a missing or corrupt manifest from the segment files' own metadata (`lakecleaner repair`).
+"""Rebuild a missing or damaged manifest from the segment files' own metadata (`lakecleaner repair`).
 
-Every segment file records its topic, partition, offsets, the segment it was written for,
-the manifest version it was written to commit into, and its statistics. Repair reads only
-the Parquet footers and chooses, for every offset, the newest file covering it: files are
-taken in order of intended manifest version (newest first) and a file is kept only if its
-range overlaps no file already kept. So a compacted file wins over the files it replaced,
-and of two files written for the same offsets (an orphan left by a crashed append and the
-append that succeeded) the later one wins. Files left out go to `pending_deletes`.
+Repair never trusts the object it repairs: whatever the damaged manifest holds (bad JSON, wrong
+types, nesting, a manifest of another partition), it is not read for anything but whether it can
+be used, and the new manifest is built from the partition's files alone. Every segment file records
+its topic, partition, offsets, the segment it was written for, the manifest version it was written
+to commit into and its statistics; every commit that added files left a commit record naming them
+(`log/commits.py`). Repair reads the footers and the records, and chooses, for every offset, one
+file (`choose_files`):
+
+1. A file a commit acknowledged (named by a commit record) beats any file no commit acknowledged,
+   and of two acknowledged files covering the same offsets the one acknowledged by the later
+   commit wins (a compaction's output over the files it replaced).
+2. A file no commit acknowledged is kept where no chosen file covers its offsets (a commit whose
+   record was lost in a crash, or an append past the end that never committed: records, not
+   garbage). Where it overlaps an acknowledged file it is left out when it was written for the
+   same or an older version (the loser of a race for that version, or a file a later commit
+   replaced), or when it is newer but the acknowledged files cover its every offset (a crashed
+   run's output: the old log is whole).
+3. Anything else is ambiguous: two files of the same version that no record tells apart, or a
+   newer unacknowledged file over offsets no acknowledged file holds. Repair then writes and
+   deletes nothing, names the files and says how to choose (`--prefer FILE`). It never chooses by
+   the time a file was started or finished: a crashed writer's orphan is often the later one.
+
+Files of a compaction that holds a live lease on the partition (`log/leases.py`) are not the log's
+yet: repair leaves them where they are, out of the manifest and out of `pending_deletes`, and that
+run's commit then finds its inputs gone and aborts. The manifest repair writes carries the version
+it wrote (`Manifest.repaired_version`), so a writer whose files a repair adopted anyway (an expired
+lease, an append in flight) reports it instead of claiming the commit (`PartitionLog.commit`).
+Files left out because another file holds their offsets go to `pending_deletes`; unreadable files
+stay where they are, reported, for someone to look at.
 
 What repair cannot know: a log start offset moved by trim or retention whose files are still
 present (pass `log_start_offset`), the cleaner checkpoint (reset: the next cleaning rescans
@@ -17,6 +39,7 @@ last one is reopened as the active segment unless it was written by a compaction
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from lakecleaner.clock import wall_clock_ms
@@ -27,12 +50,68 @@ from lakecleaner.errors import (
     CorruptSegment,
     LakeCleanerError,
     ObjectNotFound,
-    TopicNotFound,
+    StorageError,
 )
-from lakecleaner.io import ObjectStore
-from lakecleaner.log.manifest import SEGMENT_PATH, Manifest, PendingDelete, Segment, SegmentFile
+from lakecleaner.io import ObjectInfo, ObjectStore
+from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.log.commits import COMMITS, acknowledged_files
+from lakecleaner.log.leases import LEASE_SUFFIX, STAGING, live_leases
+from lakecleaner.log.manifest import (
+    REPAIRED_VERSION,
+    SEGMENT_PATH,
+    Manifest,
+    PendingDelete,
+    Segment,
+    SegmentFile,
+    new_commit_id,
+)
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.segment_files import KIND_COMPACTED, FileMeta, read_file_meta
+
+#: The reason a file left out because another file holds its offsets starts with (it goes to
+#: `pending_deletes`; other files left out stay where they are).
+SUPERSEDED = "superseded"
+
+
+class RepairAmbiguous(LakeCleanerError):
+    """Files cover the same offsets and nothing says which one a commit acknowledged: repair wrote
+    and deleted nothing (the message names the files and `--prefer`)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A readable segment file of the partition, as repair weighs it: `acknowledged` is the
+    version of the commit whose record names it (None: no record does)."""
+
+    path: str
+    meta: FileMeta
+    size: int
+    acknowledged: int | None = None
+
+    @property
+    def base_offset(self) -> int:
+        return self.meta.stats.base_offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.meta.stats.next_offset
+
+    def describe(self) -> str:
+        told = f"acknowledged by the commit of version {self.acknowledged}" if self.acknowledged else "no commit record"
+        return (
+            f"{self.path} [{self.base_offset}, {self.next_offset}), {self.meta.kind} for version "
+            f"{self.meta.manifest_version}, {told}"
+        )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `choose_files` decided: the kept paths in offset order, the files left out and why, and
+    the pairs of files it could not choose between."""
+
+    kept: list[str]
+    left_out: dict[str, str]
+    conflicts: list[tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -43,6 +122,8 @@ class RepairReport:
     manifest: Manifest
     kept_files: list[str] = field(default_factory=list)
     left_out: dict[str, str] = field(default_factory=dict)
+    #: Files of runs holding a live lease: not the log's yet, left where they are.
+    in_flight: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -55,58 +136,139 @@ class RepairReport:
             "next_offset": self.manifest.next_offset,
             "kept_files": self.kept_files,
             "left_out": self.left_out,
+            "in_flight": self.in_flight,
         }
 
 
 def _manifest_state(log: PartitionLog) -> tuple[str, str | None]:
-    """('ok' | 'missing' | 'corrupt: …', etag of the current object or None)."""
+    """('ok' | 'missing' | 'corrupt: …', etag of the current object or None). The object is
+    untrusted: any failure to parse it, of whatever kind, makes it corrupt."""
     try:
-        log.load()
-    except TopicNotFound:
+        data, etag = log.store.read_with_etag(log.manifest_key)
+    except ObjectNotFound:
         return "missing", None
-    except CorruptManifest as exc:
-        _, etag = log.store.read_with_etag(log.manifest_key)
-        return f"corrupt: {exc}", etag
-    return "ok", log.store.read_with_etag(log.manifest_key)[1]
+    try:
+        manifest = Manifest.from_json(data, log.store.location(log.manifest_key))
+        if (manifest.topic, manifest.partition) != (log.topic, log.partition):
+            raise CorruptManifest(f"it names partition {manifest.topic}-{manifest.partition}")
+    except StorageError:
+        raise
+    except Exception as exc:  # untrusted bytes: whatever parsing them raised, they are damage
+        return f"corrupt: {type(exc).__name__}: {str(exc)[:300]}", etag
+    return "ok", etag
 
 
-def _read_metas(store: ObjectStore, log: PartitionLog, left_out: dict[str, str]) -> dict[str, tuple[FileMeta, int]]:
-    metas: dict[str, tuple[FileMeta, int]] = {}
-    for obj in store.list(log.prefix + "segments/"):
-        path = obj.key[len(log.prefix) :]
-        if not SEGMENT_PATH.match(path):  # not a segment file name (e.g. in a sub-folder): not ours to judge
-            continue
+def _live_runs(store: ObjectStore, log: PartitionLog) -> dict[str, int]:
+    """The runs holding a live lease on the partition, with when each lease ends."""
+    leases = [o for o in store.list(log.prefix + STAGING) if o.key.endswith(LEASE_SUFFIX)]
+    return {lease.run_id: lease.expires_ms for lease in live_leases(store, leases)}
+
+
+def _candidates(
+    store: ObjectStore, log: PartitionLog, max_workers: int, left_out: dict[str, str], in_flight: dict[str, str]
+) -> dict[str, Candidate]:
+    """The partition's segment files as repair weighs them: footers read concurrently, commit
+    records (a listing) applied; files it cannot use are put in `left_out` (unreadable, another partition's)
+    or `in_flight` (a live run's) with the reason. A storage error is raised: a file that could not
+    be read is not a file that does not belong."""
+    listed = [o for o in store.list(log.prefix + "segments/") if SEGMENT_PATH.match(o.key[len(log.prefix) :])]
+
+    def read(obj: ObjectInfo) -> FileMeta | str:
         try:
-            meta = read_file_meta(store, obj.key)
+            return read_file_meta(store, obj.key)
         except (CorruptSegment, ObjectNotFound) as exc:
-            left_out[path] = f"unreadable: {exc}"
-            continue
-        if (meta.topic, meta.partition) != (log.topic, log.partition):
+            return f"unreadable, left where it is: {exc}"
+
+    acknowledged = acknowledged_files(store.list(log.prefix + COMMITS), log.prefix)
+    runs = _live_runs(store, log)
+    found: dict[str, Candidate] = {}
+    for obj, meta in zip(listed, map_ordered(read, listed, max_workers), strict=True):
+        path = obj.key[len(log.prefix) :]
+        if isinstance(meta, str):
+            left_out[path] = meta
+        elif (meta.topic, meta.partition) != (log.topic, log.partition):
             left_out[path] = f"belongs to {meta.topic}-{meta.partition}"
+        elif meta.run_id is not None and meta.run_id in runs:
+            in_flight[path] = (
+                f"written by run {meta.run_id}, whose lease on the partition is live until {runs[meta.run_id]}"
+            )
+        else:
+            found[path] = Candidate(path, meta, obj.size, acknowledged.get(path))
+    return found
+
+
+def _rank(c: Candidate, prefer: Collection[str]) -> tuple[int, int, int]:
+    """Sort key, strongest first: preferred files, then acknowledged ones by the version that
+    acknowledged them, then the rest by the version they were written for."""
+    if c.path in prefer:
+        return (0, 0, 0)
+    if c.acknowledged is not None:
+        return (1, -c.acknowledged, -c.meta.manifest_version)
+    return (2, 0, -c.meta.manifest_version)
+
+
+def _covered(c: Candidate, holders: list[Candidate]) -> bool:
+    """Whether `holders`' ranges together cover every offset of `c`'s range."""
+    at = c.base_offset
+    for h in sorted(holders, key=lambda h: h.base_offset):
+        if h.base_offset > at:
+            return False
+        at = max(at, h.next_offset)
+    return at >= c.next_offset
+
+
+def _beats(kept: Candidate, other: Candidate, holders: list[Candidate], prefer: Collection[str]) -> bool:
+    """Whether the already chosen `kept` rightly wins over `other`, which covers some of the same
+    offsets (`holders`: every chosen file that does): the rules of the module docstring."""
+    if kept.path in prefer:
+        return other.path not in prefer
+    if kept.acknowledged is not None and other.acknowledged is not None:
+        return kept.acknowledged > other.acknowledged
+    if kept.acknowledged is not None:  # `other` has no record
+        if other.meta.manifest_version <= kept.acknowledged:
+            return True
+        acknowledged = [h for h in holders if h.acknowledged is not None or h.path in prefer]
+        return len(acknowledged) == len(holders) and _covered(other, holders)
+    return kept.meta.manifest_version > other.meta.manifest_version  # neither has a record
+
+
+def choose_files(candidates: Mapping[str, Candidate], prefer: Collection[str] = ()) -> Choice:
+    """For every offset, the file that holds it (the module docstring's rules; pure)."""
+    order = sorted(candidates.values(), key=lambda c: (_rank(c, prefer), c.base_offset, c.path))
+    kept: list[Candidate] = []
+    left_out: dict[str, str] = {}
+    conflicts: list[tuple[str, str]] = []
+    for c in order:
+        holders = [k for k in kept if k.base_offset < c.next_offset and c.base_offset < k.next_offset]
+        if not holders:
+            kept.append(c)
             continue
-        metas[path] = (meta, obj.size)
-    return metas
+        rivals = [k for k in holders if not _beats(k, c, holders, prefer)]
+        if rivals:
+            conflicts += [(k.path, c.path) for k in rivals]
+        else:
+            names = ", ".join(k.path for k in holders)
+            left_out[c.path] = f"{SUPERSEDED}: {names} hold(s) the same offsets and a commit acknowledged them"
+    return Choice([k.path for k in sorted(kept, key=lambda k: k.base_offset)], left_out, conflicts)
 
 
-def _choose_files(metas: dict[str, tuple[FileMeta, int]], left_out: dict[str, str]) -> list[str]:
-    """Newest-first, non-overlapping choice of files; returns the kept paths in offset order."""
-    order = sorted(metas, key=lambda p: (metas[p][0].manifest_version, metas[p][0].written_ms), reverse=True)
-    kept: list[tuple[int, int, str]] = []
-    for path in order:
-        stats = metas[path][0].stats
-        if any(stats.base_offset < end and start < stats.next_offset for start, end, _ in kept):
-            left_out[path] = "superseded by a newer file covering the same offsets"
-            continue
-        kept.append((stats.base_offset, stats.next_offset, path))
-    return [p for _, _, p in sorted(kept)]
+def _ambiguity(log: PartitionLog, candidates: Mapping[str, Candidate], conflicts: list[tuple[str, str]]) -> str:
+    pairs = "; ".join(f"{candidates[a].describe()} and {candidates[b].describe()}" for a, b in conflicts)
+    return (
+        f"partition {log.topic}-{log.partition} was not repaired: files cover the same offsets and nothing says "
+        f"which one a commit acknowledged: {pairs}. Nothing was written or deleted. Read each file "
+        f"(`lakecleaner consume` of the other partitions is unaffected), then choose the one that holds the records "
+        f"the producers were told were written: `lakecleaner repair --topic {log.topic} --partition {log.partition} "
+        f"--prefer FILE` (several --prefer allowed)"
+    )
 
 
-def _segments_from(paths: list[str], metas: dict[str, tuple[FileMeta, int]]) -> list[Segment]:
+def _segments_from(paths: list[str], metas: Mapping[str, Candidate]) -> list[Segment]:
     """Group kept files into segments by the segment they were written for; fill offset gaps
     (compacted-away ranges) with empty sealed segments so that ranges touch."""
     segments: list[Segment] = []
     for path in paths:
-        meta, size = metas[path]
+        meta, size = metas[path].meta, metas[path].size
         s = meta.stats
         file = SegmentFile(path, s.base_offset, s.next_offset, s.record_count, size)
         last = segments[-1] if segments else None
@@ -117,7 +279,7 @@ def _segments_from(paths: list[str], metas: dict[str, tuple[FileMeta, int]]) -> 
             last is not None
             and last.files
             and meta.kind != KIND_COMPACTED
-            and metas[last.files[0].path][0].segment_base_offset == meta.segment_base_offset
+            and metas[last.files[0].path].meta.segment_base_offset == meta.segment_base_offset
         )
         if same_segment and last is not None:
             horizons = [h for h in (last.earliest_delete_horizon_ms, s.earliest_delete_horizon_ms) if h is not None]
@@ -154,7 +316,7 @@ def _segments_from(paths: list[str], metas: dict[str, tuple[FileMeta, int]]) -> 
                     last_modified_ms=meta.last_modified_ms,
                 )
             )
-    if segments and segments[-1].files and metas[segments[-1].files[-1].path][0].kind != KIND_COMPACTED:
+    if segments and segments[-1].files and metas[segments[-1].files[-1].path].meta.kind != KIND_COMPACTED:
         last = segments[-1]
         segments[-1] = Segment(**{**last.__dict__, "sealed": False})
     return segments
@@ -169,25 +331,40 @@ def repair_partition(
     force: bool = False,
     log_start_offset: int | None = None,
     now_ms: int | None = None,
+    prefer: Collection[str] = (),
+    max_workers: int = 8,
 ) -> RepairReport:
-    """Rebuild the manifest of `topic`-`partition` from its segment files and commit it.
+    """Rebuild the manifest of `topic`-`partition` from its segment files and commit records, and
+    commit it (the module docstring says how files are chosen).
 
-    Refuses to overwrite a readable manifest unless `force`. The new manifest is written
-    conditionally (create if missing, replace-if-unchanged if corrupt), so a concurrent
-    repair or writer cannot be overwritten silently.
+    Refuses to overwrite a readable manifest unless `force`. `prefer`: paths (relative to the
+    partition, as the RepairAmbiguous message names them) that win over any file covering the
+    same offsets. The new manifest is written conditionally (create if missing, replace-if-
+    unchanged if damaged), so a concurrent repair or writer cannot be overwritten silently.
+    Raises RepairAmbiguous, having written and deleted nothing, when files cannot be told apart.
     """
     log = PartitionLog(store, topic, partition, config)
     state, etag = _manifest_state(log)
     if state == "ok" and not force:
         raise LakeCleanerError(
-            f"manifest of {topic}-{partition} is readable; repair rebuilds only a missing or corrupt manifest "
+            f"manifest of {topic}-{partition} is readable; repair rebuilds only a missing or damaged manifest "
             "(pass --force to rebuild it from the files anyway)"
         )
     now = wall_clock_ms() if now_ms is None else now_ms
     left_out: dict[str, str] = {}
-    metas = _read_metas(store, log, left_out)
-    kept = _choose_files(metas, left_out)
-    segments = _segments_from(kept, metas)
+    in_flight: dict[str, str] = {}
+    candidates = _candidates(store, log, max_workers, left_out, in_flight)
+    unknown = sorted(set(prefer) - candidates.keys())
+    if unknown:
+        raise LakeCleanerError(
+            f"--prefer {unknown[0]}: not a readable segment file of {topic}-{partition} (give the path as the "
+            "repair message names it, e.g. segments/00000000000000000042-0123456789abcdef.parquet)"
+        )
+    choice = choose_files(candidates, prefer)
+    if choice.conflicts:
+        raise RepairAmbiguous(_ambiguity(log, candidates, choice.conflicts))
+    left_out.update(choice.left_out)
+    segments = _segments_from(choice.kept, candidates)
     next_offset = segments[-1].next_offset if segments else 0
     start = segments[0].base_offset if segments else next_offset
     if log_start_offset is not None:
@@ -196,13 +373,26 @@ def repair_partition(
                 f"log start offset {log_start_offset} is outside the repaired log [{start}, {next_offset}]"
             )
         start = log_start_offset
-    version = max((m.manifest_version for m, _ in metas.values()), default=0) + 1
+    versions = [c.meta.manifest_version for c in candidates.values()]
+    versions += [c.acknowledged for c in candidates.values() if c.acknowledged is not None]
+    version = max(versions, default=0) + 1
     pending = tuple(
         PendingDelete(p, now + config.file_delete_delay_ms, "repair: " + why)
         for p, why in left_out.items()
-        if not why.startswith("belongs to")
+        if why.startswith(SUPERSEDED)
     )
-    manifest = Manifest(topic, partition, version, start, next_offset, None, tuple(segments), pending, now)
+    manifest = Manifest(
+        topic,
+        partition,
+        version,
+        start,
+        next_offset,
+        None,
+        tuple(segments),
+        pending,
+        now,
+        properties={REPAIRED_VERSION: str(version)},
+    ).with_commit_id(new_commit_id())
     log.refuse_invalid(manifest)
     data = manifest.to_json()
     try:
@@ -215,4 +405,4 @@ def repair_partition(
         # manifest now holds exactly what this repair wrote; otherwise another writer got there first.
         if store.read(log.manifest_key) != data:
             raise
-    return RepairReport(topic, partition, state, manifest, kept, left_out)
+    return RepairReport(topic, partition, state, manifest, choice.kept, left_out, in_flight)

@@ -129,6 +129,9 @@ class FileMeta:
     #: the commit wrote.
     segment_max_timestamp: int | None = None
     last_modified_ms: int | None = None
+    #: The compaction run that wrote the file (None in an appended file, and in compacted files of
+    #: earlier versions): while that run holds its lease, `repair` leaves the file out.
+    run_id: str | None = None
 
     def to_metadata(self) -> dict[str, str]:
         values: Mapping[str, object] = {
@@ -150,6 +153,7 @@ class FileMeta:
             ),
             "segment_max_timestamp": self.segment_max_timestamp,
             "last_modified_ms": self.last_modified_ms,
+            "run_id": self.run_id,
         }
         return {META_PREFIX + k: str(v) for k, v in values.items() if v is not None}
 
@@ -177,6 +181,7 @@ class FileMeta:
                 format_version=int(m["format_version"]),
                 segment_max_timestamp=_optional_int(m.get("segment_max_timestamp")),
                 last_modified_ms=_optional_int(m.get("last_modified_ms")),
+                run_id=m.get("run_id"),
             )
         except (KeyError, ValueError) as exc:
             raise CorruptSegment(f"segment file {location} has no lakecleaner metadata ({exc})") from exc

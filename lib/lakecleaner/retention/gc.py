@@ -10,7 +10,8 @@
    margin), and never while a run holds a lease on the partition (`log/leases.py`: a running
    compaction's files are unreferenced until it commits; leases are judged by the wall clock,
    never by `--now`).
-3. Unfinished writes under the partition (`ObjectStore.list_unfinished`: an S3 multipart upload
+3. Commit records (`log/commits.py`) whose file is gone, after the deletions above.
+4. Unfinished writes under the partition (`ObjectStore.list_unfinished`: an S3 multipart upload
    a crashed run never completed, a local temporary file never renamed) are discarded by the
    same rule as orphans: started at least that long ago, no live lease. Listings do not show
    them, yet they hold records (bytes the bucket bills, and copies of keys an erasure must reach).
@@ -41,6 +42,7 @@ from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.commits import stale_records
 from lakecleaner.log.leases import LEASE_SUFFIX, live_leases
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.partition import PartitionLog, by_partition, topic_prefix, unfinished_by_partition
@@ -200,6 +202,8 @@ def collect_garbage(
         lake.store.delete_many([log.prefix + path for path in orphans])
         for write in abandoned:
             lake.store.discard_unfinished(write)
+        present = files.keys() - set(orphans) - set(due)
+        lake.store.delete_many([log.prefix + path for path in stale_records(listing.objects, log.prefix, present)])
     waiting = sum(1 for p in after.pending_deletes if p.delete_after_ms > now_ms)
     relative = tuple(w.key[len(log.prefix) :] for w in abandoned)
     return GcResult(topic.name, partition, tuple(due), tuple(orphans), relative, waiting, orphans_kept=kept)
