@@ -37,20 +37,32 @@ test: lint typecheck unit
 
 # Airflow's UI with the package's DAG folder and plugin (http://127.0.0.1:8080; login admin / admin) on
 # ./lakecleaner.yaml (the sample, written if missing), after `lakecleaner airflow setup` has created
-# what the DAGs need (the compact tasks' pool).
+# what the DAGs need (the compact tasks' pool). Every component listens on 127.0.0.1 only: the API
+# server by --host, and the scheduler and triggerer serve no logs (their log servers bind every
+# address; the API server reads the task logs from airflow_home/logs). Ctrl-C or SIGTERM stops them all.
 airflow-ui: setup
 	mkdir -p airflow_home
 	test -f lakecleaner.yaml || $(UV) run lakecleaner init
 	AIRFLOW_HOME=$(CURDIR)/airflow_home \
 	AIRFLOW__CORE__LOAD_EXAMPLES=False \
+	AIRFLOW__CORE__EXECUTOR=LocalExecutor \
 	AIRFLOW__CORE__DAGS_FOLDER="$$($(UV) run python -c 'from lakecleaner.orchestration.dags import dags_folder; print(dags_folder())')" \
 	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin \
 	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$(CURDIR)/airflow_home/passwords.json \
+	AIRFLOW__API__HOST=127.0.0.1 \
+	AIRFLOW__API__PORT=8080 \
+	AIRFLOW__API__BASE_URL=http://127.0.0.1:8080 \
+	AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:8080/execution/ \
 	AIRFLOW_CONN_SPARK_LAKECLEANER='{"conn_type": "spark", "host": "local[*]"}' \
 	LAKECLEANER_CONFIG=$(CURDIR)/lakecleaner.yaml \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS=lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS \
 	AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=60 \
-	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; airflow db migrate >/dev/null && lakecleaner airflow setup && airflow standalone'
+	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; \
+	  airflow db migrate >/dev/null && lakecleaner airflow setup || exit 1; \
+	  trap "trap - INT TERM EXIT; kill 0" INT TERM EXIT; \
+	  airflow scheduler --skip-serve-logs & airflow dag-processor & airflow triggerer --skip-serve-logs & \
+	  airflow api-server --host 127.0.0.1 --port 8080 & \
+	  echo "Airflow: http://127.0.0.1:8080 (admin / admin); Ctrl-C stops it"; wait'
 
 # A Spark Connect server from pyspark's own distribution, set up for lakecleaner (`lakecleaner
 # connect-server`), on local[*] at sc://127.0.0.1:15002, its logs and pid under .spark-connect/:
@@ -64,4 +76,4 @@ spark-connect-stop: setup
 	$(UV) run lakecleaner connect-server stop --folder .spark-connect
 
 clean:
-	rm -rf lake lakecleaner.yaml .venv .pytest_cache .mypy_cache .ruff_cache .spark-connect
+	rm -rf lake lakecleaner.yaml airflow_home .venv .pytest_cache .mypy_cache .ruff_cache .spark-connect

@@ -68,9 +68,13 @@ class ConnectServer:
 
     def environment(self, *, foreground: bool = False) -> dict[str, str]:
         """Spark's scripts' environment: pyspark's own distribution, this Python and `WORKER_ENV` (unless
-        this process's environment or `env` sets it otherwise) for the workers."""
+        this process's environment or `env` sets it otherwise) for the workers. A server on the
+        loopback address keeps its driver there too (SPARK_LOCAL_IP: its UI and block manager would
+        otherwise listen on every address), unless the environment names another."""
+        loopback = {"SPARK_LOCAL_IP": "127.0.0.1"} if self.host in ("127.0.0.1", "localhost") else {}
         env = {
             **WORKER_ENV,
+            **loopback,
             **os.environ,
             "SPARK_HOME": str(spark_home()),
             "SPARK_LOG_DIR": str(self.folder / "logs"),

@@ -1,0 +1,44 @@
+"""The servers the project starts for a user listen on the loopback address unless asked otherwise
+(issue #44): `make airflow-ui` and the Spark Connect server."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lakecleaner.engine.connect_server import ConnectServer
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def airflow_ui_recipe() -> str:
+    """The commands `make airflow-ui` runs, as make prints them (nothing is run)."""
+    done = subprocess.run(["make", "-n", "airflow-ui"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_make_airflow_ui_binds_every_component_to_the_loopback_address() -> None:
+    """Airflow's standalone mode binds its API server and the scheduler's and triggerer's log
+    servers to every address (8080, 8793, 8794); the target starts the components itself: the API
+    server on 127.0.0.1, the others without log servers (checked by hand: only 127.0.0.1:8080
+    listens, and SIGTERM leaves no Airflow process)."""
+    recipe = airflow_ui_recipe()
+    assert "standalone" not in recipe
+    assert "airflow api-server --host 127.0.0.1" in recipe and "AIRFLOW__API__HOST=127.0.0.1" in recipe
+    for component in ("scheduler", "triggerer"):
+        assert re.search(rf"airflow {component} --skip-serve-logs", recipe), component
+    assert 'trap "trap - INT TERM EXIT; kill 0" INT TERM EXIT' in recipe  # Ctrl-C / SIGTERM stops every child
+
+
+@pytest.mark.parametrize(("host", "local_ip"), [("127.0.0.1", "127.0.0.1"), ("0.0.0.0", None)])
+def test_a_connect_server_on_loopback_keeps_its_driver_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str, local_ip: str | None
+) -> None:
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    assert ConnectServer(tmp_path, host=host).environment().get("SPARK_LOCAL_IP") == local_ip
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")  # the user's own choice wins
+    assert ConnectServer(tmp_path, host=host).environment()["SPARK_LOCAL_IP"] == "10.1.2.3"
