@@ -215,9 +215,7 @@ def _json_lines(
         if isinstance(headers, dict):
             headers = list(headers.items())
         if not isinstance(headers, list) or not all(isinstance(h, list | tuple) and len(h) == 2 for h in headers):
-            raise InvalidRecord(
-                f"line {line_no}: field headers must be an object or a list of [key, value] pairs"
-            )
+            raise InvalidRecord(f"line {line_no}: field headers must be an object or a list of [key, value] pairs")
         row = {
             "key": key,
             "value": _decode(raw.get("value"), binary, "value", line_no),
