@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from lakecleaner.engine.report import ABORTED, COMMITTED, RunReport
+from lakecleaner.engine.report import ABORTED, COMMITTED, FAILED, RunReport
 from lakecleaner.faults import on_crash_point
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
+from lakecleaner.log.repair import RepairReport, repair_partition
 from tests.conftest import ALL_BACKENDS
 from tests.engine.helpers import compact, keyed, new_topic, requests, rows, unreferenced_files
 from tests.engine.reference_model import expected_pass
@@ -73,3 +74,47 @@ def test_of_two_racing_compactions_one_commits_and_the_other_aborts(spark: Spark
     assert rows(topic) == expected.rows
     assert log.manifest().problems() == []
     assert unreferenced_files(lake, topic) == []
+
+
+def test_a_repair_during_a_compaction_never_adopts_its_staged_files(spark: SparkSession, lake: Lake) -> None:
+    """`repair --force` while a run holds its lease leaves the run's staged outputs out; the run then
+    finds its inputs gone and aborts, and says so (issue #44: it reported `committed`)."""
+    topic = _two_segments_and_an_active_one(lake)
+    log = topic.partition(0)
+    before = rows(topic)
+    repaired: list[RepairReport] = []
+
+    def repair_meanwhile() -> None:
+        repaired.append(repair_partition(lake.store, topic.name, 0, topic.config, force=True, now_ms=500))
+
+    with on_crash_point("engine.after_staging", repair_meanwhile):
+        report = compact(spark, lake, topic, 500)
+    assert repaired[0].in_flight and not repaired[0].left_out
+    assert report.partition(0).status == ABORTED, report.partition(0).message
+    assert rows(topic) == before and log.manifest().problems() == []
+    assert not set(repaired[0].in_flight) & log.manifest().referenced_paths()
+    assert unreferenced_files(lake, topic) == []  # the aborted run deleted what it staged
+
+
+def test_a_compaction_whose_outputs_a_repair_adopted_reports_it(spark: SparkSession, lake: Lake) -> None:
+    """Where a repair did take a run's outputs in (its lease expired, and its inputs carry no commit
+    record, as in a lake written before records), the run reports that, not `committed`, and
+    deletes nothing: the log references the files now."""
+    topic = _two_segments_and_an_active_one(lake)
+    log = topic.partition(0)
+    request = requests(topic, 500)[0]
+    expected = expected_pass(rows(topic), log.manifest(), request.first_uncleanable_offset, topic.config, 500)
+
+    def repair_as_if_the_run_were_dead() -> None:
+        for obj in lake.store.list(log.prefix + "_commits/") + lake.store.list(log.prefix + "_staging/"):
+            if obj.key.endswith(".lease") or "/_commits/" in obj.key:
+                lake.store.delete(obj.key)
+        repair_partition(lake.store, topic.name, 0, topic.config, force=True, now_ms=500)
+
+    with on_crash_point("engine.after_staging", repair_as_if_the_run_were_dead):
+        report = compact(spark, lake, topic, 500)
+    outcome = report.partition(0)
+    assert outcome.status == FAILED and "took this writer's files into the log" in outcome.message, outcome.message
+    adopted = set(outcome.files_written) & log.manifest().referenced_paths()
+    assert adopted and all(lake.store.exists(log.prefix + path) for path in adopted)
+    assert rows(topic) == expected.rows and log.manifest().problems() == []  # the log the repair took in

@@ -7,13 +7,15 @@ run leaves only such orphans, which the garbage collection of a later issue remo
 file.delete.delay.ms like any unreferenced file. (DESIGN section 2 names a `_staging/<run>/`
 directory; nothing is written there, so "staged" below means "written, not yet referenced".)
 
-The commit (`apply_compaction`, the `change` given to PartitionLog.commit) checks that every
-input segment is still in the current manifest, unchanged, and that the log start has not
-moved; otherwise another writer (a compaction, retention, a trim) got there first and the run
-aborts (InputsChanged), discarding its files. Segments appended or rolled after U are kept as
-they are now (rebase). The input segments are replaced by the output segments, the files that
-left the log go to pending_deletes with delete_after_ms = now + file.delete.delay.ms, and the
-cleaner checkpoint becomes U (Kafka's `doneCleaning`), never moving back.
+The commit (`apply_compaction`, the `change` given to PartitionLog.commit) checks that every input
+segment is still in the current manifest, unchanged, and that the log start has not moved;
+otherwise another writer (a compaction, retention, a trim) got there first and the run aborts
+(InputsChanged), discarding its files; when the manifest already references files the run wrote, a
+`repair` took them in, and the run reports that (AdoptedByRepair) and deletes nothing. Segments
+appended or rolled after U are kept as they are now (rebase). The input segments are replaced by
+the output segments, the files that left the log go to pending_deletes with delete_after_ms = now +
+file.delete.delay.ms, and the cleaner checkpoint becomes U (Kafka's `doneCleaning`), never moving
+back.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from lakecleaner.engine.plan import PartitionPlan
 from lakecleaner.errors import ConcurrentModification
 from lakecleaner.log.manifest import Manifest, Segment
+from lakecleaner.log.partition import adopted_by_repair
 
 
 class InputsChanged(ConcurrentModification):
@@ -38,8 +41,13 @@ def apply_compaction(
     delete_delay_ms: int,
     run_id: str,
 ) -> Manifest:
-    """The manifest after replacing the plan's input segments by `outputs` (rebased on `current`)."""
+    """The manifest after replacing the plan's input segments by `outputs` (rebased on `current`).
+    AdoptedByRepair when `current` already references a file this run wrote (a `repair` took it in:
+    the run must report that, and delete nothing)."""
     inputs = plan.input_segments
+    written = {f.path for s in outputs for f in s.files} - {f.path for s in inputs for f in s.files}
+    if written & current.referenced_paths():
+        raise adopted_by_repair(current)
     where = f"partition {current.topic}-{current.partition}"
     if current.log_start_offset != plan.manifest.log_start_offset:
         raise InputsChanged(

@@ -177,10 +177,21 @@ class _Run:
 
     def discard(self, state: _Partition, *, every_target: bool = False) -> None:
         """Delete the files a partition staged (`every_target`: every path its tasks may have
-        written, for when pass 2 did not report back)."""
+        written, for when pass 2 did not report back), but never one the partition's manifest
+        references now (a `repair` may have taken them in); when the manifest cannot be read,
+        nothing is deleted (gc removes true orphans later, by their age and the run's lease)."""
         prefix = partition_prefix(self.topic.name, state.plan.partition)
         paths = {t.target.path for t in state.tasks} if every_target else set(state.written)
-        for path in sorted(paths):
+        if not paths:
+            return
+        try:
+            referenced = self.topic.partition(state.plan.partition).manifest().referenced_paths()
+        except LakeCleanerError as exc:
+            log.warning(
+                "%s-%d: staged files kept, the manifest is unreadable: %s", self.topic.name, state.plan.partition, exc
+            )
+            return
+        for path in sorted(paths - referenced):
             self.lake.store.delete(prefix + path)
 
     # -- the steps -------------------------------------------------------------------------------
@@ -420,6 +431,9 @@ class _Run:
                 segments.extend(self._uncleanable_segments(state, read.manifests[partition]))
             except InputsChanged as exc:
                 self.finish(partition, ABORTED, str(exc))
+                continue
+            except AdoptedByRepair as exc:
+                self.finish(partition, FAILED, str(exc), discard=False)
                 continue
             found = staged[partition]
             if isinstance(found, StorageError):

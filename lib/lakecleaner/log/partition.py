@@ -110,6 +110,17 @@ def unfinished_by_partition(
         return {}, exc
 
 
+def adopted_by_repair(manifest: Manifest) -> AdoptedByRepair:
+    """The error of a writer whose files `manifest` references although its commit did not land
+    (only `lakecleaner repair` puts files it did not commit into a manifest)."""
+    return AdoptedByRepair(
+        f"partition {manifest.topic}-{manifest.partition}: `lakecleaner repair` (manifest version "
+        f"{manifest.repaired_version}) took this writer's files into the log before its commit landed; the log holds "
+        "them as the repair rebuilt it, and this commit did not land (nothing it wrote was deleted; do not write the "
+        "same records again)"
+    )
+
+
 @dataclass(frozen=True)
 class AppendResult:
     """Offsets [base_offset, next_offset) were assigned; `rolled` segments were sealed on the way."""
@@ -235,20 +246,16 @@ class PartitionLog:
             manifest references its files because a repair took them in instead."""
             if manifest.commit_id == commit_id:
                 return True
-            referenced = manifest.referenced_paths()
-            if not any(path in referenced for path in wrote):
+            if not self._references(manifest, wrote):
                 return False
             repaired = manifest.repaired_version
             if repaired is not None and repaired >= version:
-                raise AdoptedByRepair(
-                    f"partition {self.topic}-{self.partition}: `lakecleaner repair` (manifest version {repaired}) "
-                    f"took this writer's files into the log before its commit landed; the log holds them as the "
-                    "repair rebuilt it, and this commit did not land (nothing it wrote was deleted; do not write "
-                    "the same records again)"
-                )
+                raise adopted_by_repair(manifest)
             return True
 
         current, etag = known or self.load()
+        if self._references(current, wrote):  # before any write of this commit: only a repair puts them there
+            raise adopted_by_repair(current)
         stale_start = known is not None
         for attempt in range(MAX_COMMIT_ATTEMPTS):
             updated = change(current)
@@ -286,6 +293,11 @@ class PartitionLog:
             f"partition {self.topic}-{self.partition}: lost {MAX_COMMIT_ATTEMPTS} commit races in a row; "
             "another writer is committing continuously — retry later"
         )
+
+    @staticmethod
+    def _references(manifest: Manifest, paths: Collection[str]) -> bool:
+        referenced = manifest.referenced_paths()
+        return any(path in referenced for path in paths)
 
     def _acknowledged(self, manifest: Manifest, version: int, commit_id: str, wrote: Collection[str]) -> Manifest:
         """Record a landed commit that added files (`log/commits.py`), then return `manifest`.
