@@ -21,6 +21,7 @@ from lakecleaner.config import TopicConfig
 from lakecleaner.errors import CorruptCleanerState, ObjectNotFound
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.io.strict_json import Fields, Malformed, load_object
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.names import validate_topic_name
 
@@ -66,20 +67,17 @@ class UncleanablePartition:
         return asdict(self)
 
     @staticmethod
-    def from_dict(raw: Mapping[str, Any]) -> UncleanablePartition:
-        entry = UncleanablePartition(
-            partition=int(raw["partition"]),
-            reason=str(raw["reason"]),
-            first_failed_ms=int(raw["first_failed_ms"]),
-            last_failed_ms=int(raw["last_failed_ms"]),
-            attempts=int(raw["attempts"]),
-            log_end_offset=int(raw["log_end_offset"]),
-            segments_fingerprint=str(raw["segments_fingerprint"]),
-            config_fingerprint=str(raw["config_fingerprint"]),
+    def from_fields(f: Fields) -> UncleanablePartition:
+        return UncleanablePartition(
+            partition=f.integer("partition", hi=(1 << 31) - 1),
+            reason=f.text("reason", max_chars=1 << 16),
+            first_failed_ms=f.integer("first_failed_ms"),
+            last_failed_ms=f.integer("last_failed_ms"),
+            attempts=f.integer("attempts", lo=1),
+            log_end_offset=f.integer("log_end_offset"),
+            segments_fingerprint=f.text("segments_fingerprint", max_chars=256),
+            config_fingerprint=f.text("config_fingerprint", max_chars=256),
         )
-        if entry.partition < 0 or entry.attempts < 1 or entry.log_end_offset < 0:
-            raise ValueError(f"partition {entry.partition}: negative partition or offset, or no attempt")
-        return entry
 
 
 @dataclass(frozen=True)
@@ -98,13 +96,13 @@ class LastRun:
         return asdict(self)
 
     @staticmethod
-    def from_dict(raw: Mapping[str, Any]) -> LastRun:
+    def from_fields(f: Fields) -> LastRun:
         return LastRun(
-            run_id=str(raw["run_id"]),
-            started_ms=int(raw["started_ms"]),
-            finished_ms=int(raw["finished_ms"]),
-            clean_time_ms=int(raw["clean_time_ms"]),
-            buffer_utilization_percent=int(raw["buffer_utilization_percent"]),
+            run_id=f.text("run_id", max_chars=256),
+            started_ms=f.integer("started_ms"),
+            finished_ms=f.integer("finished_ms"),
+            clean_time_ms=f.integer("clean_time_ms"),
+            buffer_utilization_percent=f.integer("buffer_utilization_percent", hi=1 << 31),
         )
 
 
@@ -132,20 +130,20 @@ class CleanerState:
     def from_json(data: bytes, topic: str, location: str) -> CleanerState:
         """Parse and validate; CorruptCleanerState naming `location` and the fix."""
         try:
-            raw = json.loads(data)
-            entries = [UncleanablePartition.from_dict(e) for e in raw["uncleanable"]]
-            last, dag_run = raw.get("last_run"), raw.get("last_dag_run_ms")
+            f = load_object(data, max_bytes=64 << 20)
+            entries = [UncleanablePartition.from_fields(e) for e in f.objects("uncleanable")]
+            last = f.optional_object("last_run")
             state = CleanerState(
-                str(raw["topic"]),
+                f.text("topic", max_chars=249),
                 {e.partition: e for e in entries},
-                last and LastRun.from_dict(last),
-                None if dag_run is None else int(dag_run),
+                None if last is None else LastRun.from_fields(last),
+                f.optional_int("last_dag_run_ms"),
             )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except Malformed as exc:
             raise CorruptCleanerState(
-                f"cleaner state {location} is corrupt ({type(exc).__name__}: {exc}); delete it to retry every "
+                f"cleaner state {location} is corrupt ({exc}); delete it to retry every "
                 f"partition (`lakecleaner uncleanable clear --topic {topic}`)"
-            ) from exc
+            ) from None
         if state.topic != topic or len(state.uncleanable) != len(entries):
             raise CorruptCleanerState(
                 f"cleaner state {location} names topic {state.topic!r} or lists a partition twice; delete it to "

@@ -380,16 +380,20 @@ def status(ctx: Context, names: tuple[str, ...]) -> None:
 
 def show_status(ctx: Context, names: list[str]) -> None:
     """Each topic's partitions; a partition that cannot be read is a FAILED row with the reason,
-    the others are shown, and the command exits 1 at the end."""
+    and a topic whose topic.json cannot be read one line; the others are shown, and the command
+    exits 1 at the end. A topic named that the lake does not hold is an error (exit 2)."""
     now = wall_clock_ms()
     topics, unopened = ctx.lake.read_topics(names)
-    if unopened:  # a topic that cannot be opened at all (e.g. not in the lake) is an error, as before
-        raise LakeCleanerError(unopened[next(n for n in names if n in unopened)])
+    if unopened:
+        present = set(ctx.lake.list_topics())
+        missing = [n for n in names if n in unopened and n not in present]
+        if missing:
+            raise LakeCleanerError(unopened[missing[0]])
     reads = ctx.lake.read_manifests_of(dict.fromkeys(topics.values()))
-    states = ctx.lake.cleaner_state.read_many(names, ctx.config.storage.max_concurrency)
+    states = ctx.lake.cleaner_state.read_many(list(topics), ctx.config.storage.max_concurrency)
     result: dict[str, list[dict[str, Any]]] = {}
     failed: dict[str, dict[int, str]] = {}
-    for name in names:
+    for name in topics:
         read, marks, config = reads[name], states[name].uncleanable, topics[name].config
         result[name] = [
             asdict(partition_status(p, m, now, config, marks.get(p))) for p, m in sorted(read.manifests.items())
@@ -417,14 +421,16 @@ def show_status(ctx: Context, names: list[str]) -> None:
             for partition in failed[name]:
                 table.add_row(str(partition), "FAILED", *[""] * 7)
             console.print(table)
-        if not result:
+        if not result and not unopened:
             console.print("no topics in the lake")
 
-    as_json = {
+    as_json: dict[str, list[dict[str, Any]]] = {
         name: rows + [{"partition": p, "error": e} for p, e in failed[name].items()] for name, rows in result.items()
     }
+    as_json.update({name: [{"partition": None, "error": reason}] for name, reason in unopened.items()})
     ctx.emit(as_json, human)
-    _exit_on_failures([(f"{name}-{p}", e) for name, errors in failed.items() for p, e in errors.items()])
+    failures = [(f"{name}-{p}", e) for name, errors in failed.items() for p, e in errors.items()]
+    _exit_on_failures([(f"topic {name}", reason) for name, reason in unopened.items()] + failures)
 
 
 def _bytes(n: int) -> str:

@@ -498,6 +498,11 @@ class AirflowSettings:
 
 #: How long run reports are kept by default (`lake.report_retention_days`).
 DEFAULT_REPORT_RETENTION_DAYS = 30
+#: The most partitions a topic may have by default (`lake.max_partitions_per_topic`): a topic.json
+#: naming a billion would have every lake-wide reader build a billion partition objects.
+DEFAULT_MAX_PARTITIONS_PER_TOPIC = 10_000
+#: The most `lake.max_partitions_per_topic` may be set to.
+MAX_PARTITIONS_PER_TOPIC = 1_000_000
 DAY_MS = 86_400_000
 
 
@@ -515,6 +520,7 @@ class LakeConfig:
     airflow: AirflowSettings = field(default_factory=AirflowSettings)
     cleaner: CleanerSettings = field(default_factory=CleanerSettings)
     report_retention_ms: int | None = DEFAULT_REPORT_RETENTION_DAYS * DAY_MS
+    max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC
 
     def topic_config(self, name: str, overrides: Mapping[str, object] | None = None) -> TopicConfig:
         """Effective config of `name`: its overrides here (or `overrides`) over the defaults."""
@@ -531,7 +537,7 @@ class LakeConfig:
 
 _TOP_KEYS = {"lake", "defaults", "topics", "spark", "airflow", "cleaner"}
 _CLEANER_KEYS = {"log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor"}
-_LAKE_KEYS = {"uri", "storage", "report_retention_days"}
+_LAKE_KEYS = {"uri", "storage", "report_retention_days", "max_partitions_per_topic"}
 _STORAGE_KEYS = {f for f in StorageSettings.__dataclass_fields__}
 _TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups"}
 _SPARK_KEYS = {"master", "conf", "ship_package", "remote"}
@@ -616,6 +622,15 @@ def _parse_report_retention(lake: Mapping[str, Any], where: str, problems: list[
         problems.append(f"{where}={days!r}: must be a whole number of days of at least 1, or null to keep every report")
         return DEFAULT_REPORT_RETENTION_DAYS * DAY_MS
     return days * DAY_MS
+
+
+def _parse_max_partitions(lake: Mapping[str, Any], where: str, problems: list[str]) -> int:
+    """lake.max_partitions_per_topic: a whole number in [1, MAX_PARTITIONS_PER_TOPIC]."""
+    value = lake.get("max_partitions_per_topic", DEFAULT_MAX_PARTITIONS_PER_TOPIC)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PARTITIONS_PER_TOPIC:
+        problems.append(f"{where}={str(value)[:40]!r}: must be a whole number from 1 to {MAX_PARTITIONS_PER_TOPIC}")
+        return DEFAULT_MAX_PARTITIONS_PER_TOPIC
+    return value
 
 
 def _parse_topic_spec(name: object, raw: object, where: str, problems: list[str]) -> TopicSpec | None:
@@ -726,6 +741,7 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
     if os.environ.get(ENV_S3_ENDPOINT):
         storage = StorageSettings(**{**storage.__dict__, "endpoint_url": os.environ[ENV_S3_ENDPOINT]})
     report_retention_ms = _parse_report_retention(lake, f"{source}: lake.report_retention_days", problems)
+    max_partitions = _parse_max_partitions(lake, f"{source}: lake.max_partitions_per_topic", problems)
     defaults = _check_keys(top.get("defaults"), BROKER_KEYS, f"{source}: defaults", problems)
     raw_topics = top.get("topics") or {}
     topics: dict[str, TopicSpec] = {}
@@ -753,6 +769,7 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
         airflow,
         cleaner,
         report_retention_ms,
+        max_partitions,
     )
     try:  # the defaults are checked even when no topic uses them yet
         resolve_topic_config(config.defaults, {}, broker_where=f"{source}: defaults")

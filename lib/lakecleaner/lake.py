@@ -30,6 +30,7 @@ from lakecleaner.errors import (
 )
 from lakecleaner.io import ObjectStore, open_store
 from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.io.strict_json import LONG_MAX, Fields, Malformed, load_object
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.partition import TOPICS_PREFIX, PartitionLog, topic_prefix
 from lakecleaner.names import validate_partition, validate_topic_name
@@ -60,24 +61,39 @@ class TopicMetadata:
         return json.dumps(data, indent=1).encode()
 
     @staticmethod
-    def from_json(data: bytes, location: str, name: str) -> TopicMetadata:
-        """Parse and validate a topic's topic.json (CorruptManifest naming `location` and the fix)."""
+    def from_json(data: bytes, location: str, name: str, max_partitions: int) -> TopicMetadata:
+        """Parse strictly (`io/strict_json.py`) and validate a topic's topic.json, whose partition
+        count may be at most `max_partitions` (`lake.max_partitions_per_topic`); CorruptManifest
+        naming `location` and the fix, whatever the bytes hold."""
+        fix = f"run `lakecleaner repair --topic {name}` (it rebuilds topic.json from the partitions in storage)"
         try:
-            raw = json.loads(data)
+            f = load_object(data, max_bytes=1 << 20, fractions=True)
+            overrides = f.object("config", default={})
             metadata = TopicMetadata(
-                str(raw["name"]), int(raw["partitions"]), dict(raw.get("config") or {}), int(raw.get("created_ms", 0))
+                f.text("name", max_chars=249),
+                f.integer("partitions", lo=1, hi=max_partitions),
+                {k: _override(overrides, k) for k in overrides.names()},
+                f.integer("created_ms", default=0),
             )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except Malformed as exc:
             raise CorruptManifest(
-                f"topic metadata {location} is corrupt ({type(exc).__name__}: {exc}); restore it, or delete it and "
-                f"run `lakecleaner topics create {name} --partitions N` (the partitions' logs are kept)"
-            ) from exc
-        if metadata.name != name or metadata.partitions < 1:
-            raise CorruptManifest(
-                f"topic metadata {location} names topic {metadata.name!r} with {metadata.partitions} partition(s); "
-                f"it must name {name!r} with at least one: restore it"
-            )
+                f"topic metadata {location} is corrupt ({exc}); {fix}, or raise lake.max_partitions_per_topic "
+                f"({max_partitions}) if the topic really has more partitions"
+            ) from None
+        if metadata.name != name:
+            raise CorruptManifest(f"topic metadata {location} names topic {metadata.name!r}, not {name!r}; {fix}")
         return metadata
+
+
+def _override(overrides: Fields, key: str) -> object:
+    """A stored config override: a string, a number or a bool (the values `topics create --config`,
+    `topics alter` and the Python API store); their meaning is checked with the topic's config."""
+    value = overrides.raw[key]
+    if isinstance(value, bool):
+        return overrides.flag(key)
+    if isinstance(value, int):
+        return overrides.integer(key, lo=-LONG_MAX)
+    return overrides.number(key) if isinstance(value, float) else overrides.text(key, max_chars=4096)
 
 
 @dataclass(frozen=True)
@@ -222,8 +238,12 @@ class Lake:
         validate_topic_name(name)
         spec = self.config.topics.get(name)
         count = partitions if partitions is not None else (spec.partitions if spec else 1)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"topic {name}: partitions={count!r} must be an integer of at least 1")
+        limit = self.config.max_partitions_per_topic
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= limit:
+            raise ValueError(
+                f"topic {name}: partitions={count!r} must be a whole number from 1 to {limit} "
+                "(lake.max_partitions_per_topic)"
+            )
         overrides = dict(config or {})
         self.config.topic_config(name, overrides)
         now = wall_clock_ms() if now_ms is None else now_ms
@@ -258,7 +278,7 @@ class Lake:
             raise TopicNotFound(
                 f"topic {name} does not exist in {self.uri}; create it with `lakecleaner topics create {name}`"
             ) from None
-        return TopicMetadata.from_json(data, self.store.location(key), name), etag
+        return TopicMetadata.from_json(data, self.store.location(key), name, self.config.max_partitions_per_topic), etag
 
     def repair_metadata(self, name: str, *, now_ms: int | None = None) -> TopicMetadataRepair | None:
         """Rebuild a missing or damaged topic.json from the partitions found in storage (`lakecleaner
@@ -275,12 +295,13 @@ class Lake:
             data, etag = None, None
         if data is not None:
             try:
-                TopicMetadata.from_json(data, self.store.location(key), name)
+                TopicMetadata.from_json(data, self.store.location(key), name, self.config.max_partitions_per_topic)
                 return None
             except CorruptManifest:
                 pass
         folders = self.store.list_folders(topic_prefix(name))
         found = [int(m.group(1)) for f in folders if (m := re.fullmatch(r"partition=(\d{1,9})", f))]
+        found = [p for p in found if p < self.config.max_partitions_per_topic]
         if not found:
             raise TopicNotFound(
                 f"topic {name} has no partition in {self.uri}: there is nothing to rebuild its topic.json from"

@@ -20,6 +20,7 @@ from lakecleaner.errors import (
 )
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.io.strict_json import Fields, Malformed, load_object
 from lakecleaner.names import validate_group_id, validate_partition, validate_topic_name
 
 
@@ -69,6 +70,19 @@ class CommittedOffset:
     metadata: str = ""
 
 
+def _partitions(parts: Fields) -> dict[int, CommittedOffset]:
+    """A topic's committed offsets by partition ("0": {"offset", "commit_ms", "metadata"})."""
+    found: dict[int, CommittedOffset] = {}
+    for name in parts.names():
+        if not name.isdigit() or len(name) > 9:
+            raise Malformed(f"field {parts.where}.{name[:40]} is not a partition number")
+        c = parts.object(name)
+        found[int(name)] = CommittedOffset(
+            c.integer("offset"), c.integer("commit_ms", default=0), c.text("metadata", default="", max_chars=4096)
+        )
+    return found
+
+
 @dataclass(frozen=True)
 class GroupOffsets:
     """One consumer group's committed offsets: topic → partition → CommittedOffset.
@@ -95,26 +109,17 @@ class GroupOffsets:
 
     @staticmethod
     def from_json(data: bytes, location: str) -> GroupOffsets:
+        """Parse strictly (`io/strict_json.py`): CorruptOffsets naming `location` and the fix,
+        whatever the bytes hold."""
         try:
-            raw = json.loads(data)
-            topics = {
-                str(t): {
-                    int(p): CommittedOffset(int(c["offset"]), int(c.get("commit_ms", 0)), str(c.get("metadata", "")))
-                    for p, c in parts.items()
-                }
-                for t, parts in raw["topics"].items()
-            }
-            offsets = GroupOffsets(str(raw["group"]), topics)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            f = load_object(data, max_bytes=64 << 20)
+            topics_field = f.object("topics")
+            topics = {t: _partitions(topics_field.object(t)) for t in topics_field.names()}
+            offsets = GroupOffsets(f.text("group", max_chars=249), topics)
+        except Malformed as exc:
             raise CorruptOffsets(
                 f"consumer offsets {location} are corrupt ({exc}); recommit the group's offsets"
-            ) from exc
-        negative = [f"{t}-{p}" for t, parts in topics.items() for p, c in parts.items() if c.offset < 0 or p < 0]
-        if negative:
-            raise CorruptOffsets(
-                f"consumer offsets {location} hold a negative partition or offset ({', '.join(negative[:3])}); "
-                "recommit the group's offsets"
-            )
+            ) from None
         return offsets
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from lakecleaner.clock import wall_clock_ms
+from lakecleaner.errors import LakeCleanerError
 from lakecleaner.io import ObjectInfo, ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 
@@ -32,9 +33,29 @@ def store_report(store: ObjectStore, topic: str, run_id: str, name: str, report:
     return store.location(key)
 
 
+#: No run report of ours comes near this (a compaction of thousands of partitions writes a few MB).
+MAX_REPORT_BYTES = 64 * 1024 * 1024
+
+
+class CorruptReport(LakeCleanerError):
+    """A stored run report that is not a JSON object of ours."""
+
+
 def load_report(store: ObjectStore, topic: str, run_id: str, name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(store.read(report_key(topic, run_id, name)))
-    return data
+    """A run report as a JSON object; CorruptReport naming it when it is not one (too large, not
+    JSON, nested past what Python parses, not an object). Its fields are read by those who show
+    them, each of which must bear a report of another shape (`dashboard/runs.py`)."""
+    key = report_key(topic, run_id, name)
+    data = store.read(key)
+    try:
+        if len(data) > MAX_REPORT_BYTES:
+            raise ValueError(f"{len(data)} bytes, more than a report of ours holds")
+        raw = json.loads(data)
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, RecursionError) as exc:
+        raise CorruptReport(f"run report {store.location(key)} is unreadable ({str(exc)[:200]})") from None
+    return raw
 
 
 def runs_prefix(topic: str) -> str:

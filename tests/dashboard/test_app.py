@@ -166,3 +166,37 @@ def test_the_run_history_joins_reports_and_airflow_runs(history: tuple[Scene, li
     assert html.status_code == 200 and "run.json" in html.text
     overview = app.get("/api/topics", headers=as_user("viewer")).json()["topics"]
     assert next(t for t in overview if t["topic"] == "page-views")["last_run"]["state"] == "queued"
+
+
+DAMAGE = {
+    # (object, bytes): one damaged object of each kind the dashboard reads
+    "topics/customers/partition=1/manifest.json": b'{"topic": "customers", "partition": 1, "segments": ["x"]}',
+    "topics/scratch/topic.json": b'{"name": "scratch", "partitions": 1e999}',
+    "_lakecleaner/cleaner/customers.json": b'{"topic": "customers", "uncleanable": [], "last_run": 0}',
+    "_consumer_offsets/billing.json": b'{"group": "billing", "topics": {"page-views": {"0": {"offset": 1e999}}}}',
+    "_lakecleaner/runs/page-views/r-not-json/run.json": b"{not json",
+    "_lakecleaner/runs/page-views/r-wrong-types/run.json": b'{"compaction": {"partitions": "x"}, "assess": 3}',
+    "_lakecleaner/runs/page-views/r-nested/report.json": b"[" * 100_000,
+}
+
+
+def test_damaged_objects_are_one_error_each_and_every_page_still_answers(tmp_path: Path) -> None:
+    """Issue #45: whatever one object holds, the pages and the API answer 200, the damaged topic or
+    partition or run says why, and the rest is shown."""
+    scene = make_scene(tmp_path)
+    lake = scene.lake
+    for key, data in DAMAGE.items():
+        lake.store.write(key, data)
+    app, admin = client(scene), as_user("admin")
+    for path in PAGES:
+        response = app.get(path, headers=admin, params={"now": str(scene.now_ms)})
+        assert response.status_code == 200, (path, response.text[:500])
+    topics = {t["topic"]: t for t in app.get("/api/topics", headers=admin).json()["topics"]}
+    assert "topics/scratch/topic.json" in topics["scratch"]["error"] and "repair" in topics["scratch"]["error"]
+    assert topics["page-views"].get("error") is None and topics["customers"].get("error") is None
+    unreadable = app.get("/api/topics/customers", headers=admin).json()["unreadable_partitions"]
+    assert list(unreadable) == ["1"] and "partition=1/manifest.json is corrupt" in unreadable["1"]
+    assert "lakecleaner repair" in unreadable["1"]
+    runs = {r["run_id"]: r for r in app.get("/api/topics/page-views/runs", headers=admin).json()}
+    for run_id in ("r-not-json", "r-wrong-types", "r-nested"):
+        assert runs[run_id]["result"].startswith("unreadable report"), runs[run_id]

@@ -131,15 +131,18 @@ def create_app(backend: Backend | None = None) -> FastAPI:
 
     @app.get("/topics/{topic}", response_class=HTMLResponse)
     def topic_page(request: Request, topic: str, who: TopicReader) -> str:
-        return pages(request, who).topic_html(topic)
+        view = pages(request, who)
+        return view.guarded_html(topic, lambda: view.topic_html(topic))
 
     @app.get("/topics/{topic}/partitions/{partition}", response_class=HTMLResponse)
     def partition_page(request: Request, topic: str, partition: int, who: TopicReader) -> str:
-        return pages(request, who).partition_html(topic, partition)
+        view = pages(request, who)
+        return view.guarded_html(topic, lambda: view.partition_html(topic, partition))
 
     @app.get("/topics/{topic}/runs/{run_id}", response_class=HTMLResponse)
     def run_page(request: Request, topic: str, run_id: str, who: TopicReader) -> str:
-        return pages(request, who).run_html(topic, _run_id(run_id))
+        view = pages(request, who)
+        return view.guarded_html(topic, lambda: view.run_html(topic, _run_id(run_id)))
 
     @app.get("/api/topics")
     def overview_json(request: Request, who: Reader) -> dict[str, Any]:

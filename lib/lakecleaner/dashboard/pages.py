@@ -27,7 +27,7 @@ from lakecleaner.dashboard.data import (
 )
 from lakecleaner.dashboard.runs import AirflowRun, RunRecord, run_history, run_record, run_reports
 from lakecleaner.dashboard.svg import legend, render_partition_svg
-from lakecleaner.errors import LakeCleanerError
+from lakecleaner.errors import LakeCleanerError, TopicNotFound
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake
 from lakecleaner.orchestration.naming import dag_id_of
@@ -200,6 +200,17 @@ class Pages:
             can_trigger=context.can_trigger,
             **values,
         )
+
+    def guarded_html(self, topic: str, render: Callable[[], str]) -> str:
+        """`render()`, or, when what it reads is damaged or unreachable (a LakeCleanerError other
+        than a topic that does not exist, which stays a 404), the page with an error box saying
+        what and how to fix it: one damaged object is one message, never a page of 500s."""
+        try:
+            return render()
+        except TopicNotFound:
+            raise
+        except LakeCleanerError as exc:
+            return self._render("error.html", title=f"{topic}: cannot be shown", topic=topic, message=str(exc))
 
     def overview_html(self) -> str:
         return self._render("overview.html", page=self.overview())

@@ -10,11 +10,11 @@ run that has not reached its `report` task yet has no reports: it shows with Air
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakecleaner.errors import ObjectNotFound
+from lakecleaner.errors import LakeCleanerError, ObjectNotFound
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.metrics import Reclaimed, reclaimed
@@ -78,6 +78,8 @@ class RunRecord:
     summary: Mapping[str, Any] | None
     reports: tuple[str, ...]
     written_ms: int | None
+    #: Why the run's reports could not be shown (unreadable, or of a shape no writer of ours makes).
+    error: str | None = None
 
     @property
     def time_ms(self) -> int:
@@ -115,6 +117,8 @@ class RunRecord:
     @property
     def result(self) -> str:
         """The run's result in a few words."""
+        if self.error is not None:
+            return f"unreadable report: {self.error}"
         if self.failures:
             return "failed: " + "; ".join(self.failures)
         if self.airflow is not None and self.airflow.state not in {"success", "failed"}:
@@ -225,7 +229,7 @@ def run_history(
         key, run, found = item
         if found is None:
             return RunRecord(key, run, None, (), None)
-        return RunRecord(key, run, _summary(store, topic, key, found.reports), found.reports, found.written_ms)
+        return _checked(key, run, lambda: _summary(store, topic, key, found.reports), found.reports, found.written_ms)
 
     records = map_ordered(record, chosen, concurrency)
     return sorted(records, key=lambda r: r.time_ms, reverse=True)[:limit]
@@ -238,8 +242,28 @@ def run_record(store: ObjectStore, topic: str, run_id: str, airflow_runs: Sequen
     if stored is None and airflow is None:
         return None
     reports = stored.reports if stored else ()
-    summary = _summary(store, topic, run_id, reports) if stored else None
-    return RunRecord(run_id, airflow, summary, reports, stored.written_ms if stored else None)
+    written = stored.written_ms if stored else None
+    return _checked(
+        run_id, airflow, lambda: _summary(store, topic, run_id, reports) if stored else None, reports, written
+    )
+
+
+def _checked(
+    run_id: str,
+    airflow: AirflowRun | None,
+    summary: Callable[[], dict[str, Any] | None],
+    reports: tuple[str, ...],
+    written_ms: int | None,
+) -> RunRecord:
+    """The run's record, its summary read and every figure shown of it computed once: a report
+    that cannot be read, or whose fields have types no writer of ours gives them, makes a record
+    that says so (`error`), never an exception that takes the page down."""
+    try:
+        record = RunRecord(run_id, airflow, summary(), reports, written_ms)
+        record.to_dict()
+        return record
+    except (LakeCleanerError, ValueError, TypeError, AttributeError, KeyError, IndexError, OverflowError) as exc:
+        return RunRecord(run_id, airflow, None, reports, written_ms, error=f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
 def run_reports(store: ObjectStore, topic: str, run_id: str) -> dict[str, Any]:

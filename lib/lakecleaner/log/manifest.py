@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakecleaner.errors import CorruptManifest
+from lakecleaner.io.strict_json import Fields, Malformed, load_object
 
 FORMAT_VERSION = 1
 #: A data file's path relative to its partition: a Parquet file directly inside `segments/`
@@ -54,9 +55,13 @@ class SegmentFile:
         }
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> SegmentFile:
+    def from_fields(f: Fields) -> SegmentFile:
         return SegmentFile(
-            str(d["path"]), int(d["base_offset"]), int(d["next_offset"]), int(d["record_count"]), int(d["size_bytes"])
+            f.text("path", max_chars=1024),
+            f.integer("base_offset"),
+            f.integer("next_offset"),
+            f.integer("record_count"),
+            f.integer("size_bytes"),
         )
 
 
@@ -118,22 +123,21 @@ class Segment:
         }
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> Segment:
-        horizon, modified = d.get("earliest_delete_horizon_ms"), d.get("last_modified_ms")
+    def from_fields(f: Fields) -> Segment:
         return Segment(
-            id=str(d["id"]),
-            base_offset=int(d["base_offset"]),
-            next_offset=int(d["next_offset"]),
-            files=tuple(SegmentFile.from_dict(f) for f in d.get("files", [])),
-            record_count=int(d["record_count"]),
-            size_bytes=int(d["size_bytes"]),
-            first_batch_max_timestamp=int(d["first_batch_max_timestamp"]),
-            max_timestamp=int(d["max_timestamp"]),
-            created_ms=int(d["created_ms"]),
-            sealed=bool(d["sealed"]),
-            tombstone_count=int(d.get("tombstone_count", 0)),
-            earliest_delete_horizon_ms=None if horizon is None else int(horizon),
-            last_modified_ms=None if modified is None else int(modified),
+            id=f.text("id", max_chars=256),
+            base_offset=f.integer("base_offset"),
+            next_offset=f.integer("next_offset"),
+            files=tuple(SegmentFile.from_fields(file) for file in f.objects("files", default=[])),
+            record_count=f.integer("record_count"),
+            size_bytes=f.integer("size_bytes"),
+            first_batch_max_timestamp=f.integer("first_batch_max_timestamp", lo=-1),
+            max_timestamp=f.integer("max_timestamp", lo=-1),
+            created_ms=f.integer("created_ms"),
+            sealed=f.flag("sealed"),
+            tombstone_count=f.integer("tombstone_count", default=0),
+            earliest_delete_horizon_ms=f.optional_int("earliest_delete_horizon_ms"),
+            last_modified_ms=f.optional_int("last_modified_ms"),
         )
 
 
@@ -149,8 +153,8 @@ class PendingDelete:
         return {"path": self.path, "delete_after_ms": self.delete_after_ms, "reason": self.reason}
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> PendingDelete:
-        return PendingDelete(str(d["path"]), int(d["delete_after_ms"]), str(d.get("reason", "")))
+    def from_fields(f: Fields) -> PendingDelete:
+        return PendingDelete(f.text("path", max_chars=1024), f.integer("delete_after_ms"), f.text("reason", default=""))
 
 
 @dataclass(frozen=True)
@@ -268,36 +272,32 @@ class Manifest:
         return json.dumps(self.to_dict(), indent=1, sort_keys=False).encode()
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> Manifest:
-        checkpoint, created = d.get("cleaner_checkpoint"), d.get("next_segment_created_ms")
+    def from_fields(f: Fields) -> Manifest:
         return Manifest(
-            topic=str(d["topic"]),
-            partition=int(d["partition"]),
-            version=int(d["version"]),
-            log_start_offset=int(d["log_start_offset"]),
-            next_offset=int(d["next_offset"]),
-            cleaner_checkpoint=None if checkpoint is None else int(checkpoint),
-            segments=tuple(Segment.from_dict(s) for s in d.get("segments", [])),
-            pending_deletes=tuple(PendingDelete.from_dict(p) for p in d.get("pending_deletes", [])),
-            updated_ms=int(d.get("updated_ms", 0)),
-            next_segment_created_ms=None if created is None else int(created),
-            format_version=int(d.get("format_version", FORMAT_VERSION)),
-            properties={str(k): str(v) for k, v in (d.get("properties") or {}).items()},
+            topic=f.text("topic", max_chars=249),
+            partition=f.integer("partition", hi=(1 << 31) - 1),
+            version=f.integer("version"),
+            log_start_offset=f.integer("log_start_offset"),
+            next_offset=f.integer("next_offset"),
+            cleaner_checkpoint=f.optional_int("cleaner_checkpoint"),
+            segments=tuple(Segment.from_fields(s) for s in f.objects("segments", default=[])),
+            pending_deletes=tuple(PendingDelete.from_fields(p) for p in f.objects("pending_deletes", default=[])),
+            updated_ms=f.integer("updated_ms", default=0),
+            next_segment_created_ms=f.optional_int("next_segment_created_ms"),
+            format_version=f.integer("format_version", default=FORMAT_VERSION, lo=1, hi=1 << 16),
+            properties=f.strings("properties", default={}),
         )
 
     @staticmethod
     def from_json(data: bytes, location: str) -> Manifest:
-        """Parse and validate; raise CorruptManifest naming `location` and the fix."""
+        """Parse strictly (`io/strict_json.py`) and validate; CorruptManifest naming `location` and
+        the fix, whatever the bytes hold."""
         try:
-            raw = json.loads(data)
-            if not isinstance(raw, dict):
-                raise ValueError("top level is not an object")
-            manifest = Manifest.from_dict(raw)
-        except (ValueError, KeyError, TypeError) as exc:
+            manifest = Manifest.from_fields(load_object(data))
+        except Malformed as exc:
             raise CorruptManifest(
-                f"manifest {location} is corrupt ({type(exc).__name__}: {exc}); "
-                "run `lakecleaner repair` to rebuild it from the segment files"
-            ) from exc
+                f"manifest {location} is corrupt ({exc}); run `lakecleaner repair` to rebuild it from the segment files"
+            ) from None
         if manifest.format_version > FORMAT_VERSION:
             raise CorruptManifest(
                 f"manifest {location} has format version {manifest.format_version}, newer than this "
@@ -306,7 +306,7 @@ class Manifest:
         problems = manifest.problems()
         if problems:
             raise CorruptManifest(
-                f"manifest {location} is inconsistent: {'; '.join(problems)}; "
+                f"manifest {location} is inconsistent: {'; '.join(problems[:5])}; "
                 "run `lakecleaner repair` to rebuild it from the segment files"
             )
         return manifest
