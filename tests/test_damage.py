@@ -399,7 +399,11 @@ def views_with_groups(lake: Lake) -> Topic:
     [
         ("_consumer_offsets/sub/evil.json", b"{}", "is not a consumer group's offsets file"),
         ("_consumer_offsets/rogue.json", b'{"group": "billing", "topics": {}}', "name the group 'billing'"),
-        ("_consumer_offsets/minus.json", b'{"group": "minus", "topics": {"views": {"0": {"offset": -4}}}}', "negative"),
+        (
+            "_consumer_offsets/minus.json",
+            b'{"group": "minus", "topics": {"views": {"0": {"offset": -4}}}}',
+            "offset is -4, outside",
+        ),
     ],
 )
 def test_a_bad_object_under_consumer_offsets_holds_back_consumed_retention_only(

@@ -157,7 +157,8 @@ def test_airflow_finds_the_plugin_and_runs_a_topics_dag_with_its_spark_submit(fu
         "print(json.dumps({'plugins': json.loads(plugins), 'state': result.state, 'tasks': dict(result.tasks),\n"
         "                  'log': result.log[-3000:]}))\n"
     )
-    full.lakecleaner("--config", str(config), "demo", "--records", "20000", "--no-airflow")  # segments roll
+    # segments roll; --reset: the lake already holds the earlier tests' topic, which the demo leaves alone
+    full.lakecleaner("--config", str(config), "demo", "--records", "20000", "--no-airflow", "--reset")
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0).isoformat()  # the demo's data is recent
     out = full.run(str(full.python), "-c", env_script, str(full.work / "airflow"), str(config), hour, timeout=1500)
     result = json.loads(out.stdout.strip().splitlines()[-1])

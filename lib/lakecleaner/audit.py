@@ -39,6 +39,7 @@ from lakecleaner.log.partition import (
     topic_prefix,
     unfinished_by_partition,
 )
+from lakecleaner.log.segment_files import check_schema
 from lakecleaner.offsets import OFFSETS_PREFIX
 from lakecleaner.policy.cleanable import first_dirty_offset
 from lakecleaner.policy.erasure import (
@@ -213,6 +214,7 @@ def _search(lake: Lake, obj: ObjectInfo, key: bytes) -> _Found | str:
         with lake.store.arrow_fs.open_input_file(path) as source:
             if obj.key.endswith(".parquet"):
                 parquet = pq.ParquetFile(source)
+                check_schema(parquet.schema_arrow, lake.store.location(obj.key))
                 table = parquet.read(columns=["offset", "key"])
                 matches = pc.equal(table.column("key"), pa.scalar(key, pa.binary()))
                 if not pc.any(matches).as_py():

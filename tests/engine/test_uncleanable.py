@@ -3,12 +3,17 @@ uncleanable partitions), with the file and the reason; the other partitions stil
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from lakecleaner.audit import audit_key
 from lakecleaner.engine.report import COMMITTED, UNCLEANABLE
+from lakecleaner.errors import CorruptSegment
 from lakecleaner.lake import Lake
 from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.segment_files import read_file_meta
 from lakecleaner.policy import plan_topic
 from tests.engine.helpers import compact, requests, rows, sealed_two_partitions, unreferenced_files
 
@@ -32,6 +37,43 @@ def test_a_corrupt_segment_makes_only_its_partition_uncleanable(spark: SparkSess
     assert healthy.status == COMMITTED
     assert [(r["key"], r["value"]) for r in rows(topic, 1)] == [(b"b", b"1"), (b"a", b"2")]
     assert report.failed
+
+
+def _lying(table: pa.Table, lie: str) -> pa.Table:
+    """The segment's records with a schema that lies as named."""
+    if lie == "column-dropped":
+        return table.drop_columns(["headers"])
+    if lie == "column-renamed":
+        return table.rename_columns([("vaule" if n == "value" else n) for n in table.column_names])
+    return table.set_column(table.schema.get_field_index("offset"), "offset", table.column("offset").cast(pa.string()))
+
+
+@pytest.mark.parametrize("lie", ["column-dropped", "column-renamed", "offset-as-text"])
+def test_a_segment_file_whose_schema_lies_makes_only_its_partition_uncleanable(
+    spark: SparkSession, lake: Lake, lie: str
+) -> None:
+    """Issue #45: such a file used to end every run of the topic in a traceback, commit nothing,
+    and never mark the partition. It is CorruptSegment, naming the file, for compaction (its
+    partition uncleanable, the rest committed), for a consumer and for the key audit."""
+    topic = sealed_two_partitions(lake, {"a": "1", "b": "1"}, {"a": "2"})
+    manifest = topic.partition(0).manifest()
+    path = manifest.segments[0].files[1].path
+    victim = partition_prefix(topic.name, 0) + path
+    meta = read_file_meta(lake.store, victim)
+    table = pq.read_table(pa.BufferReader(lake.store.read(victim)))
+    sink = pa.BufferOutputStream()
+    pq.write_table(_lying(table, lie).replace_schema_metadata(meta.to_metadata()), sink)
+    lake.store.write(victim, sink.getvalue().to_pybytes())
+    report = compact(spark, lake, topic, 500)
+    broken, healthy = report.partition(0), report.partition(1)
+    assert broken.status == UNCLEANABLE and path in broken.message and "segment schema" in broken.message
+    assert healthy.status == COMMITTED
+    assert 0 in lake.cleaner_state.read(topic.name).uncleanable
+    assert topic.partition(0).manifest() == manifest
+    with pytest.raises(CorruptSegment, match="does not have the segment schema"):
+        topic.partition(0).read()
+    audit = audit_key(lake, topic.name, b"a", 500)
+    assert "does not have the segment schema" in audit.unreadable[victim]
 
 
 def test_a_failed_partition_stays_uncleanable_across_runs_until_it_is_cleared(spark: SparkSession, lake: Lake) -> None:

@@ -367,8 +367,43 @@ def _segment_file(
         raise read_failure(exc, location) from exc
 
 
+def _same_type(found: pa.DataType, wanted: pa.DataType) -> bool:
+    """Whether a column's type is the segment schema's (a list's item may have any name: "element"
+    in compliant Parquet, "item" in files of older writers)."""
+    if pa.types.is_list(wanted):
+        return pa.types.is_list(found) and _same_type(found.value_type, wanted.value_type)
+    if pa.types.is_struct(wanted):
+        return (
+            pa.types.is_struct(found)
+            and [f.name for f in found] == [f.name for f in wanted]
+            and all(_same_type(f.type, w.type) for f, w in zip(found, wanted, strict=True))
+        )
+    return bool(found.equals(wanted))
+
+
+def check_schema(schema: pa.Schema, location: str) -> None:
+    """CorruptSegment unless a file's columns are the segment schema's, with its types: a file whose
+    schema lies (a column dropped, renamed or of another type) would otherwise fail deep inside a
+    read, a compaction or an audit with an error that names neither the file nor the fix."""
+    found = {f.name: f.type for f in schema}
+    problems = [f"column {f.name} is missing" for f in SEGMENT_SCHEMA if f.name not in found]
+    problems += [
+        f"column {f.name} is {found[f.name]}, not {f.type}"
+        for f in SEGMENT_SCHEMA
+        if f.name in found and not _same_type(found[f.name], f.type)
+    ]
+    problems += [f"column {name} is not a segment column" for name in found if name not in SEGMENT_SCHEMA.names]
+    if problems:
+        raise CorruptSegment(
+            f"segment file {location} does not have the segment schema ({'; '.join(problems[:4])}); restore the "
+            "file lakecleaner wrote, or remove it from the log (`lakecleaner repair --force` leaves out what it "
+            "cannot read)"
+        )
+
+
 def _checked(source: pa.NativeFile, key: str, expected: SegmentFile | None, location: str) -> pq.ParquetFile:
     parquet = pq.ParquetFile(source)
+    check_schema(parquet.schema_arrow, location)
     if expected is not None:
         check_identity(FileMeta.from_metadata(parquet.schema_arrow.metadata or {}, location), key, expected)
         rows = parquet.metadata.num_rows
@@ -426,6 +461,7 @@ def read_file_meta(store: ObjectStore, key: str) -> FileMeta:
         raise ObjectNotFound("read", location, "no such object") from exc
     except (pa.ArrowInvalid, OSError) as exc:
         raise read_failure(exc, location) from exc
+    check_schema(schema, location)
     return FileMeta.from_metadata(schema.metadata or {}, location)
 
 
