@@ -6,11 +6,12 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from lakecleaner.config import LONG_MAX, TopicConfig, load_config, parse_config, resolve_topic_config
+from lakecleaner.config import LONG_MAX, TopicConfig, load_config, parse_config, resolve_topic_config, shown
 from lakecleaner.errors import ConfigError
 from tests.conftest import write_sample
 
@@ -282,3 +283,49 @@ def test_report_retention_is_days_thirty_by_default_and_null_keeps_every_report(
     assert parse_config({}).report_retention_ms == 30 * 86_400_000
     assert parse_config({"lake": {"report_retention_days": 7}}).report_retention_ms == 7 * 86_400_000
     assert parse_config({"lake": {"report_retention_days": None}}).report_retention_ms is None
+
+
+BILLION_LAUGHS = """\
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+lake: {uri: "file:///tmp/lake"}
+"""
+
+
+@pytest.mark.parametrize("where", ["spark:\n  master: *i\n", "defaults:\n  cleanup.policy: *i\n"])
+def test_a_billion_laughs_config_is_one_short_error_at_once(tmp_path: Path, where: str) -> None:
+    """Issue #45: 1 KB of nested aliases took 45-104 s and 5 GB, then MemoryError, because the
+    error message printed the expanded value."""
+    path = tmp_path / "lakecleaner.yaml"
+    path.write_text(BILLION_LAUGHS + where)
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    message = "\n".join(refused.value.problems)
+    assert len(message) < 2000 and str(path) in message
+    assert time.monotonic() - started < 30  # a bound on the damage, not a benchmark: it took minutes
+
+
+def test_too_many_aliases_or_too_deep_a_config_is_refused_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "lakecleaner.yaml"
+    path.write_text("x: &x 1\ny: [" + ", ".join(["*x"] * 1001) + "]\n")
+    with pytest.raises(ConfigError, match="more than 1000 aliases"):
+        load_config(path)
+    path.write_text("x: " + "[" * 200 + "]" * 200 + "\n")
+    with pytest.raises(ConfigError, match="nested deeper than 50 levels"):
+        load_config(path)
+    path.write_text("x: " + "[" * 100_000 + "\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path)
+
+
+def test_a_value_in_an_error_is_cut_short() -> None:
+    assert len(shown("x" * 10_000)) < 80 and len(shown([list(range(1000))] * 1000)) < 200
+    assert shown("compact") == "'compact'" and shown(12) == "12"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -335,7 +336,7 @@ def _fold_unit_aliases(
             try:
                 parsed = _parse_long(raw) * factor if _parse_long(raw) >= 0 else _parse_long(raw)
             except ValueError as exc:
-                problems.append(f"{where}: {alias}={raw!r}: {exc}")
+                problems.append(f"{where}: {alias}={shown(raw)}: {exc}")
                 continue
             if ms_key not in out:
                 out[ms_key] = parsed
@@ -377,11 +378,11 @@ def resolve_topic_config(
             values[_attr(key.name)] = key.parse(key.default)
             continue
         name = key.name if source == where else str(key.broker_key)
-        shown, written_raw = (topic_written if source == where else broker_written).get(name, (name, raw))
+        written, written_raw = (topic_written if source == where else broker_written).get(name, (name, raw))
         try:
             values[_attr(key.name)] = key.parse(raw)
         except ValueError as exc:
-            problems.append(f"{source}: {shown}={written_raw!r}: {exc}")
+            problems.append(f"{source}: {written}={shown(written_raw)}: {exc}")
     if not problems:
         problems.extend(_cross_key_problems(values, where))
     if problems:
@@ -594,7 +595,7 @@ def _parse_storage(raw: dict[str, Any], where: str, problems: list[str]) -> Stor
             try:
                 values[int_key] = _at_least(minimum)(raw[int_key])
             except ValueError as exc:
-                problems.append(f"{where}.{int_key}={raw[int_key]!r}: {exc}")
+                problems.append(f"{where}.{int_key}={shown(raw[int_key])}: {exc}")
     for choice_key, choices in (
         ("conditional_writes", ("verify", "trust")),
         ("request_checksum_calculation", ("when_supported", "when_required")),
@@ -603,12 +604,12 @@ def _parse_storage(raw: dict[str, Any], where: str, problems: list[str]) -> Stor
             if raw[choice_key] in choices:
                 values[choice_key] = raw[choice_key]
             else:
-                problems.append(f"{where}.{choice_key}={raw[choice_key]!r}: must be one of {', '.join(choices)}")
+                problems.append(f"{where}.{choice_key}={shown(raw[choice_key])}: must be one of {', '.join(choices)}")
     if "delete_all_versions" in raw:
         if isinstance(raw["delete_all_versions"], bool):
             values["delete_all_versions"] = raw["delete_all_versions"]
         else:
-            problems.append(f"{where}.delete_all_versions={raw['delete_all_versions']!r}: must be true or false")
+            problems.append(f"{where}.delete_all_versions={shown(raw['delete_all_versions'])}: must be true or false")
     return StorageSettings(**values)
 
 
@@ -619,7 +620,9 @@ def _parse_report_retention(lake: Mapping[str, Any], where: str, problems: list[
     if days is None:
         return None
     if isinstance(days, bool) or not isinstance(days, int) or days < 1:
-        problems.append(f"{where}={days!r}: must be a whole number of days of at least 1, or null to keep every report")
+        problems.append(
+            f"{where}={shown(days)}: must be a whole number of days of at least 1, or null to keep every report"
+        )
         return DEFAULT_REPORT_RETENTION_DAYS * DAY_MS
     return days * DAY_MS
 
@@ -628,7 +631,7 @@ def _parse_max_partitions(lake: Mapping[str, Any], where: str, problems: list[st
     """lake.max_partitions_per_topic: a whole number in [1, MAX_PARTITIONS_PER_TOPIC]."""
     value = lake.get("max_partitions_per_topic", DEFAULT_MAX_PARTITIONS_PER_TOPIC)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PARTITIONS_PER_TOPIC:
-        problems.append(f"{where}={str(value)[:40]!r}: must be a whole number from 1 to {MAX_PARTITIONS_PER_TOPIC}")
+        problems.append(f"{where}={shown(value)}: must be a whole number from 1 to {MAX_PARTITIONS_PER_TOPIC}")
         return DEFAULT_MAX_PARTITIONS_PER_TOPIC
     return value
 
@@ -642,11 +645,11 @@ def _parse_topic_spec(name: object, raw: object, where: str, problems: list[str]
     section = _check_keys(raw, _TOPIC_SPEC_KEYS, f"{where}.{topic}", problems)
     partitions = section.get("partitions", 1)
     if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-        problems.append(f"{where}.{topic}.partitions={partitions!r}: must be an integer of at least 1")
+        problems.append(f"{where}.{topic}.partitions={shown(partitions)}: must be an integer of at least 1")
         partitions = 1
     schedule = section.get("schedule", "@hourly")
     if schedule is not None and not isinstance(schedule, str):
-        problems.append(f"{where}.{topic}.schedule={schedule!r}: must be a cron expression, a preset or null")
+        problems.append(f"{where}.{topic}.schedule={shown(schedule)}: must be a cron expression, a preset or null")
     overrides = section.get("config") or {}
     if not isinstance(overrides, dict) or not all(isinstance(k, str) for k in overrides):
         problems.append(f"{where}.{topic}.config: must be a mapping of topic-level keys (names like cleanup.policy)")
@@ -662,7 +665,7 @@ def _parse_spark(raw: dict[str, Any], source: str, problems: list[str]) -> Spark
     master = raw.get("master", "local[*]")
     if not isinstance(master, str) or not master:
         problems.append(
-            f"{source}: spark.master={master!r}: must be a master URL such as local[*] or spark://host:7077"
+            f"{source}: spark.master={shown(master)}: must be a master URL such as local[*] or spark://host:7077"
         )
         master = "local[*]"
     conf = raw.get("conf") or {}
@@ -675,12 +678,12 @@ def _parse_spark(raw: dict[str, Any], source: str, problems: list[str]) -> Spark
         conf = {}
     ship = raw.get("ship_package", "auto")
     if ship not in SHIP_PACKAGE:
-        problems.append(f"{source}: spark.ship_package={ship!r}: must be one of {', '.join(SHIP_PACKAGE)}")
+        problems.append(f"{source}: spark.ship_package={shown(ship)}: must be one of {', '.join(SHIP_PACKAGE)}")
         ship = "auto"
     remote = os.environ.get(ENV_SPARK_REMOTE) or raw.get("remote")
     if remote is not None and (not isinstance(remote, str) or not remote.startswith("sc://")):
         problems.append(
-            f"{source}: spark.remote={remote!r}: must be a Spark Connect URL such as sc://spark-connect:15002"
+            f"{source}: spark.remote={shown(remote)}: must be a Spark Connect URL such as sc://spark-connect:15002"
         )
         remote = None
     return SparkSettings(master=master, conf={k: str(v) for k, v in conf.items()}, ship_package=ship, remote=remote)
@@ -692,12 +695,12 @@ def _parse_airflow(raw: dict[str, Any], where: str, problems: list[str]) -> Airf
         if isinstance(raw["pool"], str) and _POOL_NAME.match(raw["pool"]):
             values["pool"] = raw["pool"]
         else:
-            problems.append(f"{where}.pool={raw['pool']!r}: must be a pool name of letters, digits, '_', '.', '-'")
+            problems.append(f"{where}.pool={shown(raw['pool'])}: must be a pool name of letters, digits, '_', '.', '-'")
     if "pool_slots" in raw:
         try:
             values["pool_slots"] = _at_least(1)(raw["pool_slots"])
         except ValueError as exc:
-            problems.append(f"{where}.pool_slots={raw['pool_slots']!r}: {exc}")
+            problems.append(f"{where}.pool_slots={shown(raw['pool_slots'])}: {exc}")
     return AirflowSettings(**values)
 
 
@@ -710,7 +713,9 @@ def _parse_cleaner(raw: dict[str, Any], where: str, problems: list[str]) -> Clea
         try:
             values["dedupe_buffer_size"] = _at_least(MIN_DEDUPE_BUFFER_SIZE)(value)
         except ValueError as exc:
-            problems.append(f"{where}.log.cleaner.dedupe.buffer.size={value!r}: {exc} (bytes of offset map per task)")
+            problems.append(
+                f"{where}.log.cleaner.dedupe.buffer.size={shown(value)}: {exc} (bytes of offset map per task)"
+            )
     if "log.cleaner.io.buffer.load.factor" in raw:
         value = raw["log.cleaner.io.buffer.load.factor"]
         try:
@@ -719,7 +724,7 @@ def _parse_cleaner(raw: dict[str, Any], where: str, problems: list[str]) -> Clea
                 raise ValueError("must be greater than 0 and at most 1")
             values["io_buffer_load_factor"] = factor
         except ValueError as exc:
-            problems.append(f"{where}.log.cleaner.io.buffer.load.factor={value!r}: {exc}")
+            problems.append(f"{where}.log.cleaner.io.buffer.load.factor={shown(value)}: {exc}")
     return CleanerSettings(**values)
 
 
@@ -731,7 +736,7 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
     uri = os.environ.get(ENV_LAKE_URI) or lake.get("uri") or "file://./lake"
     uri = _expand_env(uri, f"{source}: lake.uri", problems)
     if not isinstance(uri, str) or not re.match(r"^(s3|file)://.+", uri):
-        problems.append(f"{source}: lake.uri={uri!r}: must start with s3://bucket/prefix or file:///path")
+        problems.append(f"{source}: lake.uri={shown(uri)}: must start with s3://bucket/prefix or file:///path")
         uri = "file://./lake"
     storage = _parse_storage(
         _check_keys(lake.get("storage"), _STORAGE_KEYS, f"{source}: lake.storage", problems),
@@ -817,13 +822,57 @@ def locate_config(path: str | Path | None = None) -> Path:
     return found
 
 
+#: Bounds on a config file, which is input like any other: a 1 KB "billion laughs" of nested aliases
+#: expands to gigabytes wherever the value is walked or printed, and deep nesting exhausts the stack.
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_ALIASES = 1000
+MAX_CONFIG_DEPTH = 50
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing more than MAX_CONFIG_ALIASES aliases and nesting deeper than
+    MAX_CONFIG_DEPTH."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases, self.depth = 0, 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_CONFIG_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_CONFIG_ALIASES} aliases (*name): a config file needs far fewer")
+        self.depth += 1
+        try:
+            if self.depth > MAX_CONFIG_DEPTH:
+                raise yaml.YAMLError(f"nested deeper than {MAX_CONFIG_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def shown(value: object) -> str:
+    """A value as an error message shows it: its repr, cut to a few dozen characters, built without
+    walking more of it than it shows (a value of nested aliases may stand for gigabytes)."""
+    return _SHOWN.repr(value)
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = _SHOWN.maxlong = 60
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict = 2, 4, 4
+
+
 def load_config(path: str | Path | None = None) -> LakeConfig:
-    """Load and validate the config file `locate_config(path)` finds."""
+    """Load and validate the config file `locate_config(path)` finds (bounded: MAX_CONFIG_BYTES,
+    MAX_CONFIG_ALIASES, MAX_CONFIG_DEPTH)."""
     chosen = locate_config(path)
+    text = chosen.read_text()
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError([f"{chosen}: {len(text)} characters, more than a config file may have ({MAX_CONFIG_BYTES})"])
     try:
-        data = yaml.safe_load(chosen.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"{chosen}: not valid YAML: {exc}"]) from exc
+        data = yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader, with bounds
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError([f"{chosen}: not valid YAML: {str(exc)[:500]}"]) from None
     return parse_config(data or {}, str(chosen))
 
 
