@@ -39,10 +39,10 @@ from lakecleaner.config import (
     StorageSettings,
     parse_config,
 )
-from lakecleaner.dashboard.local_airflow import LocalAirflow, free_port
 from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.io import LocalStore, ObjectStore, S3Store
 from lakecleaner.lake import Lake
+from tests.local_airflow import LocalAirflow, free_port
 
 # No test may reach a lake it did not create: the variables that point lakecleaner at a config
 # file, a lake or an endpoint are cleared for the whole session, before any fixture reads them
@@ -134,7 +134,7 @@ def browser() -> Iterator[Browser]:
     tests that use it are skipped, saying why, when it cannot be)."""
     from playwright.sync_api import sync_playwright
 
-    from lakecleaner.dashboard.local_airflow import CHROMIUM, CHROMIUM_ARGS, ensure_chromium
+    from tests.local_airflow import CHROMIUM, CHROMIUM_ARGS, ensure_chromium
 
     missing = ensure_chromium()
     if missing:

@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -179,3 +180,14 @@ def test_the_core_package_serves_the_storage_commands_and_names_the_extra_a_comm
     core.lakecleaner("status")
     compact = core.lakecleaner("compact", "--topic", "events", ok=False)
     assert compact.returncode == 2 and "pip install 'lakecleaner[spark]'" in compact.stderr
+
+
+def test_the_wheel_holds_no_test_harness(wheel: tuple[Path, Path]) -> None:
+    """Issue #45: what only tests and the screenshots use (a local Airflow for tests, Chromium's
+    set-up through a package manager) is not shipped to every Airflow worker."""
+    built, _ = wheel
+    with zipfile.ZipFile(built) as archive:
+        names = archive.namelist()
+        sources = {n: archive.read(n).decode() for n in names if n.endswith(".py")}
+    assert not [n for n in names if "local_airflow" in n or n.startswith(("tests/", "scripts/"))]
+    assert not [n for n, text in sources.items() if "apt-get" in text or "playwright" in text]

@@ -17,9 +17,9 @@ import pytest
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import load_config
-from lakecleaner.dashboard.local_airflow import LocalAirflow
 from lakecleaner.lake import Lake
 from tests.dashboard.scene import build_scene, write_config
+from tests.local_airflow import LocalAirflow
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "tests" / "artifacts" / "dashboard"

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from lakecleaner.audit import audit_topic
-from lakecleaner.dashboard.local_airflow import LocalAirflow
 from lakecleaner.policy import TopicPlan, plan_topic
 from tests.dashboard.conftest import Scene
 from tests.dashboard.scene import ACCESS_KEY, SECRET_KEY
+from tests.local_airflow import LocalAirflow
 
 ROUTES = [
     "/lakecleaner/",

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from lakecleaner.config import SparkSettings
-from lakecleaner.dashboard.local_airflow import free_port
 from lakecleaner.engine.workers import WORKER_ENV
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
@@ -27,6 +26,7 @@ from lakecleaner.orchestration.compact_task import SubmitTarget, spark_submit_bi
 from lakecleaner.spark_jobs import compact_topic_path
 from tests.conftest import write_sample
 from tests.engine.helpers import WORKER_ENV_PROBE
+from tests.local_airflow import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.classic_only]
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,6 @@ import pytest
 from pyspark import SparkConf
 
 from lakecleaner.config import SparkSettings, parse_config
-from lakecleaner.dashboard.local_airflow import free_port
 from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.engine.session import session_conf
 from lakecleaner.engine.workers import WORKER_ENV, worker_conf
@@ -24,6 +23,7 @@ from lakecleaner.lake import Lake
 from lakecleaner.workload import WorkloadSpec, generate
 from tests.conftest import TEST_SPARK_CONF
 from tests.engine.helpers import WORKER_ENV_PROBE, rows
+from tests.local_airflow import free_port
 
 pytestmark = pytest.mark.classic_only
 

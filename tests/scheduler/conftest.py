@@ -24,12 +24,12 @@ import yaml
 
 from lakecleaner.audit import audit_key
 from lakecleaner.config import load_config
-from lakecleaner.dashboard.local_airflow import LocalAirflow
 from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.lake import Lake
 from lakecleaner.orchestration.compact_task import connection_of_url
 from lakecleaner.orchestration.naming import dag_id_of
 from tests.conftest import S3Endpoint
+from tests.local_airflow import LocalAirflow
 from tests.scheduler.topics import (
     BACKFILLED,
     CDC_BACKFILLED,

@@ -6,7 +6,6 @@
     pages.py            page data (the JSON API) and server-rendered HTML (templates/)
     app.py              the FastAPI app, protected by Airflow's auth manager
     airflow_backend.py  the user, permissions and DAG runs, from the Airflow API server
-    local_airflow.py    a throwaway local Airflow with the plugin (tests, screenshots)
 
 This module stays light (no FastAPI, no Airflow import): Airflow imports the plugin in every
 process, every task included, so the app is built on its first request, in the API server.
