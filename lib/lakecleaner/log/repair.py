@@ -50,7 +50,6 @@ from lakecleaner.errors import (
     CorruptSegment,
     LakeCleanerError,
     ObjectNotFound,
-    StorageError,
 )
 from lakecleaner.io import ObjectInfo, ObjectStore
 from lakecleaner.io.concurrent import map_ordered
@@ -97,7 +96,7 @@ class Candidate:
         return self.meta.stats.next_offset
 
     def describe(self) -> str:
-        told = f"acknowledged by the commit of version {self.acknowledged}" if self.acknowledged else "no commit record"
+        told = "no commit record" if self.acknowledged is None else f"acknowledged by version {self.acknowledged}"
         return (
             f"{self.path} [{self.base_offset}, {self.next_offset}), {self.meta.kind} for version "
             f"{self.meta.manifest_version}, {told}"
@@ -142,7 +141,8 @@ class RepairReport:
 
 def _manifest_state(log: PartitionLog) -> tuple[str, str | None]:
     """('ok' | 'missing' | 'corrupt: …', etag of the current object or None). The object is
-    untrusted: any failure to parse it, of whatever kind, makes it corrupt."""
+    untrusted: whatever it holds, the strict parser (`Manifest.from_json`) gives the manifest or
+    CorruptManifest, and nothing of a damaged one is used."""
     try:
         data, etag = log.store.read_with_etag(log.manifest_key)
     except ObjectNotFound:
@@ -151,10 +151,8 @@ def _manifest_state(log: PartitionLog) -> tuple[str, str | None]:
         manifest = Manifest.from_json(data, log.store.location(log.manifest_key))
         if (manifest.topic, manifest.partition) != (log.topic, log.partition):
             raise CorruptManifest(f"it names partition {manifest.topic}-{manifest.partition}")
-    except StorageError:
-        raise
-    except Exception as exc:  # untrusted bytes: whatever parsing them raised, they are damage
-        return f"corrupt: {type(exc).__name__}: {str(exc)[:300]}", etag
+    except CorruptManifest as exc:
+        return f"corrupt: {str(exc)[:300]}", etag
     return "ok", etag
 
 
