@@ -26,7 +26,7 @@ from lakecleaner.dashboard.data import load_topic
 from lakecleaner.errors import CorruptManifest, CorruptSegment, StorageError
 from lakecleaner.faults import CRASH_EXIT_STATUS
 from lakecleaner.lake import Lake, Topic
-from lakecleaner.log.leases import RunLeases
+from lakecleaner.log.leases import LEASE_TTL_MS, RunLeases, live_leases
 from lakecleaner.log.records import Record
 from lakecleaner.log.repair import repair_partition
 from lakecleaner.orchestration import tasks
@@ -461,3 +461,80 @@ def test_a_repair_whose_reply_is_lost_reports_what_it_wrote(lossy: tuple[Lake, F
     report = repair_partition(lake.store, "cdc", 0, log.config)
     assert len(proxy.lost) == 1 and len(report.kept_files) == 2
     assert records(lake, "cdc") == [(0, b"k0"), (1, b"k1")]
+
+
+#: Issue #45's objects whose JSON types lie, each as a partition's manifest holds it.
+LYING_MANIFESTS = {
+    "segments-of-strings": {"segments": ["x"]},
+    "properties-a-list": {"properties": [1]},
+    "log-start-1e999": {"log_start_offset": 1e999},
+    "pending-delete-minus-1e999": {"pending_deletes": [{"path": "segments/x.parquet", "delete_after_ms": -1e999}]},
+    "sealed-as-text": {"sealed": "false"},
+    "negative-offsets": {"log_start_offset": -5, "next_offset": -1},
+    "version-minus-5": {"version": -5},
+}
+
+
+@pytest.mark.parametrize("lie", list(LYING_MANIFESTS))
+def test_a_manifest_whose_types_lie_is_one_line_and_repair_rebuilds_it(lake: Lake, lie: str) -> None:
+    """Every lake-wide reader reports the partition in one line and goes on with the others; repair
+    rebuilds it; nothing is deleted meanwhile."""
+    topic = three_partitions(lake)
+    expected = topic.partition(1).read()
+    change = LYING_MANIFESTS[lie]
+
+    def lie_about(m: dict[str, Any]) -> None:
+        if "sealed" in change:
+            m["segments"][0]["sealed"] = change["sealed"]
+        else:
+            m.update(change)
+
+    edit_manifest(lake, topic, 1, lie_about)
+    before = {p: files_of(lake, topic, p) for p in range(3)}
+    read = topic.read_manifests()
+    assert sorted(read.manifests) == [0, 2] and "lakecleaner repair" in read.failures[1]
+    assert [p.partition for p in gc_far_ahead(lake, topic).failed] == [1]
+    assert [p.partition for p in retain_topic(lake, topic.name, T0).partitions if p.status == "failed"] == [1]
+    erasures = {p.partition: p for p in audit_topic(lake, topic.name, T0)}
+    assert erasures[1].error is not None and erasures[0].error is None
+    assert files_of(lake, topic, 1) == before[1]
+    report = repair_partition(lake.store, topic.name, 1, topic.config, now_ms=T0)
+    assert report.previous_state.startswith("corrupt") and topic.partition(1).read().equals(expected)
+
+
+@pytest.mark.parametrize(
+    ("key", "content"),
+    [
+        ("topics/cdc/topic.json", b'{"name": "cdc", "partitions": 1e999}'),
+        ("topics/cdc/topic.json", b'{"name": "cdc", "partitions": 1000000000}'),
+        ("topics/cdc/topic.json", b"[" * 200_000),
+    ],
+    ids=["partitions-1e999", "a-billion-partitions", "deep-nesting"],
+)
+def test_a_damaged_topic_json_is_one_line_for_lake_wide_readers_and_repair_rebuilds_it(
+    lake: Lake, key: str, content: bytes
+) -> None:
+    topic = three_partitions(lake)
+    other = lake.create_topic("other")
+    other.partition(0).append([Record(b"k", b"v", T0)], now_ms=T0)
+    lake.store.write(key, content)
+    opened, unopened = lake.read_topics(lake.list_topics())
+    assert list(opened) == ["other"] and "repair --topic cdc" in unopened["cdc"]
+    rebuilt = lake.repair_metadata("cdc")
+    assert rebuilt is not None and rebuilt.metadata.partitions == 3
+    assert lake.topic("cdc").partition(2).read().num_rows == topic.partition(2).read().num_rows
+
+
+def test_damaged_cleaner_state_offsets_and_leases_hold_back_only_what_they_describe(lake: Lake) -> None:
+    topic = three_partitions(lake)
+    lake.store.write("_lakecleaner/cleaner/cdc.json", b'{"topic": "cdc", "uncleanable": [], "last_dag_run_ms": 1e999}')
+    assert lake.cleaner_state.read("cdc").uncleanable == {}  # read as empty, and logged: every partition retried
+    lake.store.write("_consumer_offsets/g.json", b'{"group": "g", "topics": {"cdc": {"0": {"offset": true}}}}')
+    positions = lake.offsets.consumed_positions("cdc", [0, 1, 2], lake.offsets.read_all_groups())
+    assert "field topics.cdc.0.offset is a JSON bool" in positions[0].reason and positions[0].offset is None
+    lease = {"run_id": "r", "expires_ms": 99_999_999_999_999, "holder": "far future"}  # the year 5138
+    key = f"{topic.partition(0).prefix}_staging/r.lease"
+    lake.store.write(key, json.dumps(lease).encode())
+    (obj,) = [o for o in lake.store.list(topic.partition(0).prefix + "_staging/") if o.key == key]
+    assert [x.run_id for x in live_leases(lake.store, [obj], wall_now_ms=obj.mtime_ms + 1)] == ["r"]
+    assert live_leases(lake.store, [obj], wall_now_ms=obj.mtime_ms + LEASE_TTL_MS + 1) == []  # not until 5138
