@@ -17,11 +17,11 @@ setup:
 	$(UV) sync --frozen --python python3.11
 
 demo: setup
-	$(UV) run lakecleaner demo
+	$(UV) run lakecleaner --config config/lakecleaner.yaml demo
 
 lint: setup
-	$(UV) run ruff check lib tests bench scripts
-	$(UV) run ruff format --check lib tests bench scripts
+	$(UV) run ruff check lib tests bench scripts dags plugins spark_jobs
+	$(UV) run ruff format --check lib tests bench scripts dags plugins spark_jobs
 
 typecheck: setup
 	$(UV) run mypy lib
@@ -35,18 +35,18 @@ unit: setup
 
 test: lint typecheck unit
 
-# Airflow's UI with the package's DAG folder and plugin (http://127.0.0.1:8080; login admin / admin) on
-# ./lakecleaner.yaml (the sample, written if missing), after `lakecleaner airflow setup` has created
-# what the DAGs need (the compact tasks' pool). Every component listens on 127.0.0.1 only: the API
+# Airflow's UI with the checkout's dags/ and plugins/ (http://127.0.0.1:8080; login admin / admin) on
+# config/lakecleaner.yaml, after `lakecleaner airflow setup` has created what the DAGs need (the
+# compact tasks' pool). Every component listens on 127.0.0.1 only: the API
 # server by --host, and the scheduler and triggerer serve no logs (their log servers bind every
 # address; the API server reads the task logs from airflow_home/logs). Ctrl-C or SIGTERM stops them all.
 airflow-ui: setup
 	mkdir -p airflow_home
-	test -f lakecleaner.yaml || $(UV) run lakecleaner init
 	AIRFLOW_HOME=$(CURDIR)/airflow_home \
 	AIRFLOW__CORE__LOAD_EXAMPLES=False \
 	AIRFLOW__CORE__EXECUTOR=LocalExecutor \
-	AIRFLOW__CORE__DAGS_FOLDER="$$($(UV) run python -c 'from lakecleaner.orchestration.dags import dags_folder; print(dags_folder())')" \
+	AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags \
+	AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins \
 	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin \
 	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$(CURDIR)/airflow_home/passwords.json \
 	AIRFLOW__API__HOST=127.0.0.1 \
@@ -54,7 +54,7 @@ airflow-ui: setup
 	AIRFLOW__API__BASE_URL=http://127.0.0.1:8080 \
 	AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:8080/execution/ \
 	AIRFLOW_CONN_SPARK_LAKECLEANER='{"conn_type": "spark", "host": "local[*]"}' \
-	LAKECLEANER_CONFIG=$(CURDIR)/lakecleaner.yaml \
+	LAKECLEANER_CONFIG=$(CURDIR)/config/lakecleaner.yaml \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS=lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS \
 	AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=60 \
 	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; \

@@ -31,10 +31,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from lakecleaner.config import (
-    ENV_CONFIG_PATH,
-    ENV_LAKE_URI,
-    ENV_MAX_CONCURRENCY,
-    ENV_S3_ENDPOINT,
+    ENVIRONMENT_VARIABLES,
     LakeConfig,
     StorageSettings,
     parse_config,
@@ -44,10 +41,14 @@ from lakecleaner.io import LocalStore, ObjectStore, S3Store
 from lakecleaner.lake import Lake
 from tests.local_airflow import LocalAirflow, free_port
 
-# No test may reach a lake it did not create: the variables that point lakecleaner at a config
-# file, a lake or an endpoint are cleared for the whole session, before any fixture reads them
-# (a test that wants one sets it for the process it starts).
-for _name in (ENV_CONFIG_PATH, ENV_LAKE_URI, ENV_S3_ENDPOINT, ENV_MAX_CONCURRENCY):
+# The credentials of an external test endpoint (LAKECLEANER_TEST_S3_ENDPOINT), kept before the
+# environment is cleared below.
+_ENDPOINT_CREDENTIALS = (os.environ.get("AWS_ACCESS_KEY_ID", ""), os.environ.get("AWS_SECRET_ACCESS_KEY", ""))
+# No test may reach a lake it did not create, nor be steered by the developer's settings: every
+# variable lakecleaner reads (`config.ENVIRONMENT_VARIABLES`: config file, lake, endpoint,
+# credentials, concurrency, dedupe buffer, Spark Connect) is cleared for the whole session, before
+# any fixture reads it (a test that wants one sets it for the process it starts).
+for _name in ENVIRONMENT_VARIABLES:
     os.environ.pop(_name, None)
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
@@ -109,8 +110,7 @@ def s3_endpoint() -> Iterator[S3Endpoint]:
     if url:
         endpoint = S3Endpoint(
             url,
-            os.environ["AWS_ACCESS_KEY_ID"],
-            os.environ["AWS_SECRET_ACCESS_KEY"],
+            *_ENDPOINT_CREDENTIALS,
             f"lakecleaner-test-{uuid.uuid4().hex[:8]}",
         )
         endpoint.client().create_bucket(Bucket=endpoint.bucket)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -335,3 +336,16 @@ def test_produce_refuses_an_unknown_field_and_writes_nothing(tmp_path: Path, lin
     assert proc.returncode == 2 and f"unknown field '{next(iter(field))}'" in proc.stderr
     assert "did you mean" in proc.stderr and "nothing was written" in proc.stderr
     assert run(tmp_path, "consume", "--topic", "cdc", "--partition", "0").stdout == ""
+
+
+def test_the_lake_uri_variable_stands_in_for_lake_without_a_config_file(tmp_path: Path) -> None:
+    """Issue #46: a container that sets LAKECLEANER_LAKE_URI and has no config file got "no config file"."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = {**os.environ, "LAKECLEANER_LAKE_URI": f"file://{tmp_path / 'lake'}"}
+    command = [sys.executable, "-m", "lakecleaner.cli"]
+    created = subprocess.run([*command, "topics", "create", "t"], cwd=cwd, env=env, capture_output=True, text=True)
+    assert created.returncode == 0, created.stderr
+    assert (tmp_path / "lake" / "topics" / "t" / "topic.json").is_file()
+    listed = subprocess.run([*command, "--json", "topics", "list"], cwd=cwd, env=env, capture_output=True, text=True)
+    assert json.loads(listed.stdout) == ["t"]

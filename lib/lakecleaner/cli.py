@@ -21,6 +21,8 @@ from rich.table import Table
 
 from lakecleaner.clock import parse_time_ms, wall_clock_ms
 from lakecleaner.config import (
+    ENV_CONFIG_PATH,
+    ENV_LAKE_URI,
     LOCAL_CONFIG,
     LONG_MAX,
     LakeConfig,
@@ -88,8 +90,13 @@ def parse_config_pairs(pairs: tuple[str, ...]) -> dict[str, object]:
 
 
 @click.group()
-@click.option("--config", "config_path", envvar="LAKECLEANER_CONFIG", help="Path of lakecleaner.yaml.")
-@click.option("--lake", "lake_uri", help="Lake URI (s3://bucket/prefix or file:///path); overrides the config.")
+@click.option("--config", "config_path", envvar=ENV_CONFIG_PATH, help="Path of lakecleaner.yaml.")
+@click.option(
+    "--lake",
+    "lake_uri",
+    envvar=ENV_LAKE_URI,
+    help=f"Lake URI (s3://bucket/prefix or file:///path); overrides the config (also ${ENV_LAKE_URI}).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_context
 def cli(ctx: click.Context, config_path: str | None, lake_uri: str | None, as_json: bool) -> None:
