@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -14,6 +15,7 @@ from lakecleaner.errors import (
     CorruptManifest,
     CorruptSegment,
     InvalidRecord,
+    InvalidTransition,
     LakeCleanerError,
     OffsetOutOfRange,
     TopicExists,
@@ -457,3 +459,36 @@ def test_a_group_that_keeps_its_files_lets_go_of_what_pass_1_parsed_of_them(lake
     result = recopy_group(lake.store, group, np.arange(5, dtype=np.int64), NOW, 0, fetched)
     assert result.status == UNCHANGED
     assert fetched.take_columns(log.prefix + entry.path) is None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"version": 99},
+        {"next_offset": 3, "segments": ()},
+        {"log_start_offset": 0},
+        {"cleaner_checkpoint": 2},
+    ],
+    ids=["version-skipped", "next-offset-back", "log-start-back", "checkpoint-back"],
+)
+def test_a_commit_that_moves_the_log_backwards_is_refused_and_writes_nothing(
+    lake: Lake, change: dict[str, object]
+) -> None:
+    """Issue #46: commits check the transition, not only the manifest they write."""
+    log = lake.create_topic("t").partition(0)
+    log.append(recs(5), now_ms=NOW)
+    log.roll(now_ms=NOW)
+    log.commit(lambda m: m.next_version(NOW, log_start_offset=2, cleaner_checkpoint=5))
+    before = lake.store.read(log.manifest_key)
+
+    def backwards(m: Manifest) -> Manifest:
+        version = change.get("version", m.version + 1)
+        rest = {k: v for k, v in change.items() if k != "version"}
+        if "segments" in rest:  # an empty log ending earlier: valid on its own, a step back from this one
+            rest = {"segments": (), "log_start_offset": 3, "next_offset": 3}
+        return replace(m, version=version, **rest)
+
+    with pytest.raises(InvalidTransition, match="backwards"):
+        log.commit(backwards)
+    assert lake.store.read(log.manifest_key) == before
+    assert log.commit(lambda m: m.next_version(NOW, cleaner_checkpoint=None)).cleaner_checkpoint is None  # a reset

@@ -57,6 +57,11 @@ class CommitStateUnknown(LakeCleanerError):
     have referenced may be deleted: the next run, or `lakecleaner repair`, settles it."""
 
 
+class InvalidTransition(LakeCleanerError):
+    """A commit would move a partition backwards (its version not the next one, its next offset,
+    log start offset or cleaner checkpoint lower): refused, nothing written. Only `repair` may."""
+
+
 class AdoptedByRepair(LakeCleanerError):
     """A writer's files were taken into the log by `lakecleaner repair` before its own commit
     landed: the log holds them as the repair rebuilt it, and the writer's commit did not land.

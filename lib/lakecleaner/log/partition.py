@@ -29,6 +29,7 @@ from lakecleaner.errors import (
     ConditionFailed,
     CorruptManifest,
     InvalidRecord,
+    InvalidTransition,
     ObjectNotFound,
     OffsetOutOfRange,
     StorageError,
@@ -263,6 +264,7 @@ class PartitionLog:
                 return current
             updated = updated.with_commit_id(commit_id)
             self.refuse_invalid(updated)
+            self.refuse_transition(current, updated)
             crash_point("commit.before_manifest_write")
             try:
                 self.store.replace(self.manifest_key, updated.to_json(), etag)
@@ -321,6 +323,28 @@ class PartitionLog:
             raise CorruptManifest(
                 f"refusing to write an invalid manifest to {self.store.location(self.manifest_key)}: "
                 f"{'; '.join(problems)} (a lakecleaner bug: please report it)"
+            )
+
+    def refuse_transition(self, current: Manifest, updated: Manifest) -> None:
+        """Never commit a step backwards (pyiceberg's commit requirements, DESIGN section 3): the
+        version is the current one + 1, and the next offset, the log start offset and the cleaner
+        checkpoint never decrease — the checkpoint may only be reset (None: the next cleaning maps
+        the partition from its log start, as Kafka resets a checkpoint it cannot use). `repair`
+        alone rewrites a partition otherwise, and it does not commit through here."""
+        problems = []
+        if updated.version != current.version + 1:
+            problems.append(f"version {current.version} -> {updated.version}")
+        for name in ("next_offset", "log_start_offset"):
+            before, after = getattr(current, name), getattr(updated, name)
+            if after < before:
+                problems.append(f"{name} {before} -> {after}")
+        before_checkpoint, after_checkpoint = current.cleaner_checkpoint, updated.cleaner_checkpoint
+        if before_checkpoint is not None and after_checkpoint is not None and after_checkpoint < before_checkpoint:
+            problems.append(f"cleaner_checkpoint {before_checkpoint} -> {after_checkpoint}")
+        if problems:
+            raise InvalidTransition(
+                f"refusing to commit {self.topic}-{self.partition} backwards ({'; '.join(problems)}); nothing was "
+                "written (a lakecleaner bug: please report it; `lakecleaner repair` is the one way to rewrite a log)"
             )
 
     def _read_back(self, commit_id: str, cause: BaseException | None = None) -> tuple[Manifest, str]:
