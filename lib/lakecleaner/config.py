@@ -428,6 +428,10 @@ class StorageSettings:
     max_attempts: int = 5
     backoff_base_ms: int = 100
     backoff_max_ms: int = 5000
+    # Attempts of a conditional write that lost a race to another writer (a manifest commit,
+    # offsets, the cleaner state), and the time limit of any retried operation (io/base.RetryPolicy).
+    commit_attempts: int = 50
+    retry_timeout_ms: int = 300_000
     delete_all_versions: bool = False
     # Requests in flight at once for metadata I/O (io/concurrent.py) and HTTP connections per client.
     max_concurrency: int = 64
@@ -589,6 +593,8 @@ def _parse_storage(raw: dict[str, Any], where: str, problems: list[str]) -> Stor
         ("max_attempts", 1),
         ("backoff_base_ms", 0),
         ("backoff_max_ms", 0),
+        ("commit_attempts", 1),
+        ("retry_timeout_ms", 1),
         ("max_concurrency", 1),
     ):
         if int_key in raw:

@@ -19,7 +19,7 @@ def open_store(uri: str, settings: StorageSettings | None = None) -> ObjectStore
     if uri.startswith("file://"):
         root = Path(uri[len("file://") :])
         root.mkdir(parents=True, exist_ok=True)
-        return LocalStore(root, RetryPolicy.from_settings(settings))
+        return LocalStore(root, RetryPolicy.from_settings(settings), RetryPolicy.for_commits(settings))
     raise StorageError("open", uri, "unsupported lake URI; use s3://bucket/prefix or file:///path")
 
 

@@ -57,26 +57,53 @@ class Transient(Exception):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter: attempt n sleeps up to min(max, base × 2^n)."""
+    """One policy for every retry (E4 of shared/STYLE.md): exponential backoff with full jitter
+    (attempt n sleeps up to min(max, base × 2^n)), at most `max_attempts` attempts and, all pauses
+    included, `timeout_s` seconds. Storage operations retry transient errors by
+    `lake.storage.max_attempts` / `backoff_*_ms`; conditional writes that lose a race to another
+    writer (a manifest commit, offsets, the cleaner state) by `lake.storage.commit_attempts`; both
+    within `lake.storage.retry_timeout_ms`. Each retry is logged with what was retried."""
 
     max_attempts: int = 5
     base_delay_s: float = 0.1
     max_delay_s: float = 5.0
+    timeout_s: float = 300.0
 
     @staticmethod
     def from_settings(settings: StorageSettings) -> RetryPolicy:
-        return RetryPolicy(settings.max_attempts, settings.backoff_base_ms / 1000, settings.backoff_max_ms / 1000)
+        """Transient storage errors."""
+        return RetryPolicy(
+            settings.max_attempts,
+            settings.backoff_base_ms / 1000,
+            settings.backoff_max_ms / 1000,
+            settings.retry_timeout_ms / 1000,
+        )
+
+    @staticmethod
+    def for_commits(settings: StorageSettings) -> RetryPolicy:
+        """Lost races of conditional writes: short pauses (another writer just committed), many tries."""
+        return RetryPolicy(settings.commit_attempts, 0.01, 0.5, settings.retry_timeout_ms / 1000)
 
     def delay(self, attempt: int) -> float:
-        return random.uniform(0, min(self.max_delay_s, self.base_delay_s * (2**attempt)))
+        return random.uniform(0, min(self.max_delay_s, self.base_delay_s * (2 ** min(attempt, 30))))
+
+    def next_delay(self, attempt: int, started: float) -> float | None:
+        """The pause after the failed attempt `attempt` (0-based) of an operation that started at
+        `started` (time.monotonic()), or None when its attempts or its time are spent."""
+        if attempt + 1 >= self.max_attempts:
+            return None
+        pause = self.delay(attempt)
+        return None if time.monotonic() - started + pause > self.timeout_s else pause
 
 
 class ObjectStore(ABC):
     """Read, write, list, delete and conditionally write objects under one lake root."""
 
-    def __init__(self, root_uri: str, retry: RetryPolicy) -> None:
+    def __init__(self, root_uri: str, retry: RetryPolicy, commit_retry: RetryPolicy | None = None) -> None:
         self.root_uri = root_uri.rstrip("/")
         self.retry_policy = retry
+        #: How writers that lost a race for a conditional write retry (`RetryPolicy.for_commits`).
+        self.commit_policy = commit_retry or RetryPolicy(50, 0.01, 0.5, retry.timeout_s)
         self._retries = 0
         self._retries_lock = threading.Lock()
 
@@ -92,31 +119,34 @@ class ObjectStore(ABC):
 
     # -- retry ------------------------------------------------------------------------------
     def _retrying(self, operation: str, key: str, fn: Callable[[], T]) -> T:
-        """Run `fn`, retrying transient errors with backoff; raise StorageError when out of attempts."""
-        last: BaseException | None = None
-        for attempt in range(self.retry_policy.max_attempts):
+        """Run `fn`, retrying transient errors by `retry_policy`; raise StorageError when its
+        attempts or its time are spent."""
+        started = time.monotonic()
+        attempt = 0
+        while True:
             try:
                 return self._classified(operation, key, fn)
             except Transient as exc:
-                last = exc
-                if attempt + 1 < self.retry_policy.max_attempts:
-                    with self._retries_lock:
-                        self._retries += 1
-                    log.warning(
-                        "%s %s failed (%s), attempt %d of %d; retrying",
+                pause = self.retry_policy.next_delay(attempt, started)
+                if pause is None:
+                    raise StorageError(
                         operation,
                         self.location(key),
-                        exc,
-                        attempt + 1,
-                        self.retry_policy.max_attempts,
-                    )
-                    time.sleep(self.retry_policy.delay(attempt))
-        raise StorageError(
-            operation,
-            self.location(key),
-            f"still failing after {self.retry_policy.max_attempts} attempts: {last}; "
-            "check that the storage endpoint is reachable",
-        )
+                        f"still failing after {attempt + 1} attempt(s) in {time.monotonic() - started:.1f} s: {exc}; "
+                        "check that the storage endpoint is reachable",
+                    ) from None
+                with self._retries_lock:
+                    self._retries += 1
+                log.warning(
+                    "%s %s failed (%s), attempt %d of %d; retrying",
+                    operation,
+                    self.location(key),
+                    exc,
+                    attempt + 1,
+                    self.retry_policy.max_attempts,
+                )
+                time.sleep(pause)
+                attempt += 1
 
     @abstractmethod
     def _classified(self, operation: str, key: str, fn: Callable[[], T]) -> T:
@@ -143,14 +173,14 @@ class ObjectStore(ABC):
     def replace(self, key: str, data: bytes, etag: str) -> str:
         """Write only if the current etag is `etag` (If-Match); raise ConditionFailed otherwise."""
 
-    def update(
-        self, key: str, change: Callable[[bytes | None], bytes | None], *, what: str, attempts: int = 50
-    ) -> bool:
+    def update(self, key: str, change: Callable[[bytes | None], bytes | None], *, what: str) -> bool:
         """Read the object (None when absent), and write `change(data)` with a conditional write:
-        create-if-absent, or replace-if-the-etag-read-matches; retried with jitter when another
-        writer got there first, `attempts` times at most (then ConcurrentModification naming
-        `what`). `change` returns None to write nothing. Returns whether it wrote."""
-        for _ in range(attempts):
+        create-if-absent, or replace-if-the-etag-read-matches; retried by `commit_policy` when
+        another writer got there first (then ConcurrentModification naming `what`). `change`
+        returns None to write nothing. Returns whether it wrote."""
+        started = time.monotonic()
+        attempt = 0
+        while True:
             try:
                 data: bytes | None
                 data, etag = self.read_with_etag(key)
@@ -166,8 +196,16 @@ class ObjectStore(ABC):
                     self.replace(key, updated, etag)
                 return True
             except ConditionFailed:
-                time.sleep(random.uniform(0, 0.05))
-        raise ConcurrentModification(f"{what}: lost {attempts} races in a row to other writers; retry later")
+                pause = self.commit_policy.next_delay(attempt, started)
+                if pause is None:
+                    raise ConcurrentModification(
+                        f"{what}: lost {attempt + 1} races in a row to other writers; retry later"
+                    ) from None
+                log.info(
+                    "%s: another writer changed %s first (attempt %d); retrying", what, self.location(key), attempt + 1
+                )
+                time.sleep(pause)
+                attempt += 1
 
     @abstractmethod
     def list(self, prefix: str) -> list[ObjectInfo]:

@@ -46,9 +46,11 @@ def etag_of(data: bytes) -> str:
 class LocalStore(ObjectStore):
     """Objects as files under `root`."""
 
-    def __init__(self, root: str | Path, retry: RetryPolicy | None = None) -> None:
+    def __init__(
+        self, root: str | Path, retry: RetryPolicy | None = None, commit_retry: RetryPolicy | None = None
+    ) -> None:
         self.root = Path(root).resolve()
-        super().__init__(f"file://{self.root}", retry or RetryPolicy())
+        super().__init__(f"file://{self.root}", retry or RetryPolicy(), commit_retry)
         self._fs = pafs.LocalFileSystem()
 
     def _path(self, key: str) -> Path:

@@ -124,7 +124,7 @@ class S3Store(ObjectStore):
     """Objects under s3://bucket/prefix."""
 
     def __init__(self, uri: str, settings: StorageSettings, retry: RetryPolicy | None = None) -> None:
-        super().__init__(uri, retry or RetryPolicy.from_settings(settings))
+        super().__init__(uri, retry or RetryPolicy.from_settings(settings), RetryPolicy.for_commits(settings))
         self.bucket, self.prefix = split_s3_uri(uri)
         region = settings.region or os.environ.get(ENV_AWS_REGION) or os.environ.get(ENV_AWS_DEFAULT_REGION)
         region = region or "us-east-1"

@@ -36,7 +36,7 @@ from lakecleaner.errors import (
     TopicNotFound,
 )
 from lakecleaner.faults import crash_point
-from lakecleaner.io import ObjectStore, RetryPolicy, UnfinishedWrite
+from lakecleaner.io import ObjectStore, UnfinishedWrite
 from lakecleaner.log.commits import write_commit_records
 from lakecleaner.log.manifest import Manifest, Segment, SegmentFile, new_commit_id
 from lakecleaner.log.records import BATCH_SCHEMA, SEGMENT_SCHEMA, Record, conform_batch, records_to_batch
@@ -52,11 +52,8 @@ from lakecleaner.log.segment_files import (
 
 log = logging.getLogger(__name__)
 
-#: How often a commit retries after losing a race before giving up.
-MAX_COMMIT_ATTEMPTS = 50
 #: Commit records written at once (a compaction adds a few files to a partition, an append one).
 RECORD_WRITERS = 8
-COMMIT_BACKOFF = RetryPolicy(max_attempts=MAX_COMMIT_ATTEMPTS, base_delay_s=0.01, max_delay_s=0.5)
 
 
 #: The folder that holds every topic's folder.
@@ -258,7 +255,8 @@ class PartitionLog:
         if self._references(current, wrote):  # before any write of this commit: only a repair puts them there
             raise adopted_by_repair(current)
         stale_start = known is not None
-        for attempt in range(MAX_COMMIT_ATTEMPTS):
+        policy, started, attempt = self.store.commit_policy, time.monotonic(), 0
+        while True:
             updated = change(current)
             if updated is None:
                 return current
@@ -278,10 +276,18 @@ class PartitionLog:
                 if stale_start:  # the manifest moved on since the caller read it: no race was lost
                     stale_start = False
                     continue
+                pause = policy.next_delay(attempt, started)
+                if pause is None:
+                    raise ConcurrentModification(
+                        f"partition {self.topic}-{self.partition}: lost {attempt + 1} commit races in a row; "
+                        "another writer is committing continuously — retry later (lake.storage.commit_attempts, "
+                        "retry_timeout_ms)"
+                    ) from None
                 log.info(
                     "%s: lost a commit race (attempt %d); retrying on version %d", self, attempt + 1, current.version
                 )
-                time.sleep(COMMIT_BACKOFF.delay(min(attempt, 6)))
+                time.sleep(pause)
+                attempt += 1
                 continue
             except StorageError as exc:
                 after, _ = self._read_back(commit_id, cause=exc)
@@ -291,10 +297,6 @@ class PartitionLog:
                 raise
             crash_point("commit.after_manifest_write")
             return self._acknowledged(updated, updated.version, commit_id, wrote)
-        raise ConcurrentModification(
-            f"partition {self.topic}-{self.partition}: lost {MAX_COMMIT_ATTEMPTS} commit races in a row; "
-            "another writer is committing continuously — retry later"
-        )
 
     @staticmethod
     def _references(manifest: Manifest, paths: Collection[str]) -> bool:
