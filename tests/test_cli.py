@@ -14,6 +14,7 @@ import pytest
 from lakecleaner.cleaner_state import Failure, mark_uncleanable
 from lakecleaner.config import parse_config
 from lakecleaner.lake import Lake
+from lakecleaner.log.records import Record
 
 
 def run(lake: Path, *args: str, stdin: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
@@ -349,3 +350,49 @@ def test_the_lake_uri_variable_stands_in_for_lake_without_a_config_file(tmp_path
     assert (tmp_path / "lake" / "topics" / "t" / "topic.json").is_file()
     listed = subprocess.run([*command, "--json", "topics", "list"], cwd=cwd, env=env, capture_output=True, text=True)
     assert json.loads(listed.stdout) == ["t"]
+
+
+def test_json_is_taken_after_the_command_as_before_it(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "t")
+    assert json.loads(run(tmp_path, "status", "--json").stdout) == json.loads(run(tmp_path, "--json", "status").stdout)
+    assert json.loads(run(tmp_path, "topics", "list", "--json").stdout) == ["t"]
+
+
+def test_if_not_exists_says_the_topic_exists_and_changes_nothing(tmp_path: Path) -> None:
+    assert "created topic t" in run(tmp_path, "topics", "create", "t", "--if-not-exists").stdout
+    again = run(tmp_path, "topics", "create", "t", "--if-not-exists", "--partitions", "5")
+    assert "topic t exists (1 partition(s)); nothing was changed" in again.stdout
+    assert json.loads(run(tmp_path, "--json", "topics", "create", "t", "--if-not-exists").stdout)["result"] == "exists"
+
+
+def test_produce_errors_are_one_error_line_and_exit_2(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "t")
+    proc = run(tmp_path, "produce", "--topic", "t", stdin='{"key": "a", "timestamp": "soon"}\n', ok=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: line 1: field timestamp")
+    assert "ISO 8601" in proc.stderr
+
+
+def test_produce_takes_iso_8601_timestamps_as_every_other_time(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "t")
+    line = '{"key": "a", "value": "1", "timestamp": "2026-11-27T10:00:00Z"}\n'
+    run(tmp_path, "produce", "--topic", "t", stdin=line)
+    record = json.loads(run(tmp_path, "consume", "--topic", "t", "--partition", "0").stdout)
+    assert record["timestamp"] == 1_795_773_600_000
+
+
+def test_consume_says_when_values_are_not_text_and_names_base64(tmp_path: Path) -> None:
+    lake = Lake.open(f"file://{tmp_path}")
+    lake.create_topic("t").partition(0).append([Record(b"k", b"\xff\xfe binary", 1), Record(b"j", b"text", 2)])
+    proc = run(tmp_path, "consume", "--topic", "t", "--partition", "0")
+    assert "1 record(s) (first at offset 0) hold bytes that are not UTF-8" in proc.stderr and "--base64" in proc.stderr
+    clean = run(tmp_path, "consume", "--topic", "t", "--partition", "0", "--base64")
+    assert clean.stderr == "" and json.loads(clean.stdout.splitlines()[0])["value"] == "//4gYmluYXJ5"
+
+
+def test_a_dry_run_of_retention_says_so_in_its_title(tmp_path: Path) -> None:
+    run(tmp_path, "topics", "create", "t", "--config", "retention.ms=1000", "--config", "segment.ms=1")
+    run(tmp_path, "produce", "--topic", "t", "--generate", "--records", "50", "--keys", "5")
+    dry = run(tmp_path, "retain", "--topic", "t", "--now", "2099-01-01T00:00:00Z", "--dry-run").stdout
+    assert "DRY RUN" in dry and "would delete" in dry and "nothing was deleted" in dry
+    real = run(tmp_path, "retain", "--topic", "t", "--now", "2099-01-01T00:00:00Z").stdout
+    assert "DRY RUN" not in real

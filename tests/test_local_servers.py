@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lakecleaner.config import spark_loopback_env
 from lakecleaner.engine.connect_server import ConnectServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,3 +43,21 @@ def test_a_connect_server_on_loopback_keeps_its_driver_there(
     assert ConnectServer(tmp_path, host=host).environment().get("SPARK_LOCAL_IP") == local_ip
     monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")  # the user's own choice wins
     assert ConnectServer(tmp_path, host=host).environment()["SPARK_LOCAL_IP"] == "10.1.2.3"
+
+
+@pytest.mark.parametrize(
+    ("master", "environ", "expected"),
+    [
+        ("local[*]", {}, {"SPARK_LOCAL_IP": "127.0.0.1"}),
+        ("local", {}, {"SPARK_LOCAL_IP": "127.0.0.1"}),
+        ("local[2]", {"SPARK_LOCAL_IP": "10.0.0.5"}, {}),  # the user's choice stands
+        ("spark://10.0.0.1:7077", {}, {}),  # a cluster's driver must be reachable from its executors
+        ("yarn", {}, {}),
+    ],
+)
+def test_a_local_spark_driver_stays_on_the_loopback_address(
+    master: str, environ: dict[str, str], expected: dict[str, str]
+) -> None:
+    """Issue #51: a local run warned "Your hostname … resolves to a loopback address … using
+    192.0.2.2 instead" and listened on that interface."""
+    assert spark_loopback_env(master, environ) == expected

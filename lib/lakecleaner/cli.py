@@ -4,6 +4,7 @@ for output scripts can parse. Errors print one clear message and exit with statu
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import functools
 import json
@@ -34,6 +35,7 @@ from lakecleaner.config import (
 )
 from lakecleaner.errors import ConfigError, InvalidRecord, LakeCleanerError
 from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.records import BATCH_SCHEMA, HEADER_TYPE
 from lakecleaner.log.repair import RepairAmbiguous, repair_partition
 from lakecleaner.policy.text import format_timestamp_ms
@@ -118,9 +120,16 @@ def topics() -> None:
 @pass_ctx
 def topics_create(ctx: Context, name: str, partitions: int | None, pairs: tuple[str, ...], if_not_exists: bool) -> None:
     """Create topic NAME and its partitions."""
+    existed = if_not_exists and name in ctx.lake.list_topics()
     topic = ctx.lake.create_topic(name, partitions, parse_config_pairs(pairs), exist_ok=if_not_exists)
+    done = "exists" if existed else "created"
     ctx.emit(
-        _describe(topic), lambda: console.print(f"created topic {topic.name} with {topic.partitions} partition(s)")
+        {**_describe(topic), "result": done},
+        lambda: console.print(
+            f"topic {topic.name} exists ({topic.partitions} partition(s)); nothing was changed"
+            if existed
+            else f"created topic {topic.name} with {topic.partitions} partition(s)"
+        ),
     )
 
 
@@ -226,7 +235,7 @@ def _json_lines(
         row = {
             "key": key,
             "value": _decode(raw.get("value"), binary, "value", line_no),
-            "timestamp": _whole_number(raw.get("timestamp"), "timestamp", line_no, 0, LONG_MAX),
+            "timestamp": _timestamp(raw.get("timestamp"), line_no),
             "headers": [{"key": str(k), "value": _decode(v, binary, "header", line_no)} for k, v in headers],
             "offset": _whole_number(raw.get("offset"), "offset", line_no, 0, LONG_MAX - 1),
         }
@@ -249,15 +258,24 @@ def _given_offsets(topic: str, partition: int, offsets: list[int | None]) -> lis
     return given
 
 
-def _whole_number(value: object, field: str, line_no: int, low: int, high: int) -> int | None:
+def _whole_number(value: object, field: str, line_no: int, low: int, high: int, also: str = "") -> int | None:
     """A JSON field that must be a whole number in [low, high] when present (null: absent)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise click.ClickException(
-            f"line {line_no}: field {field}={json.dumps(value)} must be a whole number from {low} to {high}"
+        raise InvalidRecord(
+            f"line {line_no}: field {field}={json.dumps(value)[:60]} must be a whole number from {low} to {high}{also}"
         )
     return value
+
+
+def _timestamp(value: object, line_no: int) -> int | None:
+    """A record's timestamp: epoch ms, or an ISO 8601 time as every other TIME the CLI takes."""
+    also = " (epoch ms) or an ISO 8601 time such as 2026-11-27T10:00:00Z"
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):  # else reported below, with the value as given
+            value = parse_time_ms(value)
+    return _whole_number(value, "timestamp", line_no, 0, LONG_MAX, also)
 
 
 @cli.command()
@@ -351,11 +369,35 @@ def consume(
     """Print a partition's records as JSON lines."""
     log = ctx.lake.topic(topic).partition(partition)
 
-    def enc(b: bytes | None) -> str | None:
+    lossy: list[int] = []
+
+    def enc(b: bytes | None, offset: int) -> str | None:
         if b is None:
             return None
-        return base64.b64encode(b).decode() if binary else b.decode(errors="replace")
+        if binary:
+            return base64.b64encode(b).decode()
+        try:
+            return b.decode()
+        except UnicodeDecodeError:
+            lossy.append(offset)
+            return b.decode(errors="replace")
 
+    try:
+        _print_records(log, from_offset, max_records, enc)
+    finally:
+        if lossy:
+            err_console.print(
+                f"note: {len(lossy)} record(s) (first at offset {lossy[0]}) hold bytes that are not UTF-8 text and "
+                "were printed with replacement characters; --base64 prints every byte",
+                markup=False,
+                highlight=False,
+            )
+
+
+def _print_records(
+    log: PartitionLog, from_offset: int | None, max_records: int | None, enc: Callable[[bytes | None, int], str | None]
+) -> None:
+    """The records as JSON lines, keys, values and header values through `enc`."""
     printed = 0
     for batch in log.iter_batches(from_offset, max_records=max_records):
         for row in batch.to_pylist():
@@ -366,9 +408,9 @@ def consume(
                     {
                         "offset": row["offset"],
                         "timestamp": row["timestamp"],
-                        "key": enc(row["key"]),
-                        "value": enc(row["value"]),
-                        "headers": [[h["key"], enc(h["value"])] for h in row["headers"] or []],
+                        "key": enc(row["key"], row["offset"]),
+                        "value": enc(row["value"], row["offset"]),
+                        "headers": [[h["key"], enc(h["value"], row["offset"])] for h in row["headers"] or []],
                         "delete_horizon_ms": row["delete_horizon_ms"],
                     }
                 )
@@ -657,7 +699,13 @@ def retain(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int
     data = {**report.to_dict(), "location": report.location}
 
     def human() -> None:
-        table = Table("part", "status", "deleted (rule: segments)", "bytes", "new log start", "held back by")
+        title = (
+            f"DRY RUN: retention of {topic} would do this (nothing was deleted or committed)"
+            if dry_run
+            else f"retention of {topic}"
+        )
+        deleted = "would delete (rule: segments)" if dry_run else "deleted (rule: segments)"
+        table = Table("part", "status", deleted, "bytes", "new log start", "held back by", title=title)
         for p in data["partitions"]:
             rules = ", ".join(f"{r}: {v['segments']}" for r, v in p["deleted_by_rule"].items()) or "-"
             deleted = sum(v["bytes"] for v in p["deleted_by_rule"].values())
@@ -1188,6 +1236,28 @@ class _progress:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
+
+
+def _json_after_the_command(group: click.Group) -> None:
+    """Every command takes `--json` after its name too (`lakecleaner status --json`), meaning what
+    it means before the command (`lakecleaner --json status`)."""
+
+    def set_json(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+        if value:
+            ctx.find_object(Context).as_json = True  # type: ignore[union-attr]  # set by `cli` for every command
+
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _json_after_the_command(command)
+        else:
+            command.params.append(
+                click.Option(
+                    ["--json"], is_flag=True, expose_value=False, is_eager=True, callback=set_json, help="Print JSON."
+                )
+            )
+
+
+_json_after_the_command(cli)
 
 
 def main() -> None:

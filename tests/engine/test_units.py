@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.sql import SparkSession
 
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.digest import RecordDigest
@@ -330,3 +331,10 @@ def test_key_order_keeps_each_keys_rows_together_even_when_hashes_collide(keys: 
     for key in set(keys):
         mine = [i for i in order.tolist() if keys[i] == key]
         assert mine == sorted(mine)
+
+
+@pytest.mark.classic_only
+def test_a_local_session_binds_the_loopback_address(spark: SparkSession) -> None:
+    """Issue #51: `build_session` on a local master keeps the driver on 127.0.0.1
+    (`config.spark_loopback_env`), not on the first interface Spark finds."""
+    assert spark.sparkContext.getConf().get("spark.driver.host") == "127.0.0.1"

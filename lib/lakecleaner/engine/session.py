@@ -11,7 +11,7 @@ from pyspark import SparkConf
 from pyspark.core.context import SparkContext
 from pyspark.sql import SparkSession
 
-from lakecleaner.config import SparkSettings
+from lakecleaner.config import SparkSettings, spark_loopback_env
 from lakecleaner.engine.workers import worker_conf
 from lakecleaner.spark_jobs import package_zip
 
@@ -42,6 +42,8 @@ def build_session(
     if not submitted.contains("spark.app.name"):
         builder = builder.appName(app_name)
     chosen = master or submitted.get("spark.master", settings.master)
+    for key, value in spark_loopback_env(chosen, os.environ).items():
+        os.environ.setdefault(key, value)  # read by the JVM pyspark starts for this session
     builder = builder.master(chosen)
     for key, value in session_conf(settings, submitted).items():
         builder = builder.config(key, value)

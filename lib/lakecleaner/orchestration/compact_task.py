@@ -34,7 +34,7 @@ from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 
-from lakecleaner.config import SparkSettings
+from lakecleaner.config import SparkSettings, spark_loopback_env
 from lakecleaner.spark_jobs import package_zip
 
 if TYPE_CHECKING:
@@ -224,7 +224,8 @@ class Compact(BaseOperator):
             target, self.application, self.arguments, name=self.name, conf=self.spark.conf, py_files=py_files
         )
         self._hook = SubprocessHook()
-        result = self._hook.run_command(command, env={**os.environ, **self.env})
+        env = {**os.environ, **self.env}
+        result = self._hook.run_command(command, env={**env, **spark_loopback_env(target.master, env)})
         if result.exit_code != 0:
             raise AirflowException(f"spark-submit exited with status {result.exit_code}: {result.output}")
 
