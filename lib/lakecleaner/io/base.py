@@ -132,7 +132,7 @@ class ObjectStore(ABC):
                     raise StorageError(
                         operation,
                         self.location(key),
-                        f"still failing after {attempt + 1} attempt(s) in {time.monotonic() - started:.1f} s: {exc}; "
+                        f"still failing after {attempt + 1} attempts: {exc} ({time.monotonic() - started:.1f} s); "
                         "check that the storage endpoint is reachable",
                     ) from None
                 with self._retries_lock:
