@@ -475,6 +475,7 @@ LYING_MANIFESTS = {
 }
 
 
+@pytest.mark.backends("local", "seaweedfs")  # what is parsed is the same on every store
 @pytest.mark.parametrize("lie", list(LYING_MANIFESTS))
 def test_a_manifest_whose_types_lie_is_one_line_and_repair_rebuilds_it(lake: Lake, lie: str) -> None:
     """Every lake-wide reader reports the partition in one line and goes on with the others; repair
