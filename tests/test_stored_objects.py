@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from lakecleaner.cleaner_state import CleanerState, LastRun, UncleanablePartition
 from lakecleaner.errors import CorruptCleanerState, CorruptManifest, CorruptOffsets
-from lakecleaner.lake import TopicMetadata
+from lakecleaner.lake import Lake, TopicMetadata
 from lakecleaner.log.manifest import Manifest, PendingDelete, Segment, SegmentFile
 from lakecleaner.offsets import CommittedOffset, GroupOffsets
 
@@ -180,3 +181,12 @@ def test_a_topic_json_naming_more_partitions_than_the_limit_is_refused() -> None
     huge = json.dumps({"name": "t", "partitions": 1_000_000_000, "config": {}}).encode()
     with pytest.raises(CorruptManifest, match="max_partitions_per_topic"):
         TopicMetadata.from_json(huge, "loc", "t", 10_000)
+
+
+def test_a_topic_of_more_partitions_than_the_limit_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """Issue #45: `topics create huge --partitions 1000000000` wrote topic.json, then died of
+    MemoryError after two minutes and left it behind."""
+    lake = Lake.open(f"file://{tmp_path}")
+    with pytest.raises(ValueError, match=r"lake\.max_partitions_per_topic"):
+        lake.create_topic("huge", partitions=1_000_000_000)
+    assert lake.list_topics() == [] and not (tmp_path / "topics" / "huge").exists()
