@@ -116,25 +116,25 @@ class TopicMetadataRepair:
 
 
 def _salvaged(data: bytes | None, config: LakeConfig, name: str) -> tuple[dict[str, object], int, bool]:
-    """What a damaged topic.json still says that can be trusted: its config overrides when they
+    """What a damaged topic.json still says that can be trusted, read with the same strict decoder
+    and override rules as a sound one (`TopicMetadata.from_json`): its config overrides when they
     are a valid set for the topic, its creation time when it is an integer; and whether the
     overrides were kept (False: there were none to read, or they were dropped)."""
     try:
-        raw = json.loads(data) if data is not None and len(data) < 1 << 20 else None
-    except (ValueError, RecursionError):
-        raw = None
-    if not isinstance(raw, dict):
+        f = load_object(data or b"", max_bytes=1 << 20, fractions=True)
+    except Malformed:
         return {}, 0, False
-    created = raw.get("created_ms")
-    created = created if type(created) is int and created > 0 else 0
-    overrides = raw.get("config")
-    if not isinstance(overrides, dict):
-        return {}, created, False
     try:
+        created = f.integer("created_ms", default=0)
+    except Malformed:
+        created = 0
+    try:
+        fields = f.object("config")
+        overrides = {k: _override(fields, k) for k in fields.names()}
         config.topic_config(name, overrides)
-    except (LakeCleanerError, ValueError, TypeError):
+    except (Malformed, LakeCleanerError, ValueError):
         return {}, created, False
-    return dict(overrides), created, True
+    return overrides, created, True
 
 
 @dataclass(frozen=True)
