@@ -71,7 +71,7 @@ from lakecleaner.engine import EngineOptions, RunReport, compact_topic, requests
 from lakecleaner.engine.session import build_session, connect_session
 from lakecleaner.engine.sparkio import parallelism
 from lakecleaner.lake import Lake, Topic
-from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.segment_files import COMPRESSION, ROW_GROUP_SIZE
 from lakecleaner.workload import WorkloadSpec, generate
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from lakecleaner.config import load_config
 from lakecleaner.lake import Lake
-from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.segment_files import encode_segment_file, read_file_meta, read_segment_file
 from tests.engine.helpers import unreferenced_files
 

@@ -20,8 +20,8 @@ from lakecleaner.config import TopicSpec
 from lakecleaner.engine.spill import spill_path, write_spill
 from lakecleaner.lake import Lake
 from lakecleaner.log.commits import CommitRecord
+from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.leases import lease_key
-from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.records import Record
 from lakecleaner.log.segment_files import new_segment_path
 from lakecleaner.policy.erasure import (

@@ -539,3 +539,21 @@ def test_damaged_cleaner_state_offsets_and_leases_hold_back_only_what_they_descr
     (obj,) = [o for o in lake.store.list(topic.partition(0).prefix + "_staging/") if o.key == key]
     assert [x.run_id for x in live_leases(lake.store, [obj], wall_now_ms=obj.mtime_ms + 1)] == ["r"]
     assert live_leases(lake.store, [obj], wall_now_ms=obj.mtime_ms + LEASE_TTL_MS + 1) == []  # not until 5138
+
+
+def test_a_topic_json_naming_partitions_storage_lacks_reads_only_those_found_and_says_so_once(lake: Lake) -> None:
+    three_partitions(lake)
+    stored = json.loads(lake.store.read("topics/cdc/topic.json"))
+    lake.store.write("topics/cdc/topic.json", json.dumps({**stored, "partitions": 300}).encode())
+    read = lake.topic("cdc").read_manifests()
+    assert sorted(read.manifests) == [0, 1, 2] and sorted(read.failures) == list(range(3, 300))
+    assert len({id(reason) for reason in read.failures.values()}) == 1  # one shared line, not 297
+    assert "topics create cdc --if-not-exists" in read.failures[3]
+    assessment = tasks.assess(lake.config, "cdc", T0, {"force": True})
+    assert list(assessment["unreadable"]) == ["3..299"], assessment
+    assert assessment["selected"] == [0, 1, 2], assessment["reasons"]
+    assert tasks.failures({"assess": assessment})[0].startswith("partitions 3..299 could not be read")
+    status = run_cli_lake(lake, "status", "--topic", "cdc")
+    assert status.returncode == 1 and status.stderr.count("FAILED") == 1 and "cdc-3..299: FAILED" in status.stderr
+    lake.create_topic("cdc", exist_ok=True)  # the fix the line names
+    assert not lake.topic("cdc").read_manifests().failures

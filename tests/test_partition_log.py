@@ -201,6 +201,7 @@ def test_an_append_at_offsets_the_writer_chose_keeps_them_with_gaps(lake: Lake) 
         ([9, 8], r"strictly increasing, but offset 8 \(record 1\) follows 9"),
         ([6], "1 offsets given for 2 records"),
         ([-1, 6], "must not be negative"),
+        ([6, 2**63 - 1], "offset 9223372036854775807 is past the last a log can hold"),
     ],
 )
 def test_offsets_that_break_the_log_order_are_refused_and_nothing_is_written(
@@ -214,6 +215,20 @@ def test_offsets_that_break_the_log_order_are_refused_and_nothing_is_written(
         log.append(recs(2, prefix="n"), offsets=offsets, now_ms=NOW)
     assert log.manifest() == before
     assert lake.store.list(log.prefix + "segments/") == files
+
+
+def test_a_log_at_the_last_int64_offset_refuses_more_records_and_stays_readable(lake: Lake) -> None:
+    """Kafka's offsets are int64: the last record a log can hold is at 2^63 - 2, so that its next
+    offset (2^63 - 1) is still an offset. An append past it is refused and nothing is written;
+    the log keeps serving its records."""
+    log = lake.create_topic("mirror").partition(0)
+    log.append(recs(2), offsets=[2**63 - 3, 2**63 - 2], now_ms=NOW)
+    before = log.manifest()
+    assert before.next_offset == 2**63 - 1
+    with pytest.raises(InvalidRecord, match="is full: 1 more records would take its next offset past"):
+        log.append(recs(1, prefix="n"), now_ms=NOW)
+    assert log.manifest() == before
+    assert log.read(2**63 - 2).column("offset").to_pylist() == [2**63 - 2]
 
 
 def test_read_from_offset_and_out_of_range(lake: Lake) -> None:

@@ -13,8 +13,9 @@ import pytest
 from lakecleaner.errors import AdoptedByRepair, CorruptManifest, TopicNotFound
 from lakecleaner.faults import CRASH_EXIT_STATUS, on_crash_point
 from lakecleaner.io import ObjectInfo
-from lakecleaner.lake import Lake, topic_metadata_key
+from lakecleaner.lake import Lake
 from lakecleaner.log.commits import COMMITS, CommitRecord
+from lakecleaner.log.layout import topic_metadata_key
 from lakecleaner.log.leases import LEASE_TTL_MS, RunLeases, lease_expiry
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.records import Record

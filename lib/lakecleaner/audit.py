@@ -30,15 +30,10 @@ from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.commits import CommitRecord
+from lakecleaner.log.layout import MANIFEST_NAME, by_partition, partition_prefix, topic_prefix
 from lakecleaner.log.leases import LEASE_SUFFIX
 from lakecleaner.log.manifest import Manifest, Segment
-from lakecleaner.log.partition import (
-    MANIFEST_NAME,
-    by_partition,
-    partition_prefix,
-    topic_prefix,
-    unfinished_by_partition,
-)
+from lakecleaner.log.partition import unfinished_by_partition
 from lakecleaner.log.segment_files import check_schema
 from lakecleaner.offsets import OFFSETS_PREFIX
 from lakecleaner.policy.cleanable import first_dirty_offset

@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any, BinaryIO, TypeVar
@@ -34,7 +34,7 @@ from lakecleaner.config import (
     sample_config_text,
 )
 from lakecleaner.errors import ConfigError, InvalidRecord, LakeCleanerError
-from lakecleaner.lake import Lake, Topic
+from lakecleaner.lake import Lake, Topic, failure_runs, partitions_label
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.records import BATCH_SCHEMA, HEADER_TYPE
 from lakecleaner.log.repair import RepairAmbiguous, repair_partition
@@ -467,8 +467,8 @@ def show_status(ctx: Context, names: list[str]) -> None:
                     _age(r["active_segment_age_ms"]),
                     r["uncleanable"] or "",
                 )
-            for partition in failed[name]:
-                table.add_row(str(partition), "FAILED", *[""] * 7)
+            for first, last, _ in failure_runs(failed[name]):
+                table.add_row(partitions_label(first, last), "FAILED", *[""] * 7)
             console.print(table)
         if not result and not unopened:
             console.print("no topics in the lake")
@@ -478,7 +478,7 @@ def show_status(ctx: Context, names: list[str]) -> None:
     }
     as_json.update({name: [{"partition": None, "error": reason}] for name, reason in unopened.items()})
     ctx.emit(as_json, human)
-    failures = [(f"{name}-{p}", e) for name, errors in failed.items() for p, e in errors.items()]
+    failures = [line for name, errors in failed.items() for line in _unreadable(name, errors)]
     _exit_on_failures([(f"topic {name}", reason) for name, reason in unopened.items()] + failures)
 
 
@@ -637,7 +637,7 @@ def plan(
         {**result.to_dict(), "unreadable": {str(p): e for p, e in read.failures.items()}},
         lambda: console.print(render_topic_plan(result)),
     )
-    _exit_on_failures([(f"{topic}-{p}", e) for p, e in read.failures.items()])
+    _exit_on_failures(_unreadable(topic, read.failures))
 
 
 @cli.command()
@@ -670,7 +670,7 @@ def compact(
     plan_result = plan_topic(topic, read.manifests, t.config, {}, now, force=force, cleaner=cleaner)
     selected = plan_result.selection.selected
     requests = [r for p in selected if (r := requests_for(read.manifests[p], t.config, now))]
-    unreadable = [(f"{topic}-{p}", e) for p, e in read.failures.items()]
+    unreadable = _unreadable(topic, read.failures)
     if not requests:
         ctx.emit({"topic": topic, "partitions": []}, lambda: console.print(f"{topic}: no partition is due"))
         _exit_on_failures(unreadable)
@@ -788,6 +788,16 @@ def gc(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ..
 
     ctx.emit({**report.to_dict(), "location": report.location}, human)
     _exit_on_failures([(f"{topic}-{p.partition}", p.error) for p in report.failed])
+
+
+def _unreadable(topic: str, failures: Mapping[int, str]) -> list[tuple[str, str]]:
+    """A topic's unreadable partitions as failure lines: consecutive partitions that fail for the
+    same reason share one line (`orders-3..9999`), so a topic.json naming partitions storage does
+    not hold is one line, not one per partition."""
+    lines: list[tuple[str, str]] = []
+    for first, last, reason in failure_runs(failures):
+        lines.append((f"{topic}-{partitions_label(first, last)}", reason))
+    return lines
 
 
 def _exit_on_failures(failures: Sequence[tuple[str, str | None]]) -> None:

@@ -13,7 +13,6 @@ or `topics alter`) over the topic's `config:` in the YAML file, over the YAML's 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -25,21 +24,19 @@ from lakecleaner.errors import (
     CorruptManifest,
     LakeCleanerError,
     ObjectNotFound,
+    StorageError,
     TopicExists,
     TopicNotFound,
 )
 from lakecleaner.io import ObjectStore, open_store
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.io.strict_json import LONG_MAX, Fields, Malformed, load_object
+from lakecleaner.log.layout import TOPICS_PREFIX, partition_numbers, topic_metadata_key, topic_prefix
 from lakecleaner.log.manifest import Manifest
-from lakecleaner.log.partition import TOPICS_PREFIX, PartitionLog, topic_prefix
+from lakecleaner.log.partition import PartitionLog
 from lakecleaner.names import validate_partition, validate_topic_name
 from lakecleaner.offsets import OffsetStore
 from lakecleaner.reports import RUNS_PREFIX
-
-
-def topic_metadata_key(topic: str) -> str:
-    return f"{topic_prefix(topic)}topic.json"
 
 
 @dataclass(frozen=True)
@@ -150,6 +147,37 @@ class PartitionManifests:
     def known(self, partition: int) -> tuple[Manifest, str]:
         """The partition's manifest with its etag, for `PartitionLog.commit(known=)`."""
         return self.manifests[partition], self.etags[partition]
+
+
+def failure_runs(failures: Mapping[int, str]) -> list[tuple[int, int, str]]:
+    """(first, last, reason) for each run of consecutive partitions failing for the same reason,
+    so that readers show a topic.json naming partitions storage does not hold as one line."""
+    runs: list[tuple[int, int, str]] = []
+    for p in sorted(failures):
+        if runs and runs[-1][1] == p - 1 and runs[-1][2] == failures[p]:
+            runs[-1] = (runs[-1][0], p, failures[p])
+        else:
+            runs.append((p, p, failures[p]))
+    return runs
+
+
+def partitions_label(first: int, last: int) -> str:
+    """`3` for one partition, `3..9999` for a run of them."""
+    return str(first) if first == last else f"{first}..{last}"
+
+
+def _report_absent(topic: Topic, found: set[int], failures: dict[int, str]) -> None:
+    """Every partition topic.json names that has no folder in storage is a failure, all of them
+    sharing one message (one string, however many partitions), which names the fix."""
+    reason = (
+        f"topic.json names {topic.partitions} partitions but storage holds no folder for this one "
+        f"(found {len(found)}); if topic.json is wrong, correct it with `lakecleaner repair --topic {topic.name}` "
+        "after moving it aside, or recreate the missing partitions with `lakecleaner topics create "
+        f"{topic.name} --if-not-exists`"
+    )
+    for p in range(topic.partitions):
+        if p not in found:
+            failures[p] = reason
 
 
 class PartitionUnreadable(LakeCleanerError):
@@ -300,8 +328,7 @@ class Lake:
             except CorruptManifest:
                 pass
         folders = self.store.list_folders(topic_prefix(name))
-        found = [int(m.group(1)) for f in folders if (m := re.fullmatch(r"partition=(\d{1,9})", f))]
-        found = [p for p in found if p < self.config.max_partitions_per_topic]
+        found = [p for p in partition_numbers(folders) if p < self.config.max_partitions_per_topic]
         if not found:
             raise TopicNotFound(
                 f"topic {name} has no partition in {self.uri}: there is nothing to rebuild its topic.json from"
@@ -340,12 +367,24 @@ class Lake:
     def read_manifests_of(self, topics: Mapping[Topic, Iterable[int] | None]) -> dict[str, PartitionManifests]:
         """Every (or the given) partition's manifest of each topic, all read in one concurrent
         fan-out (a lake-wide view costs one round of requests, not one per topic). A partition
-        whose manifest cannot be read is in its topic's `failures` with the reason."""
-        work = [
-            (topic, p)
-            for topic, chosen in topics.items()
-            for p in (range(topic.partitions) if chosen is None else chosen)
-        ]
+        whose manifest cannot be read is in its topic's `failures` with the reason.
+
+        For a whole topic, its `partition=<p>/` folders are listed first (one delimited LIST per
+        thousand partitions) and only the partitions found are read: a partition count in
+        topic.json that storage does not back costs one shared failure line, not a request and
+        an error object per partition named (issue 45: a damaged or lying topic.json)."""
+        present = self._present_partitions([t for t, chosen in topics.items() if chosen is None])
+        out = {topic.name: PartitionManifests({}, {}, {}) for topic in topics}
+        work: list[tuple[Topic, int]] = []
+        for topic, chosen in topics.items():
+            if chosen is not None:
+                work.extend((topic, p) for p in chosen)
+                continue
+            found = present[topic.name]
+            named = range(topic.partitions)
+            work.extend((topic, p) for p in (named if found is None else sorted(found.intersection(named))))
+            if found is not None and len(found.intersection(named)) < len(named):
+                _report_absent(topic, found, out[topic.name].failures)
 
         def read(item: tuple[Topic, int]) -> tuple[Manifest, str] | LakeCleanerError:
             try:
@@ -353,7 +392,6 @@ class Lake:
             except LakeCleanerError as exc:
                 return exc
 
-        out = {topic.name: PartitionManifests({}, {}, {}) for topic in topics}
         for (topic, p), result in zip(work, map_ordered(read, work, self.config.storage.max_concurrency), strict=True):
             if isinstance(result, LakeCleanerError):
                 out[topic.name].failures[p] = str(result)
@@ -361,10 +399,32 @@ class Lake:
                 out[topic.name].manifests[p], out[topic.name].etags[p] = result
         return out
 
+    def _present_partitions(self, topics: list[Topic]) -> dict[str, set[int] | None]:
+        """The partitions each topic's folder holds in storage, by one listing per topic, read
+        concurrently; None for a topic whose listing failed (its partitions are then read one by
+        one, and each failure says why)."""
+
+        def listed(topic: Topic) -> set[int] | None:
+            try:
+                return set(partition_numbers(self.store.list_folders(topic_prefix(topic.name))))
+            except StorageError:
+                return None
+
+        found = map_ordered(listed, topics, self.config.storage.max_concurrency)
+        return {topic.name: result for topic, result in zip(topics, found, strict=True)}
+
     def list_topics(self) -> list[str]:
         """The topics in the lake: the folders under topics/, by one delimited listing (a folder
         without a readable topic.json is listed, and fails where it is opened, saying why)."""
         return list(self.store.list_folders(TOPICS_PREFIX))
 
 
-__all__ = ["RUNS_PREFIX", "Lake", "Topic", "TopicMetadata", "TopicMetadataRepair", "topic_metadata_key"]
+__all__ = [
+    "RUNS_PREFIX",
+    "Lake",
+    "Topic",
+    "TopicMetadata",
+    "TopicMetadataRepair",
+    "failure_runs",
+    "partitions_label",
+]

@@ -18,6 +18,7 @@ import pytest
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import load_config
 from lakecleaner.lake import Lake
+from tests.conftest import S3Endpoint
 from tests.dashboard.scene import build_scene, write_config
 from tests.local_airflow import LocalAirflow
 
@@ -35,10 +36,11 @@ class Scene:
         return Lake.open(load_config(self.config_path))
 
 
-def make_scene(directory: Path) -> Scene:
-    """A fresh scene lake in `directory`, planned around the current time (whole seconds)."""
+def make_scene(directory: Path, endpoint: S3Endpoint | None = None) -> Scene:
+    """A fresh scene lake in `directory` (or on `endpoint`), planned around the current time
+    (whole seconds)."""
     now_ms = wall_clock_ms() // 1000 * 1000
-    config_path = write_config(directory, directory / "lake")
+    config_path = write_config(directory, directory / "lake", endpoint)
     build_scene(config_path, now_ms)
     return Scene(config_path, now_ms)
 

@@ -9,6 +9,7 @@ groups (consumed retention deletes it), and billing's offset holds back the rest
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import yaml
@@ -17,6 +18,7 @@ from lakecleaner.config import load_config
 from lakecleaner.lake import Lake
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.records import Record
+from tests.conftest import S3Endpoint
 
 HOUR = 3_600_000
 MINUTE = 60_000
@@ -27,13 +29,26 @@ CHECKPOINT = 100
 ANALYTICS, BILLING = 450, 210
 
 
-def write_config(directory: Path, lake_dir: Path) -> Path:
-    """The scene's config file (schedules off: runs start only when a test triggers them)."""
+def write_config(directory: Path, lake_dir: Path, endpoint: S3Endpoint | None = None) -> Path:
+    """The scene's config file (schedules off: runs start only when a test triggers them): its
+    lake in `lake_dir`, or in a fresh prefix of `endpoint`'s bucket."""
     config = {
-        "lake": {
-            "uri": f"file://{lake_dir}",
-            "storage": {"access_key_id": ACCESS_KEY, "secret_access_key": SECRET_KEY, "region": "us-east-1"},
-        },
+        "lake": (
+            {
+                "uri": f"file://{lake_dir}",
+                "storage": {"access_key_id": ACCESS_KEY, "secret_access_key": SECRET_KEY, "region": "us-east-1"},
+            }
+            if endpoint is None
+            else {
+                "uri": f"s3://{endpoint.bucket}/{uuid.uuid4().hex[:12]}",
+                "storage": {
+                    "endpoint_url": endpoint.url,
+                    "access_key_id": endpoint.access_key,
+                    "secret_access_key": endpoint.secret_key,
+                    "region": "us-east-1",
+                },
+            }
+        ),
         "topics": {
             "customers": {
                 "partitions": 2,

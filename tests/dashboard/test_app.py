@@ -180,10 +180,13 @@ DAMAGE = {
 }
 
 
-def test_damaged_objects_are_one_error_each_and_every_page_still_answers(tmp_path: Path) -> None:
+@pytest.mark.backends("local", "seaweedfs")
+def test_damaged_objects_are_one_error_each_and_every_page_still_answers(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
     """Issue #45: whatever one object holds, the pages and the API answer 200, the damaged topic or
     partition or run says why, and the rest is shown."""
-    scene = make_scene(tmp_path)
+    scene = make_scene(tmp_path, None if backend == "local" else request.getfixturevalue("seaweedfs_endpoint"))
     lake = scene.lake
     for key, data in DAMAGE.items():
         lake.store.write(key, data)

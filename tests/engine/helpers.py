@@ -13,7 +13,7 @@ from lakecleaner.audit import holds_no_records
 from lakecleaner.config import LakeConfig
 from lakecleaner.engine import CompactionRequest, RunReport, compact_topic, requests_for
 from lakecleaner.lake import Lake, Topic
-from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.records import Record
 
 if TYPE_CHECKING:  # not at run time: fault hooks import this module inside Airflow's task processes

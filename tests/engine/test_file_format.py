@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from lakecleaner.engine.report import COMMITTED
 from lakecleaner.io import LocalStore
 from lakecleaner.lake import Lake, Topic
-from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.records import Record
 from tests.conftest import ALL_BACKENDS
 from tests.engine.helpers import compact, new_topic

@@ -12,7 +12,7 @@ from lakecleaner.audit import audit_key
 from lakecleaner.engine.report import COMMITTED, UNCLEANABLE
 from lakecleaner.errors import CorruptSegment
 from lakecleaner.lake import Lake
-from lakecleaner.log.partition import partition_prefix
+from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.segment_files import read_file_meta
 from lakecleaner.policy import plan_topic
 from tests.engine.helpers import compact, requests, rows, sealed_two_partitions, unreferenced_files

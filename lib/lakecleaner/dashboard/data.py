@@ -14,7 +14,7 @@ from typing import Any
 
 from lakecleaner.cleaner_state import CleanerState
 from lakecleaner.dashboard.runs import RunRecord
-from lakecleaner.lake import Lake
+from lakecleaner.lake import Lake, failure_runs, partitions_label
 from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.offsets import ConsumedPosition
 from lakecleaner.orchestration.naming import dag_id_of
@@ -118,7 +118,9 @@ def topic_overview(state: TopicState, runs: Sequence[RunRecord]) -> dict[str, An
         "dag_id": dag_id_of(plan.topic),
         "policy": ",".join(sorted(plan.config.cleanup_policy)),
         "partitions": len(manifests) + len(state.unreadable),
-        "unreadable_partitions": {str(p): reason for p, reason in sorted(state.unreadable.items())},
+        "unreadable_partitions": {
+            partitions_label(first, last): reason for first, last, reason in failure_runs(state.unreadable)
+        },
         "uncleanable_partitions": {
             str(p.partition): p.compaction.reason for p in plan.partitions if p.compaction.uncleanable
         },

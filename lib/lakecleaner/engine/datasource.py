@@ -36,8 +36,8 @@ from pyspark.sql.types import StructType
 from lakecleaner.config import ENV_S3_ENDPOINT, StorageSettings, parse_config
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.lake import Lake
+from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import SegmentFile
-from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.records import SEGMENT_SCHEMA
 from lakecleaner.log.segment_files import read_segment_file
 

@@ -53,8 +53,8 @@ from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import HASH, latest_per_key, order_table, source_columns, uses_hash
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
+from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import SegmentFile
-from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import FetchedFiles, read_segment_file
 
 #: Bytes a record is planned to take in a task's map before any is read. Kafka's entry is 24 bytes

@@ -56,8 +56,8 @@ from lakecleaner.engine.writer import OutputTarget, SegmentWriter
 from lakecleaner.errors import CorruptSegment, LakeCleanerError, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.base import ObjectInfo
+from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import SegmentFile
-from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES, FetchedFiles, read_segment_file, read_segment_row_groups
 
 UNCHANGED, REWRITTEN, CORRUPT, ERROR = "unchanged", "rewritten", "corrupt", "error"

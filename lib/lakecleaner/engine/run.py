@@ -82,9 +82,9 @@ from lakecleaner.faults import crash_point
 from lakecleaner.io.base import ObjectInfo
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.leases import RunLeases
 from lakecleaner.log.manifest import Manifest, Segment
-from lakecleaner.log.partition import partition_prefix
 from lakecleaner.log.segment_files import new_segment_path
 from lakecleaner.reports import new_run_id
 

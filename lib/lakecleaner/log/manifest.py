@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakecleaner.errors import CorruptManifest
-from lakecleaner.io.strict_json import Fields, Malformed, load_object
+from lakecleaner.io.strict_json import LONG_MAX, Fields, Malformed, load_object
 
 FORMAT_VERSION = 1
 #: A data file's path relative to its partition: a Parquet file directly inside `segments/`
@@ -345,6 +345,8 @@ class Manifest:
         if segs and segs[-1].next_offset != self.next_offset:
             out.append(f"last segment ends at {segs[-1].next_offset}, not at next_offset {self.next_offset}")
         low = segs[0].base_offset if segs else self.next_offset
+        if not 0 <= self.next_offset <= LONG_MAX:
+            out.append(f"next_offset {self.next_offset} is outside [0, {LONG_MAX}] (Kafka's offsets are int64)")
         if not low <= self.log_start_offset <= self.next_offset:
             out.append(f"log_start_offset {self.log_start_offset} is outside [{low}, {self.next_offset}]")
         return out

@@ -10,12 +10,11 @@ committing leaves the old log: the file is an orphan no manifest references, rem
 from __future__ import annotations
 
 import logging
-import re
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol, TypeAlias, TypeVar
+from typing import TypeAlias
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,7 +36,9 @@ from lakecleaner.errors import (
 )
 from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectStore, UnfinishedWrite
+from lakecleaner.io.strict_json import LONG_MAX
 from lakecleaner.log.commits import write_commit_records
+from lakecleaner.log.layout import MANIFEST_NAME, by_partition, partition_prefix, topic_prefix
 from lakecleaner.log.manifest import Manifest, Segment, SegmentFile, new_commit_id
 from lakecleaner.log.records import BATCH_SCHEMA, SEGMENT_SCHEMA, Record, conform_batch, records_to_batch
 from lakecleaner.log.segment_files import (
@@ -54,46 +55,6 @@ log = logging.getLogger(__name__)
 
 #: Commit records written at once (a compaction adds a few files to a partition, an append one).
 RECORD_WRITERS = 8
-
-
-#: The folder that holds every topic's folder.
-TOPICS_PREFIX = "topics/"
-
-
-def topic_prefix(topic: str) -> str:
-    """The folder of every object of a topic."""
-    return f"{TOPICS_PREFIX}{topic}/"
-
-
-#: A partition's manifest, relative to the partition's folder.
-MANIFEST_NAME = "manifest.json"
-
-
-def partition_prefix(topic: str, partition: int) -> str:
-    return f"{topic_prefix(topic)}partition={partition}/"
-
-
-_PARTITION_FOLDER = re.compile(r"partition=(\d+)/")
-
-
-class _Keyed(Protocol):
-    @property
-    def key(self) -> str: ...
-
-
-K = TypeVar("K", bound=_Keyed)
-
-
-def by_partition(topic: str, listed: Iterable[K]) -> dict[int, list[K]]:
-    """Listed things (objects, unfinished writes) under the topic's folder, by the partition whose
-    folder holds them; the others (topic.json) are left out."""
-    prefix = topic_prefix(topic)
-    found: dict[int, list[K]] = {}
-    for item in listed:
-        m = _PARTITION_FOLDER.match(item.key, len(prefix)) if item.key.startswith(prefix) else None
-        if m:
-            found.setdefault(int(m.group(1)), []).append(item)
-    return found
 
 
 def unfinished_by_partition(
@@ -147,6 +108,11 @@ def checked_offsets(offsets: Sequence[int], count: int, topic: str, partition: i
         raise InvalidRecord(f"{where}: an offset is missing; give every record an offset, or none")
     if count and pc.min(array).as_py() < 0:
         raise InvalidRecord(f"{where}: offsets must not be negative")
+    if count and pc.max(array).as_py() >= LONG_MAX:
+        raise InvalidRecord(
+            f"{where}: offset {LONG_MAX} is past the last a log can hold (Kafka's offsets are int64 and the log's "
+            f"next offset follows the last record's); nothing was written"
+        )
     if count > 1:
         steps = pc.subtract(array.slice(1), array.slice(0, count - 1))
         if pc.min(steps).as_py() <= 0:
@@ -398,6 +364,11 @@ class PartitionLog:
                 raise InvalidRecord(
                     f"partition {self.topic}-{self.partition}: offset {given[0].as_py()} is below the log's next "
                     f"offset {start}; appended offsets must be at least {start} (nothing was written)"
+                )
+            if given is None and start + table.num_rows > LONG_MAX:
+                raise InvalidRecord(
+                    f"partition {self.topic}-{self.partition} is full: {table.num_rows} more records would take its "
+                    f"next offset past {LONG_MAX} (Kafka's offsets are int64); nothing was written"
                 )
             column = pa.array(range(start, start + table.num_rows), pa.int64()) if given is None else given
             segments = list(manifest.segments)

@@ -16,7 +16,7 @@ from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.errors import LakeCleanerError, ObjectNotFound
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
-from lakecleaner.lake import Lake, PartitionManifests, Topic
+from lakecleaner.lake import Lake, PartitionManifests, Topic, failure_runs, partitions_label
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy import plan_topic
 from lakecleaner.policy.roll import apply_roll, plan_roll
@@ -102,8 +102,7 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
     lake = Lake.open(config)
     topic = lake.topic(topic_name)
     params = parse_run_params(raw_params, topic.partitions)
-    chosen = params.partitions or tuple(range(topic.partitions))
-    read = topic.read_manifests(chosen)
+    read = topic.read_manifests(params.partitions or None)
     unreadable = dict(read.failures)
     manifests = read.manifests
     rolled: list[int] = []
@@ -127,7 +126,7 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
         "rolled": rolled,
         "selected": selected,
         "reasons": reasons,
-        "unreadable": {str(p): reason for p, reason in sorted(unreadable.items())},
+        "unreadable": {partitions_label(first, last): reason for first, last, reason in failure_runs(unreadable)},
         "uncleanable": uncleanable,
         "metrics": plan.metrics.to_dict(),
     }
@@ -274,7 +273,7 @@ def failures(summary: Mapping[str, Any]) -> list[str]:
     if summary.get("assess") is None:
         out.append("the assessment failed; see the assess task's log")
     for partition, reason in ((summary.get("assess") or {}).get("unreadable") or {}).items():
-        out.append(f"partition {partition} could not be read: {reason}")
+        out.append(f"{'partitions' if '..' in partition else 'partition'} {partition} could not be read: {reason}")
     return out
 
 

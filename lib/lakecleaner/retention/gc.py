@@ -43,9 +43,10 @@ from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.commits import stale_records
+from lakecleaner.log.layout import by_partition, topic_prefix
 from lakecleaner.log.leases import LEASE_SUFFIX, live_leases
 from lakecleaner.log.manifest import Manifest
-from lakecleaner.log.partition import PartitionLog, by_partition, topic_prefix, unfinished_by_partition
+from lakecleaner.log.partition import PartitionLog, unfinished_by_partition
 from lakecleaner.reports import new_run_id, prune_runs, store_report
 
 ORPHAN_MIN_AGE_MS = 3_600_000
