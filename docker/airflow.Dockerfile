@@ -8,8 +8,10 @@
 #     (pyspark 4.x included, so the Spark driver in Airflow and the executors on the worker run
 #     the same Spark and Python);
 #   - the DAG file copied from the installed package into /opt/airflow/dags (Airflow's default
-#     dags_folder); the dashboard plugin is found through the package's `airflow.plugins` entry point.
-# Only the config file comes from the host (compose mounts ./config at /opt/lakecleaner/config).
+#     dags_folder), so the image runs the DAGs without compose; the dashboard plugin is found
+#     through the package's `airflow.plugins` entry point.
+# docker-compose.yml mounts the project's ./dags over /opt/airflow/dags and ./config at
+# /opt/lakecleaner/config: the DAG file and config a reader of the repository sees are the ones run.
 # Build context: the project root (docker compose build does this).
 
 ARG AIRFLOW_IMAGE=apache/airflow:3.3.2-python3.11

@@ -215,7 +215,9 @@ def test_compose_file_parses_and_shares_airflow_settings_through_an_anchor() -> 
     }
     for name in airflow:
         env = environment(services(compose)[name])
-        assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/airflow/dags", name  # the image copies the DAG file
+        assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/airflow/dags", name
+        mounts = services(compose)[name]["volumes"]
+        assert "./dags:/opt/airflow/dags:ro" in mounts and "./config:/opt/lakecleaner/config:ro" in mounts, name
         assert "AIRFLOW__CORE__PLUGINS_FOLDER" not in env, name  # the plugin comes by its entry point
         assert services(compose)[name]["image"] == compose["x-airflow-common"]["image"], name
 
