@@ -16,10 +16,10 @@ from pyspark.sql import SparkSession
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected, GateRules, _all_different
+from lakecleaner.engine.inputs import StalePlan, compaction_input, group_segments
 from lakecleaner.engine.keys import in_sorted, key_buckets, key_hash, key_order
 from lakecleaner.engine.offset_map import MapBudget, planned_buckets
 from lakecleaner.engine.offset_set import OffsetSet
-from lakecleaner.engine.plan import StalePlan, group_segments, plan_partition
 from lakecleaner.engine.recopy import RowCounts, clean_rows
 from lakecleaner.engine.requests import CompactionRequest, requests_for
 from lakecleaner.engine.versions import header_versions, latest_per_key, order_table
@@ -80,10 +80,10 @@ def test_grouping_is_greedy_by_bytes_and_keeps_big_segments_alone() -> None:
 def test_plan_rejects_a_first_uncleanable_offset_that_is_no_longer_a_boundary() -> None:
     m = manifest(seg(0, 10), seg(10, 20, sealed=False))
     with pytest.raises(StalePlan, match="not a segment boundary"):
-        plan_partition(m, CompactionRequest("t", 0, 0, 5, 5), 100)
+        compaction_input(m, CompactionRequest("t", 0, 0, 5, 5), 100)
     with pytest.raises(StalePlan, match="active segment"):
-        plan_partition(m, CompactionRequest("t", 0, 0, 20, 5), 100)
-    plan = plan_partition(manifest(seg(0, 10), seg(10, 20), start=12), CompactionRequest("t", 0, 0, 20, 5), 100)
+        compaction_input(m, CompactionRequest("t", 0, 0, 20, 5), 100)
+    plan = compaction_input(manifest(seg(0, 10), seg(10, 20), start=12), CompactionRequest("t", 0, 0, 20, 5), 100)
     assert [s.base_offset for s in plan.input_segments] == [10]
 
 
@@ -98,13 +98,13 @@ def test_pass_1_maps_the_dirty_section_and_streams_the_cleaned_one_past_it() -> 
     segments.append(Segment("new", 3 * million, 3 * million + 10_000, record_count=10_000, size_bytes=10, sealed=True))
     request = CompactionRequest("t", 0, 0, 3 * million + 10_000, 5)
     budget = MapBudget(buffer_bytes=million, load_factor=1.0)  # 25,000 records a map
-    mostly_clean = plan_partition(manifest(*segments, checkpoint=3 * million), request, 100)
+    mostly_clean = compaction_input(manifest(*segments, checkpoint=3 * million), request, 100)
     assert (mostly_clean.clean_end, mostly_clean.dirty_record_count) == (3 * million, 10_000)
     assert planned_buckets([mostly_clean], budget, parallelism=1) == {0: 1}
     assert planned_buckets([mostly_clean], budget, parallelism=2) == {0: budget.buckets(3 * million + 10_000)}
-    inside = plan_partition(manifest(*segments, checkpoint=2 * million + 5), request, 100)
+    inside = compaction_input(manifest(*segments, checkpoint=2 * million + 5), request, 100)
     assert (inside.clean_end, inside.dirty_record_count) == (2 * million, million + 10_000)
-    uncleaned = plan_partition(manifest(*segments), request, 100)
+    uncleaned = compaction_input(manifest(*segments), request, 100)
     assert (uncleaned.clean_end, uncleaned.dirty_record_count) == (0, 3 * million + 10_000)
     assert planned_buckets([uncleaned], budget, parallelism=1) == {0: budget.buckets(3 * million + 10_000)}
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lakecleaner.engine.plan import PartitionPlan
+from lakecleaner.engine.inputs import CompactionInput
 from lakecleaner.errors import ConcurrentModification
 from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.log.partition import adopted_by_repair
@@ -34,7 +34,7 @@ class InputsChanged(ConcurrentModification):
 
 def apply_compaction(
     current: Manifest,
-    plan: PartitionPlan,
+    plan: CompactionInput,
     outputs: Sequence[Segment],
     *,
     now_ms: int,

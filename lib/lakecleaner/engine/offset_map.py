@@ -15,7 +15,7 @@ they would pass the budget, and only then reduced to a row per key, so a bucket 
 is reduced once.
 
 As Kafka's cleaner does, the map holds the dirty section only: the cleaned section
-[log start, `PartitionPlan.clean_end`) holds each key once, so its rows are streamed past the map
+[log start, `CompactionInput.clean_end`) holds each key once, so its rows are streamed past the map
 (`_CleanProbe`) rather than added to it. A clean row whose key the map lacks is its key's winner;
 one whose key the map holds is reduced with the map's row of that key by the same rule (KIP-280:
 an older record may still win by its timestamp or version). A partition with a small dirty
@@ -44,9 +44,9 @@ from numpy.typing import NDArray
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import TopicConfig
+from lakecleaner.engine.inputs import CompactionInput
 from lakecleaner.engine.keys import bool_mask, key_buckets, key_hash, rows_where
 from lakecleaner.engine.offset_set import Members, OffsetSet
-from lakecleaner.engine.plan import PartitionPlan
 from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.spill import Spill, read_spill, spill_path, write_spill
 from lakecleaner.engine.storage import StoreSpec
@@ -95,7 +95,7 @@ def buckets_for(records: int, budget_bytes: int) -> int:
 class MapTask:
     """One key bucket of one partition over [low, high): the whole partition from its segment files
     (`files`, one bucket), or one bucket of several from the rows the scatter step wrote
-    (`spills`). Rows below `clean_end` belong to the cleaned section (`PartitionPlan.clean_end`)."""
+    (`spills`). Rows below `clean_end` belong to the cleaned section (`CompactionInput.clean_end`)."""
 
     topic: str
     partition: int
@@ -374,14 +374,14 @@ def _too_small(budget: MapBudget, topic: str, partition: int, buckets: int) -> s
     )
 
 
-def map_task(topic: str, plan: PartitionPlan, budget: MapBudget) -> MapTask:
+def map_task(topic: str, plan: CompactionInput, budget: MapBudget) -> MapTask:
     """The task of a partition whose map fits one bucket: every file of its range."""
     files = tuple(f for g in plan.groups for f in g.files)
     low, high = _range(plan)
     return MapTask(topic, plan.partition, plan.log_start_offset, low, high, plan.clean_end, files, 0, 1, budget.bytes)
 
 
-def planned_buckets(plans: Sequence[PartitionPlan], budget: MapBudget, parallelism: int) -> dict[int, int]:
+def planned_buckets(plans: Sequence[CompactionInput], budget: MapBudget, parallelism: int) -> dict[int, int]:
     """Each partition's key buckets: as many as the map of its dirty section needs at the planned
     entry size, or more, up to the share of `parallelism` the partition would leave idle, for
     large partitions (in buckets, pass 2 runs a task per group rather than one for the
@@ -396,7 +396,7 @@ def planned_buckets(plans: Sequence[PartitionPlan], budget: MapBudget, paralleli
     return {p.partition: bucketed(p, budget, planned[p.partition]) for p in plans}
 
 
-def bucketed(plan: PartitionPlan, budget: MapBudget, buckets: int) -> int:
+def bucketed(plan: CompactionInput, budget: MapBudget, buckets: int) -> int:
     """The buckets of a partition whose map wants `buckets`: one task streams the cleaned section
     past a map that fits; in key buckets, each bucket holds its share of every row spilled, the
     cleaned section's too, so there are enough buckets for all of them to fit."""
@@ -404,7 +404,7 @@ def bucketed(plan: PartitionPlan, budget: MapBudget, buckets: int) -> int:
 
 
 def scatter_tasks(
-    topic: str, plan: PartitionPlan, buckets: int, budget: MapBudget, parallelism: int, run_id: str
+    topic: str, plan: CompactionInput, buckets: int, budget: MapBudget, parallelism: int, run_id: str
 ) -> list[ScatterTask]:
     """A partition's files in consecutive chunks, each small enough to be held and split at once,
     and at least one per core where the files allow."""
@@ -423,7 +423,9 @@ def scatter_tasks(
     return tasks
 
 
-def _scatter_task(topic: str, plan: PartitionPlan, files: list[SegmentFile], buckets: int, run_id: str) -> ScatterTask:
+def _scatter_task(
+    topic: str, plan: CompactionInput, files: list[SegmentFile], buckets: int, run_id: str
+) -> ScatterTask:
     return ScatterTask(topic, plan.partition, plan.log_start_offset, tuple(files), buckets, spill_path(run_id, "map"))
 
 
@@ -432,7 +434,7 @@ def build_offset_map(
     spec: StoreSpec,
     topic: str,
     config: TopicConfig,
-    plans: Sequence[PartitionPlan],
+    plans: Sequence[CompactionInput],
     buckets: dict[int, int],
     budget: MapBudget,
     *,
@@ -465,7 +467,7 @@ def _scatter_and_map(
     topic: str,
     config: TopicConfig,
     scatters: list[ScatterTask],
-    plans: dict[int, PartitionPlan],
+    plans: dict[int, CompactionInput],
     buckets: dict[int, int],
     budget: MapBudget,
     result: OffsetMap,
@@ -547,7 +549,7 @@ def _scatter(
     return spills, malformed
 
 
-def _range(plan: PartitionPlan) -> tuple[int, int]:
+def _range(plan: CompactionInput) -> tuple[int, int]:
     """The offsets [low, high) the partition's groups span."""
     return plan.groups[0].base_offset, plan.groups[-1].next_offset
 

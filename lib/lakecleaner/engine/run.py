@@ -39,6 +39,7 @@ from lakecleaner.config import (
 )
 from lakecleaner.engine.commit import InputsChanged, apply_compaction
 from lakecleaner.engine.gate_rows import GateOutcome, GateTask, gate_buckets
+from lakecleaner.engine.inputs import CompactionInput, Group, StalePlan, compaction_input
 from lakecleaner.engine.offset_map import (
     MapBudget,
     bucketed,
@@ -48,7 +49,6 @@ from lakecleaner.engine.offset_map import (
     planned_buckets,
 )
 from lakecleaner.engine.offset_set import OffsetSet
-from lakecleaner.engine.plan import Group, PartitionPlan, StalePlan, plan_partition
 from lakecleaner.engine.quality import CLEAN_KEYS_ONCE, UncleanableSegment, run_gate
 from lakecleaner.engine.recopy import (
     CORRUPT,
@@ -115,7 +115,7 @@ class EngineOptions:
 class _Partition:
     """A partition still in the run: its plan, staged output and report."""
 
-    plan: PartitionPlan
+    plan: CompactionInput
     report: PartitionReport
     tasks: list[RecopyTask] = field(default_factory=list)
     results: list[GroupResult] = field(default_factory=list)
@@ -220,7 +220,7 @@ class _Run:
                 manifest = found[0]
                 self.planned[request.partition] = manifest
                 report.manifest_version_before = manifest.version
-                plan = plan_partition(manifest, request, self.config.segment_bytes)
+                plan = compaction_input(manifest, request, self.config.segment_bytes)
             except StalePlan as exc:
                 report.status, report.message = ABORTED, str(exc)
                 continue
@@ -335,7 +335,7 @@ class _Run:
         state.outputs = [self._outputs(g, r) for g, r in zip(state.plan.groups, state.results, strict=True)]
         self._count(state)
 
-    def _task(self, index: int, plan: PartitionPlan, group: Group) -> RecopyTask:
+    def _task(self, index: int, plan: CompactionInput, group: Group) -> RecopyTask:
         target = OutputTarget(
             topic=self.topic.name,
             partition=plan.partition,

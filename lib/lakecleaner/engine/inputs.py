@@ -1,4 +1,6 @@
-"""A partition's compaction plan: the input segments of [log start, U) and their groups.
+"""A partition's compaction input: the segments of [log start, U) and the groups they are
+rewritten in (`CompactionInput`; the policy's decision of whether and how far to compact is
+`policy.plan.PartitionPlan`, a different thing).
 
 Grouping is Kafka's `groupSegmentsBySize` without the index-size limits (DESIGN section 4):
 consecutive segments are grouped greedily while their summed bytes stay ≤ segment.bytes, and
@@ -72,7 +74,7 @@ class Group:
 
 
 @dataclass(frozen=True)
-class PartitionPlan:
+class CompactionInput:
     """What one pass does to one partition: the manifest it read and the groups of [log start, U)."""
 
     request: CompactionRequest
@@ -136,7 +138,7 @@ def group_segments(segments: Sequence[Segment], max_bytes: int) -> list[tuple[Se
     return groups
 
 
-def plan_partition(manifest: Manifest, request: CompactionRequest, segment_bytes: int) -> PartitionPlan:
+def compaction_input(manifest: Manifest, request: CompactionRequest, segment_bytes: int) -> CompactionInput:
     """The plan for `request` on `manifest` (the manifest may be newer than the request's: appends
     and rolls after U do not matter). Raises StalePlan when U is no longer a segment boundary or
     lies past the base of the active segment, which is never cleaned."""
@@ -153,4 +155,4 @@ def plan_partition(manifest: Manifest, request: CompactionRequest, segment_bytes
     start = manifest.log_start_offset
     inputs = [s for s in manifest.segments if s.next_offset > start and s.base_offset < u]
     groups = tuple(Group(g) for g in group_segments(inputs, segment_bytes))
-    return PartitionPlan(request, manifest, groups)
+    return CompactionInput(request, manifest, groups)
