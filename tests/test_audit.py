@@ -261,7 +261,7 @@ WRITERS = {
     ("orchestration/tasks.py", "summarise"): ("lake", "_lakecleaner/runs/users/r/summary.json"),
     ("retention/executor.py", "retain_topic"): ("lake", "_lakecleaner/runs/users/r/retention.json"),
     ("retention/gc.py", "gc_topic"): ("lake", "_lakecleaner/runs/users/r/gc.json"),
-    ("cli.py", "demo"): ("lake", "_lakecleaner/report.html"),
+    ("cli/demo.py", "demo"): ("lake", "_lakecleaner/report.html"),
     ("demo.py", "mark_sample_topics"): ("lake", "_lakecleaner/demo.json"),
 }
 

@@ -1,0 +1,5 @@
+"""`python -m lakecleaner.cli`."""
+
+from lakecleaner.cli.main import main
+
+main()

@@ -1,0 +1,123 @@
+"""`lakecleaner demo`: the main job on the embedded default (local lake, Spark local, Airflow on SQLite)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from lakecleaner.cli.base import Context, cli, pass_ctx
+from lakecleaner.cli.output import console, err_console
+from lakecleaner.cli.setup import write_sample_config
+from lakecleaner.cli.status import show_status
+from lakecleaner.clock import wall_clock_ms
+from lakecleaner.config import (
+    LOCAL_CONFIG,
+    find_config,
+)
+from lakecleaner.errors import LakeCleanerError
+
+
+@cli.command()
+@click.option("--records", default=200_000, show_default=True, help="Records in the CDC topic.")
+@click.option(
+    "--airflow-home",
+    default="airflow_home",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the embedded Airflow keeps its SQLite database and logs.",
+)
+@click.option("--no-airflow", is_flag=True, help="Only build the sample topics and show their status.")
+@click.option(
+    "--reset",
+    is_flag=True,
+    help="Delete and rebuild the sample topics even in a lake that holds what the demo did not create "
+    "(other topics and every consumer group's offsets are still left alone).",
+)
+@click.option(
+    "--spark-remote",
+    help="Run the compact tasks on this Spark Connect server (sc://host:port; the Airflow connection "
+    "spark_lakecleaner becomes a spark_connect one) instead of spark-submit to local Spark.",
+)
+@pass_ctx
+def demo(
+    ctx: Context, records: int, airflow_home: str, no_airflow: bool, reset: bool, spark_remote: str | None
+) -> None:
+    """The main job: build the sample topics, run both topics' DAGs in Airflow, summarise.
+
+    Without a config file (--config, $LAKECLEANER_CONFIG, ./lakecleaner.yaml) it writes the sample
+    one to ./lakecleaner.yaml first and says so (--lake still chooses the lake). It rebuilds the
+    sample topics of an earlier demo; in a lake that holds anything else it changes nothing unless
+    told --reset."""
+    from lakecleaner import demo as job
+
+    if find_config(ctx.config_path) is None:
+        sample = write_sample_config(Path(LOCAL_CONFIG))
+        err_console.print(f"wrote the sample config to {sample}", markup=False, highlight=False)
+    job.check_sample_topics(ctx.config)
+    lake = ctx.lake
+    foreign = job.foreign_content(lake)
+    if foreign and not reset:
+        raise LakeCleanerError(
+            f"the lake {lake.uri} holds what no demo created: {'; '.join(foreign[:5])}"
+            f"{f' (and {len(foreign) - 5} more)' if len(foreign) > 5 else ''}. The demo would delete and rebuild "
+            f"the sample topics {job.CDC_TOPIC} and {job.EVENTS_TOPIC} ({job.sample_object_count(lake)} objects) "
+            "and their run reports. Nothing was changed: point it at a lake of its own (--lake file:///tmp/demo-lake), "
+            "or pass --reset to rebuild the sample topics here (other topics and every consumer group's offsets are "
+            "left alone)"
+        )
+    job.reset_sample_topics(lake)
+    sizes = job.DemoSizes(cdc_records=records, cdc_keys=max(1, records // 10), event_records=max(1, records // 2))
+    now = wall_clock_ms() // job.HOUR_MS * job.HOUR_MS
+    err_console.print(f"lake: {lake.uri}")
+    written = job.build_sample_topics(lake, sizes, now_ms=now)
+    err_console.print(f"produced {written}")
+    if no_airflow:
+        show_status(ctx, [job.CDC_TOPIC, job.EVENTS_TOPIC])
+        return
+    before = {t: job.topic_snapshot(lake, t) for t in (job.CDC_TOPIC, job.EVENTS_TOPIC)}
+    _run_demo_dags(ctx, Path(airflow_home).resolve(), now, spark_remote)
+    after = {t: job.topic_snapshot(lake, t) for t in before}
+    runs = {t: job.run_summaries(lake, t) for t in before}
+    sections = {t: job.summary_rows(before[t], after[t], runs[t]) for t in before}
+    for topic, rows in sections.items():
+        table = Table("figure", "before → after", title=f"topic {topic}")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    page = job.render_html(lake.uri, sections, runs)
+    lake.store.write("_lakecleaner/report.html", page.encode())
+    console.print(f"HTML report: {lake.store.location('_lakecleaner/report.html')}", markup=False)
+
+
+def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str | None) -> None:
+    """Both DAGs at now and two hours later (tombstones stamped in the first run expire in the second)."""
+    from lakecleaner import demo as job
+    from lakecleaner.orchestration.compact_task import connection_of_url
+    from lakecleaner.orchestration.local import DagRunRequest, DagRunResult, prepare_airflow, run_dags
+
+    config_path = Path(ctx.config.source).resolve()
+    env = {"LAKECLEANER_LAKE_URI": ctx.lake.uri}
+    if spark_remote:
+        env["AIRFLOW_CONN_SPARK_LAKECLEANER"] = json.dumps(connection_of_url(spark_remote))
+        err_console.print("compact tasks: on the Spark Connect server of --spark-remote")
+    airflow_home.mkdir(parents=True, exist_ok=True)
+    err_console.print(f"airflow: {airflow_home} (SQLite)")
+    prepare_airflow(airflow_home, config_path)
+    requests = [
+        DagRunRequest(f"lakecleaner__{topic}", job.iso(when))
+        for when in (now, now + 2 * job.HOUR_MS)
+        for topic in (job.CDC_TOPIC, job.EVENTS_TOPIC)
+    ]
+    err_console.print(f"running {len(requests)} DAG runs, one after another ...")
+
+    def ended(request: DagRunRequest, result: DagRunResult) -> None:
+        tasks = ", ".join(f"{t}={s}" for t, s in sorted(result.tasks.items()))
+        err_console.print(f"  {request.dag_id} for {request.logical_date}: {result.state}: {tasks}")
+
+    results = run_dags(airflow_home, config_path, requests, env=env, on_result=ended)
+    if results[-1].state != "success":  # the runs stop at the first that fails
+        failed = requests[len(results) - 1]
+        raise LakeCleanerError(f"the DAG run {failed.dag_id} failed; its log:\n{results[-1].log[-3000:]}")

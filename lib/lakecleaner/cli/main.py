@@ -1,0 +1,94 @@
+"""The entry point: every command registered, `--json` accepted after each, and errors turned
+into one clear line and an exit status."""
+
+from __future__ import annotations
+
+import click
+
+from lakecleaner.cli import audit, cleaning, demo, offsets, records, setup, status, topics, uncleanable  # noqa: F401  (they register their commands)
+from lakecleaner.cli.base import Context, cli
+from lakecleaner.errors import ConfigError, LakeCleanerError
+from lakecleaner.process import exit_flushed
+
+
+def _json_after_the_command(group: click.Group) -> None:
+    """Every command takes `--json` after its name too (`lakecleaner status --json`), meaning what
+    it means before the command (`lakecleaner --json status`)."""
+
+    def set_json(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+        if value:
+            ctx.find_object(Context).as_json = True  # type: ignore[union-attr]  # set by `cli` for every command
+
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _json_after_the_command(command)
+        else:
+            command.params.append(
+                click.Option(
+                    ["--json"], is_flag=True, expose_value=False, is_eager=True, callback=set_json, help="Print JSON."
+                )
+            )
+
+
+_json_after_the_command(cli)
+
+
+def main() -> None:
+    """Entry point: run the CLI, turning the project's errors into one clear message and exit 2;
+    the process ends by `process.exit_flushed` (every command's I/O is done when it returns: its
+    thread pools wait for their work)."""
+    exit_flushed(_run())
+
+
+def _run() -> int:
+    """The CLI's exit status, its errors reported."""
+    try:
+        result = cli.main(standalone_mode=False)
+    except SystemExit as exc:  # a command's own sys.exit (failed partitions: 1)
+        return _status(exc.code)
+    except click.exceptions.Abort:
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except ConfigError as exc:
+        click.echo("configuration error:", err=True)
+        for problem in exc.problems:
+            click.echo(f"  - {problem}", err=True)
+        return 2
+    except (LakeCleanerError, ValueError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        return 2
+    except ModuleNotFoundError as exc:
+        extra = extra_providing(exc.name)
+        if extra is None:
+            raise
+        click.echo(f"error: this command needs {exc.name}: pip install 'lakecleaner[{extra}]'", err=True)
+        return 2
+    return result if isinstance(result, int) else 0  # click returns an Exit's code (--help: 0)
+
+
+def _status(code: object) -> int:
+    """The exit status of a SystemExit's code, as the interpreter would make it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    click.echo(str(code), err=True)
+    return 1
+
+
+#: The package extra that brings each optional top-level module (pyproject.toml).
+EXTRAS = {
+    "pyspark": "spark",
+    "great_expectations": "quality",
+    "pandas": "quality",
+    "airflow": "airflow",
+    "fastapi": "airflow",
+    "jinja2": "airflow",
+}
+
+
+def extra_providing(module: str | None) -> str | None:
+    """The extra to install for a missing module, if it is one an extra brings."""
+    return EXTRAS.get((module or "").split(".")[0])

@@ -1,0 +1,121 @@
+"""`lakecleaner init`, `paths`, `airflow setup` and `connect-server`: setting lakecleaner up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from lakecleaner.cli.base import Context, cli, parse_config_pairs, pass_ctx
+from lakecleaner.cli.output import console
+from lakecleaner.config import (
+    LOCAL_CONFIG,
+    find_config,
+    sample_config_text,
+)
+
+
+@cli.group("airflow")
+def airflow_group() -> None:
+    """Prepare Airflow for the topics' DAGs."""
+
+
+@airflow_group.command("setup")
+@pass_ctx
+def airflow_setup(ctx: Context) -> None:
+    """Create or update what the DAGs need in Airflow (the compact tasks' pool); idempotent.
+
+    Run it after `airflow db migrate`, with Airflow's environment (AIRFLOW_HOME or the database
+    connection) and the config file the DAGs use."""
+    from lakecleaner.orchestration.airflow_setup import setup_airflow
+
+    done = setup_airflow(ctx.config)
+    ctx.emit(
+        done,
+        lambda: console.print(
+            f"Airflow is set up for lakecleaner: pool '{done['pool']}' with {done['pool_slots']} slot(s)", markup=False
+        ),
+    )
+
+
+# -- set-up ------------------------------------------------------------------------------------
+@cli.command()
+@click.argument("path", default=LOCAL_CONFIG, type=click.Path(dir_okay=False, path_type=Path))
+def init(path: Path) -> None:
+    """Write the sample config file to PATH (default ./lakecleaner.yaml), with its lake in a folder
+    `lake` beside it; an existing file is never overwritten."""
+    console.print(f"wrote the sample config to {write_sample_config(path)}", markup=False, highlight=False)
+
+
+@cli.command()
+@pass_ctx
+def paths(ctx: Context) -> None:
+    """Where the installed package keeps what a deployment points at: the spark-submit application,
+    the Airflow DAG folder, and the config file in use (if any)."""
+    from lakecleaner.orchestration.dags import dags_folder
+    from lakecleaner.spark_jobs import compact_topic_path
+
+    found = find_config(ctx.config_path)
+    data = {
+        "compact_job": str(compact_topic_path()),
+        "dags_folder": str(dags_folder()),
+        "config": None if found is None else str(found),
+    }
+    lines = "\n".join(f"{k}: {v}" for k, v in data.items())
+    ctx.emit(data, lambda: console.print(lines, markup=False, highlight=False))
+
+
+def write_sample_config(path: Path) -> Path:
+    """Write the sample config to `path` with an absolute lake URI (the folder `lake` beside it)."""
+    path = path.resolve()
+    if path.exists():
+        raise click.ClickException(f"{path} exists; remove it or choose another path")
+    lake = path.parent / "lake"
+    text = sample_config_text().replace("uri: file://./lake", f"uri: file://{lake}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# -- a Spark Connect server -------------------------------------------------------------------
+@cli.group("connect-server")
+def connect_server() -> None:
+    """A Spark Connect server for compaction runs (pyspark's bundled one, set up for lakecleaner)."""
+
+
+_SERVER_FOLDER = click.option(
+    "--folder",
+    default=".spark-connect",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the server keeps its logs and pid.",
+)
+
+
+@connect_server.command("start")
+@_SERVER_FOLDER
+@click.option("--port", default=15002, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for all).")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master the server runs on.")
+@click.option("--conf", "pairs", multiple=True, help="Extra Spark setting, key=value (repeatable).")
+@click.option("--foreground", is_flag=True, help="Run in this process's place (a container's main process).")
+def connect_server_start(
+    folder: Path, port: int, host: str, master: str, pairs: tuple[str, ...], foreground: bool
+) -> None:
+    """Start the server and wait until it listens; prints its URL (for spark.remote / --remote)."""
+    from lakecleaner.engine.connect_server import ConnectServer
+
+    conf = {key: str(value) for key, value in parse_config_pairs(pairs).items()}
+    server = ConnectServer(folder.resolve(), port=port, master=master, host=host, conf=conf)
+    if foreground:
+        server.run_foreground()
+    click.echo(server.start())
+
+
+@connect_server.command("stop")
+@_SERVER_FOLDER
+def connect_server_stop(folder: Path) -> None:
+    """Stop the server started with this folder."""
+    from lakecleaner.engine.connect_server import ConnectServer
+
+    ConnectServer(folder.resolve()).stop()

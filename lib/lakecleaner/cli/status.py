@@ -1,0 +1,175 @@
+"""`lakecleaner status`, `roll` and `repair`: what each partition holds, and mending it."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from typing import Any
+
+import click
+from rich.table import Table
+
+from lakecleaner.cli.base import Context, cli, exit_on_failures, pass_ctx, unreadable_lines
+from lakecleaner.cli.output import console, err_console, format_age, format_bytes
+from lakecleaner.clock import wall_clock_ms
+from lakecleaner.errors import LakeCleanerError
+from lakecleaner.lake import failure_runs, partitions_label
+from lakecleaner.log.repair import RepairAmbiguous, repair_partition
+from lakecleaner.status import partition_status
+
+
+@cli.command()
+@click.option("--topic", "names", multiple=True, help="Topics to show (default: all).")
+@pass_ctx
+def status(ctx: Context, names: tuple[str, ...]) -> None:
+    """A table per topic: segments, records, bytes, offsets, checkpoint and active segment age."""
+    show_status(ctx, list(names) or ctx.lake.list_topics())
+
+
+def show_status(ctx: Context, names: list[str]) -> None:
+    """Each topic's partitions; a partition that cannot be read is a FAILED row with the reason,
+    and a topic whose topic.json cannot be read one line; the others are shown, and the command
+    exits 1 at the end. A topic named that the lake does not hold is an error (exit 2)."""
+    now = wall_clock_ms()
+    topics, unopened = ctx.lake.read_topics(names)
+    if unopened:
+        present = set(ctx.lake.list_topics())
+        missing = [n for n in names if n in unopened and n not in present]
+        if missing:
+            raise LakeCleanerError(unopened[missing[0]])
+    reads = ctx.lake.read_manifests_of(dict.fromkeys(topics.values()))
+    states = ctx.lake.cleaner_state.read_many(list(topics), ctx.config.storage.max_concurrency)
+    result: dict[str, list[dict[str, Any]]] = {}
+    failed: dict[str, dict[int, str]] = {}
+    for name in topics:
+        read, marks, config = reads[name], states[name].uncleanable, topics[name].config
+        result[name] = [
+            asdict(partition_status(p, m, now, config, marks.get(p))) for p, m in sorted(read.manifests.items())
+        ]
+        failed[name] = read.failures
+
+    def human() -> None:
+        for name, rows in result.items():
+            table = Table(title=f"topic {name}")
+            for col in ("part", "segs", "records", "bytes", "log start", "next", "checkpoint", "active age"):
+                table.add_column(col, justify="right")
+            table.add_column("uncleanable")
+            for r in rows:
+                table.add_row(
+                    str(r["partition"]),
+                    str(r["segments"]),
+                    f"{r['records']:,}",
+                    format_bytes(r["bytes"]),
+                    str(r["log_start_offset"]),
+                    str(r["next_offset"]),
+                    "-" if r["cleaner_checkpoint"] is None else str(r["cleaner_checkpoint"]),
+                    format_age(r["active_segment_age_ms"]),
+                    r["uncleanable"] or "",
+                )
+            for first, last, _ in failure_runs(failed[name]):
+                table.add_row(partitions_label(first, last), "FAILED", *[""] * 7)
+            console.print(table)
+        if not result and not unopened:
+            console.print("no topics in the lake")
+
+    as_json: dict[str, list[dict[str, Any]]] = {
+        name: rows + [{"partition": p, "error": e} for p, e in failed[name].items()] for name, rows in result.items()
+    }
+    as_json.update({name: [{"partition": None, "error": reason}] for name, reason in unopened.items()})
+    ctx.emit(as_json, human)
+    failures = [line for name, errors in failed.items() for line in unreadable_lines(name, errors)]
+    exit_on_failures([(f"topic {name}", reason) for name, reason in unopened.items()] + failures)
+
+
+@cli.command()
+@click.option("--topic", required=True)
+@click.option("--partition", type=int, required=True)
+@pass_ctx
+def roll(ctx: Context, topic: str, partition: int) -> None:
+    """Seal the active segment of a partition."""
+    manifest = ctx.lake.topic(topic).partition(partition).roll()
+    ctx.emit({"version": manifest.version}, lambda: console.print(f"rolled {topic}-{partition}"))
+
+
+@cli.command()
+@click.option("--topic", required=True)
+@click.option("--partition", "partitions", type=int, multiple=True, help="Partitions to repair (default: all).")
+@click.option("--force", is_flag=True, help="Rebuild even a readable manifest.")
+@click.option("--log-start-offset", type=int, help="Log start offset to restore (after a trim or retention).")
+@click.option(
+    "--prefer",
+    "prefer",
+    multiple=True,
+    metavar="FILE",
+    help="A segment file (as a refused repair names it) that wins over any file covering the same offsets.",
+)
+@pass_ctx
+def repair(
+    ctx: Context,
+    topic: str,
+    partitions: tuple[int, ...],
+    force: bool,
+    log_start_offset: int | None,
+    prefer: tuple[str, ...],
+) -> None:
+    """Rebuild a missing or damaged topic.json and partition manifests from what storage holds.
+
+    Between files that cover the same offsets, repair keeps the one a commit acknowledged; where
+    nothing tells them apart it changes nothing for that partition, names the files, and waits for
+    --prefer. Exits 1 when a partition could not be repaired."""
+    rebuilt = ctx.lake.repair_metadata(topic)
+    t = ctx.lake.topic(topic)
+    reports: list[dict[str, object]] = []
+    refused: dict[int, str] = {}
+    for p in partitions or range(t.partitions):
+        log = t.partition(p)
+        state = "ok"
+        try:
+            log.load()
+        except LakeCleanerError as exc:
+            state = str(exc)
+        if state == "ok" and not force and not partitions:
+            continue
+        try:
+            report = repair_partition(
+                ctx.lake.store,
+                topic,
+                p,
+                t.config,
+                force=force,
+                log_start_offset=log_start_offset,
+                prefer=prefer,
+                max_workers=ctx.lake.config.storage.max_concurrency,
+            )
+        except RepairAmbiguous as exc:
+            refused[p] = str(exc)
+            continue
+        reports.append({**report.to_dict(), "left_out_count": len(report.left_out)})
+
+    def human() -> None:
+        if rebuilt is not None:
+            kept = "its config overrides kept" if rebuilt.overrides_kept else "no config overrides could be kept"
+            console.print(
+                f"rebuilt the {rebuilt.previous_state} topic.json of {topic}: "
+                f"{rebuilt.metadata.partitions} partition(s), {kept}"
+            )
+        if not reports and not refused:
+            console.print(f"every manifest of {topic} is readable; nothing to repair")
+        for r in reports:
+            console.print(
+                f"repaired {topic}-{r['partition']}: {r['segments']} segments, {r['records']} records, "
+                f"offsets [{r['log_start_offset']}, {r['next_offset']}), {r['left_out_count']} file(s) left out"
+            )
+        for message in refused.values():
+            err_console.print(f"[red]error:[/red] {message}")
+
+    ctx.emit(
+        {
+            "topic_metadata": None if rebuilt is None else rebuilt.to_dict(),
+            "partitions": reports,
+            "refused": {str(p): m for p, m in refused.items()},
+        },
+        human,
+    )
+    if refused:
+        sys.exit(1)
