@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lakecleaner.config import LONG_MAX, TopicConfig, load_config, parse_config, resolve_topic_config, shown
+from lakecleaner.config import LONG_MAX, TopicConfig, load_config, parse_config, shown
+from lakecleaner.config.topic_keys import resolve_topic_config
 from lakecleaner.errors import ConfigError
 from tests.conftest import write_sample
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from lakecleaner.cleaner_state import CleanerStateStore
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.config import LakeConfig, TopicConfig, load_config, parse_config
+from lakecleaner.config import LONG_MAX, LakeConfig, TopicConfig, load_config, parse_config
 from lakecleaner.errors import (
     ConditionFailed,
     CorruptManifest,
@@ -30,7 +30,7 @@ from lakecleaner.errors import (
 )
 from lakecleaner.io import ObjectStore, open_store
 from lakecleaner.io.concurrent import map_ordered
-from lakecleaner.io.strict_json import LONG_MAX, Fields, Malformed, load_object
+from lakecleaner.io.strict_json import Fields, Malformed, load_object
 from lakecleaner.log.layout import TOPICS_PREFIX, partition_numbers, topic_metadata_key, topic_prefix
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.partition import PartitionLog

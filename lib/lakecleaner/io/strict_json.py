@@ -22,8 +22,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-#: The largest signed 64-bit integer: Kafka's offsets and timestamps are Java longs.
-LONG_MAX = (1 << 63) - 1
+from lakecleaner.config import LONG_MAX  # Kafka's offsets and timestamps are Java longs
+
 #: No stored object of ours comes near this; a larger one is damage (or an attack), not a manifest.
 MAX_OBJECT_BYTES = 256 * 1024 * 1024
 _MISSING: Any = object()

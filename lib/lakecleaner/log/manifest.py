@@ -15,8 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lakecleaner.config import LONG_MAX
 from lakecleaner.errors import CorruptManifest
-from lakecleaner.io.strict_json import LONG_MAX, Fields, Malformed, load_object
+from lakecleaner.io.strict_json import Fields, Malformed, load_object
 
 FORMAT_VERSION = 1
 #: A data file's path relative to its partition: a Parquet file directly inside `segments/`

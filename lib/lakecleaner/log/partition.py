@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.config import TopicConfig
+from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.errors import (
     AdoptedByRepair,
     CommitStateUnknown,
@@ -36,7 +36,6 @@ from lakecleaner.errors import (
 )
 from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectStore, UnfinishedWrite
-from lakecleaner.io.strict_json import LONG_MAX
 from lakecleaner.log.commits import write_commit_records
 from lakecleaner.log.layout import MANIFEST_NAME, by_partition, partition_prefix, topic_prefix
 from lakecleaner.log.manifest import Manifest, Segment, SegmentFile, new_commit_id
