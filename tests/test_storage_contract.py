@@ -13,7 +13,7 @@ from lakecleaner.config import LakeConfig, StorageSettings
 from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
 from lakecleaner.io import ObjectStore, S3Store, open_store
 from lakecleaner.io.concurrent import map_ordered
-from lakecleaner.io.s3 import _delete_errors
+from lakecleaner.io.s3.replies import delete_errors
 from tests.conftest import ALL_BACKENDS, TEST_SECRET_KEY, S3Endpoint
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
@@ -148,9 +148,9 @@ def test_a_key_the_store_would_not_delete_is_named() -> None:
         b"<Error><Key>p/a</Key><Code>AccessDenied</Code><Message>no</Message></Error>"
         b"<Error><Key>p/b</Key><Code>InternalError</Code><Message>later</Message></Error></DeleteResult>"
     )
-    assert _delete_errors(reply) == [("p/a", "AccessDenied", "no"), ("p/b", "InternalError", "later")]
-    assert _delete_errors(b"<DeleteResult/>") == []
-    assert _delete_errors(b"not xml")[0][0] == ""
+    assert delete_errors(reply) == [("p/a", "AccessDenied", "no"), ("p/b", "InternalError", "later")]
+    assert delete_errors(b"<DeleteResult/>") == []
+    assert delete_errors(b"not xml")[0][0] == ""
 
 
 def test_a_rewrite_with_the_same_bytes_changes_the_version_tag(store: ObjectStore) -> None:
