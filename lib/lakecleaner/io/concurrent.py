@@ -2,7 +2,7 @@
 
 Reading a topic's state means one small GET per partition; on a bucket 20 ms away, 1,000 of them
 one after another take 20 s, so they fan out over this pool. It is sized by
-`lake.storage.max_concurrency` (the HTTP connection pool is sized to match, `io/s3.py`) and
+`lake.storage.max_concurrency` (the HTTP connection pool is sized to match, `io/s3/connection.py`) and
 rebuilt after a fork (Spark's Python workers and Airflow's task processes are forked; a child
 inherits a pool whose threads are gone), as pyiceberg's `ExecutorFactory` does. `map_ordered`
 keeps the input order, so plans built from its results stay deterministic.
