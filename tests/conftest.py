@@ -39,6 +39,7 @@ from lakecleaner.config import (
 from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.io import LocalStore, ObjectStore, S3Store
 from lakecleaner.lake import Lake
+from tests.kafka_mock import MockCluster
 from tests.local_airflow import LocalAirflow, free_port
 
 # The credentials of an external test endpoint (LAKECLEANER_TEST_S3_ENDPOINT), kept before the
@@ -238,6 +239,12 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: S3Endp
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_mock() -> Iterator[MockCluster]:
+    """librdkafka's mock cluster, one per test session (each test uses topics of its own)."""
+    yield MockCluster()
 
 
 @pytest.fixture(scope="session")

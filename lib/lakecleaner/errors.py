@@ -102,3 +102,13 @@ class TopicNotFound(LakeCleanerError):
 
 class TopicExists(LakeCleanerError):
     """The topic already exists."""
+
+
+class KafkaUnavailable(LakeCleanerError):
+    """A Kafka cluster did not answer, or answered with an error (the message names the cluster by
+    its name and bootstrap servers, never by its credentials)."""
+
+
+class MirrorMismatch(LakeCleanerError):
+    """The Kafka topic and the lake topic mirroring it disagree (fewer partitions, a log end the
+    cluster no longer has): nothing is written until someone decides."""

@@ -286,6 +286,26 @@ class Lake:
         map_ordered(lambda log: log.create(now), topic.partition_logs(), self.config.storage.max_concurrency)
         return topic
 
+    def add_partitions(self, name: str, count: int, *, now_ms: int | None = None) -> Topic:
+        """Grow the topic to `count` partitions, as Kafka's CreatePartitions does: topic.json is
+        replaced conditionally, then the new partitions' empty manifests are created (idempotent
+        after a crash, as `create_topic`). A topic never shrinks: fewer partitions is an error."""
+        current, etag = self._read_metadata(name)
+        limit = self.config.max_partitions_per_topic
+        if count < current.partitions or count > limit:
+            raise ValueError(
+                f"topic {name} has {current.partitions} partitions: it can grow to at most {limit} "
+                f"(lake.max_partitions_per_topic), never shrink; {count} asked"
+            )
+        if count > current.partitions:
+            grown = TopicMetadata(current.name, count, current.overrides, current.created_ms)
+            self.store.replace(topic_metadata_key(name), grown.to_json(), etag)
+            current = grown
+        topic = Topic(self, current)
+        now = wall_clock_ms() if now_ms is None else now_ms
+        map_ordered(lambda log: log.create(now), topic.partition_logs(), self.config.storage.max_concurrency)
+        return topic
+
     def alter_topic(self, name: str, config: Mapping[str, object]) -> Topic:
         """Set topic-level overrides (merged over the stored ones; a None value removes a key)."""
         current, etag = self._read_metadata(name)

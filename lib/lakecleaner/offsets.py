@@ -233,9 +233,23 @@ class OffsetStore:
         self, topic: str, partitions: list[int], groups: Mapping[str, GroupOffsets | str] | None = None
     ) -> dict[int, ConsumedPosition]:
         """`consumed_position` for several partitions, reading each group's offsets once (or
-        using `groups`, from `read_all_groups`)."""
+        using `groups`, from `read_all_groups`). A topic whose config says `consumer_offsets:
+        {cluster: …}` reads its declared groups' offsets from that Kafka cluster instead."""
+        cluster = self.offsets_cluster(topic)
+        if cluster is not None:
+            from lakecleaner.kafka.groups import cluster_offsets
+
+            subscribed = sorted(self.config.topics[topic].consumer_groups)
+            offsets, failures = cluster_offsets(self.config.kafka_clusters[cluster], subscribed, topic, partitions)
+            return {p: _min_position(p, subscribed, offsets, failures) for p in partitions}
         subscribed, offsets, failures = self.subscribed_offsets(topic, groups)
         return {p: _min_position(p, subscribed, offsets, failures) for p in partitions}
+
+    def offsets_cluster(self, topic: str) -> str | None:
+        """The Kafka cluster whose committed offsets consumed retention of `topic` reads, or None
+        for the lake's own store (`_consumer_offsets/`)."""
+        spec = self.config.topics.get(topic)
+        return None if spec is None else spec.offsets_cluster
 
 
 def _min_position(

@@ -5,7 +5,18 @@ from __future__ import annotations
 
 import click
 
-from lakecleaner.cli import audit, cleaning, demo, offsets, records, setup, status, topics, uncleanable  # noqa: F401  (they register their commands)
+from lakecleaner.cli import (  # noqa: F401  (they register their commands)
+    audit,
+    cleaning,
+    demo,
+    mirror,
+    offsets,
+    records,
+    setup,
+    status,
+    topics,
+    uncleanable,
+)
 from lakecleaner.cli.base import Context, cli
 from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.process import exit_flushed
@@ -86,6 +97,7 @@ EXTRAS = {
     "airflow": "airflow",
     "fastapi": "airflow",
     "jinja2": "airflow",
+    "confluent_kafka": "kafka",
 }
 
 

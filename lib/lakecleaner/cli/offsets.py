@@ -7,6 +7,7 @@ from rich.table import Table
 
 from lakecleaner.cli.base import Context, cli, exit_on_failures, pass_ctx
 from lakecleaner.cli.output import console
+from lakecleaner.offsets import OFFSETS_PREFIX, GroupOffsets
 
 
 @cli.group()
@@ -42,9 +43,21 @@ def offsets_commit(ctx: Context, group: str, topic: str, assignments: tuple[str,
 @click.option("--topic", help="Only this topic, with the minimum committed offset per partition.")
 @pass_ctx
 def offsets_list(ctx: Context, group: str | None, topic: str | None) -> None:
-    """List committed offsets per group, topic and partition."""
+    """List committed offsets per group, topic and partition: from the lake's own store, or, for a
+    topic whose config says `consumer_offsets: {cluster: …}`, from that Kafka cluster."""
     rows = []
-    reads = {group: ctx.lake.offsets.read_group(group)} if group else ctx.lake.offsets.read_all_groups()
+    cluster = ctx.lake.offsets.offsets_cluster(topic) if topic else None
+    source = f"Kafka cluster {cluster}" if cluster else f"the lake's {OFFSETS_PREFIX}"
+    reads: dict[str, GroupOffsets | str]
+    if topic and cluster:
+        from lakecleaner.kafka.groups import cluster_offsets
+
+        declared = [g for g in ctx.config.topics[topic].consumer_groups if not group or g == group]
+        partitions = list(range(ctx.lake.topic(topic).partitions))
+        found, failed = cluster_offsets(ctx.config.kafka_clusters[cluster], declared, topic, partitions)
+        reads = {**{g: GroupOffsets(g, {topic: o}) for g, o in found.items()}, **failed}
+    else:
+        reads = {group: ctx.lake.offsets.read_group(group)} if group else ctx.lake.offsets.read_all_groups()
     unreadable = {g: r for g, r in reads.items() if isinstance(r, str)}
     for g, read in reads.items():
         if isinstance(read, str):
@@ -61,7 +74,7 @@ def offsets_list(ctx: Context, group: str | None, topic: str | None) -> None:
             minimum[p] = {"offset": pos.offset, "reason": pos.reason}
 
     def human() -> None:
-        table = Table("group", "topic", "partition", "committed offset")
+        table = Table("group", "topic", "partition", "committed offset", title=f"committed offsets in {source}")
         for r in rows:
             table.add_row(str(r["group"]), str(r["topic"]), str(r["partition"]), str(r["offset"]))
         console.print(table)
@@ -69,5 +82,5 @@ def offsets_list(ctx: Context, group: str | None, topic: str | None) -> None:
             shown = m["offset"] if m["offset"] is not None else f"unknown ({m['reason']})"
             console.print(f"{topic}-{p}: minimum committed offset {shown}")
 
-    ctx.emit({"offsets": rows, "minimum": minimum}, human)
+    ctx.emit({"source": source, "offsets": rows, "minimum": minimum}, human)
     exit_on_failures([(f"group {g}", reason) for g, reason in unreadable.items()])

@@ -1,5 +1,7 @@
 """The environment variables lakecleaner reads (docker-compose and the docs must use these names)."""
 
+from __future__ import annotations
+
 #: Environment variables the code reads (docker-compose and the docs must use these names).
 ENV_CONFIG_PATH = "LAKECLEANER_CONFIG"
 ENV_LAKE_URI = "LAKECLEANER_LAKE_URI"

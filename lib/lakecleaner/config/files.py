@@ -1,6 +1,8 @@
 """Finding and loading the config file (--config, $LAKECLEANER_CONFIG, ./lakecleaner.yaml), with
 bounds on its size, aliases and nesting, and the packaged sample."""
 
+from __future__ import annotations
+
 import os
 from importlib.resources import files
 from pathlib import Path

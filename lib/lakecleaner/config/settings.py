@@ -1,6 +1,8 @@
 """The config file's model (lake, storage, topics, spark, airflow, cleaner) and its parsing: every
 problem collected, each on its own line naming the file, the key, the value and the rule."""
 
+from __future__ import annotations
+
 import os
 import re
 from collections.abc import Mapping
@@ -14,8 +16,17 @@ from lakecleaner.config.environment import (
     ENV_S3_ENDPOINT,
     ENV_SPARK_REMOTE,
 )
+from lakecleaner.config.kafka import (
+    KafkaCluster,
+    MirrorSpec,
+    parse_clusters,
+    parse_mirror,
+    parse_offsets_cluster,
+    unknown_clusters,
+)
+from lakecleaner.config.sections import check_keys, expand_env
 from lakecleaner.config.topic_keys import BROKER_KEYS, TopicConfig, resolve_topic_config
-from lakecleaner.config.values import at_least, did_you_mean, parse_double, shown
+from lakecleaner.config.values import at_least, parse_double, shown
 from lakecleaner.errors import ConfigError, InvalidTopicName
 from lakecleaner.names import validate_topic_name
 
@@ -61,6 +72,10 @@ class TopicSpec:
     schedule: str | None = "@hourly"
     overrides: Mapping[str, object] = field(default_factory=dict)
     consumer_groups: tuple[str, ...] = ()
+    #: Where the topic's records come from (`lakecleaner mirror`), if from a Kafka cluster.
+    mirror: MirrorSpec | None = None
+    #: The cluster whose committed offsets of `consumer_groups` consumed retention reads; None: the lake's.
+    offsets_cluster: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +159,7 @@ class LakeConfig:
     cleaner: CleanerSettings = field(default_factory=CleanerSettings)
     report_retention_ms: int | None = DEFAULT_REPORT_RETENTION_DAYS * DAY_MS
     max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC
+    kafka_clusters: Mapping[str, KafkaCluster] = field(default_factory=dict)
 
     def topic_config(self, name: str, overrides: Mapping[str, object] | None = None) -> TopicConfig:
         """Effective config of `name`: its overrides here (or `overrides`) over the defaults."""
@@ -158,49 +174,21 @@ class LakeConfig:
         )
 
 
-_TOP_KEYS = {"lake", "defaults", "topics", "spark", "airflow", "cleaner"}
+_TOP_KEYS = {"lake", "defaults", "topics", "spark", "airflow", "cleaner", "kafka"}
 _CLEANER_KEYS = {"log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor"}
 _LAKE_KEYS = {"uri", "storage", "report_retention_days", "max_partitions_per_topic"}
 _STORAGE_KEYS = {f for f in StorageSettings.__dataclass_fields__}
-_TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups"}
+_TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups", "mirror", "consumer_offsets"}
 _SPARK_KEYS = {"master", "conf", "ship_package", "remote"}
 _AIRFLOW_KEYS = {"pool", "pool_slots"}
 _POOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _expand_env(value: object, where: str, problems: list[str]) -> object:
-    """Expand ${VAR} references in a string from the environment."""
-    if not isinstance(value, str):
-        return value
-
-    def sub(match: re.Match[str]) -> str:
-        var = match.group(1)
-        if var not in os.environ:
-            problems.append(f"{where}: environment variable {var} is not set; export it or remove the reference")
-            return ""
-        return os.environ[var]
-
-    return _ENV_REF.sub(sub, value)
-
-
-def _check_keys(section: object, allowed: set[str], where: str, problems: list[str]) -> dict[str, Any]:
-    if section is None:
-        return {}
-    if not isinstance(section, dict):
-        problems.append(f"{where}: must be a mapping, got {type(section).__name__}")
-        return {}
-    for key in section:
-        if key not in allowed:
-            problems.append(f"{where}: unknown key '{key}'{did_you_mean(str(key), allowed)}")
-    return section
 
 
 def _parse_storage(raw: dict[str, Any], where: str, problems: list[str]) -> StorageSettings:
     values: dict[str, Any] = {}
     for text_key in ("endpoint_url", "region", "access_key_id", "secret_access_key", "session_token"):
         if raw.get(text_key) is not None:
-            value = _expand_env(raw[text_key], f"{where}.{text_key}", problems)
+            value = expand_env(raw[text_key], f"{where}.{text_key}", problems)
             if not isinstance(value, str):
                 problems.append(f"{where}.{text_key}: must be a string")
             else:
@@ -266,7 +254,7 @@ def _parse_topic_spec(name: object, raw: object, where: str, problems: list[str]
     except InvalidTopicName as exc:
         problems.append(f"{where}: {exc}")
         return None
-    section = _check_keys(raw, _TOPIC_SPEC_KEYS, f"{where}.{topic}", problems)
+    section = check_keys(raw, _TOPIC_SPEC_KEYS, f"{where}.{topic}", problems)
     partitions = section.get("partitions", 1)
     if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
         problems.append(f"{where}.{topic}.partitions={shown(partitions)}: must be an integer of at least 1")
@@ -282,7 +270,11 @@ def _parse_topic_spec(name: object, raw: object, where: str, problems: list[str]
     if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
         problems.append(f"{where}.{topic}.consumer_groups: must be a list of group names")
         groups = []
-    return TopicSpec(topic, partitions, schedule, dict(overrides), tuple(groups))
+    mirror = parse_mirror(topic, section.get("mirror"), f"{where}.{topic}.mirror", problems)
+    offsets_cluster = parse_offsets_cluster(
+        section.get("consumer_offsets"), f"{where}.{topic}.consumer_offsets", problems
+    )
+    return TopicSpec(topic, partitions, schedule, dict(overrides), tuple(groups), mirror, offsets_cluster)
 
 
 def _parse_spark(raw: dict[str, Any], source: str, problems: list[str]) -> SparkSettings:
@@ -355,15 +347,15 @@ def _parse_cleaner(raw: dict[str, Any], where: str, problems: list[str]) -> Clea
 def parse_config(data: object, source: str = "<config>") -> LakeConfig:
     """Validate a parsed YAML document into a LakeConfig, or raise ConfigError with every problem."""
     problems: list[str] = []
-    top = _check_keys(data, _TOP_KEYS, source, problems)
-    lake = _check_keys(top.get("lake"), _LAKE_KEYS, f"{source}: lake", problems)
+    top = check_keys(data, _TOP_KEYS, source, problems)
+    lake = check_keys(top.get("lake"), _LAKE_KEYS, f"{source}: lake", problems)
     uri = os.environ.get(ENV_LAKE_URI) or lake.get("uri") or "file://./lake"
-    uri = _expand_env(uri, f"{source}: lake.uri", problems)
+    uri = expand_env(uri, f"{source}: lake.uri", problems)
     if not isinstance(uri, str) or not re.match(r"^(s3|file)://.+", uri):
         problems.append(f"{source}: lake.uri={shown(uri)}: must start with s3://bucket/prefix or file:///path")
         uri = "file://./lake"
     storage = _parse_storage(
-        _check_keys(lake.get("storage"), _STORAGE_KEYS, f"{source}: lake.storage", problems),
+        check_keys(lake.get("storage"), _STORAGE_KEYS, f"{source}: lake.storage", problems),
         f"{source}: lake.storage",
         problems,
     )
@@ -371,7 +363,7 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
         storage = StorageSettings(**{**storage.__dict__, "endpoint_url": os.environ[ENV_S3_ENDPOINT]})
     report_retention_ms = _parse_report_retention(lake, f"{source}: lake.report_retention_days", problems)
     max_partitions = _parse_max_partitions(lake, f"{source}: lake.max_partitions_per_topic", problems)
-    defaults = _check_keys(top.get("defaults"), BROKER_KEYS, f"{source}: defaults", problems)
+    defaults = check_keys(top.get("defaults"), BROKER_KEYS, f"{source}: defaults", problems)
     raw_topics = top.get("topics") or {}
     topics: dict[str, TopicSpec] = {}
     if not isinstance(raw_topics, dict):
@@ -381,12 +373,14 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
         spec = _parse_topic_spec(name, raw, f"{source}: topics", problems)
         if spec is not None:
             topics[spec.name] = spec
-    spark = _parse_spark(_check_keys(top.get("spark"), _SPARK_KEYS, f"{source}: spark", problems), source, problems)
+    clusters = parse_clusters(top.get("kafka"), f"{source}: kafka", problems)
+    problems.extend(unknown_clusters(topics, clusters, f"{source}: topics"))
+    spark = _parse_spark(check_keys(top.get("spark"), _SPARK_KEYS, f"{source}: spark", problems), source, problems)
     airflow = _parse_airflow(
-        _check_keys(top.get("airflow"), _AIRFLOW_KEYS, f"{source}: airflow", problems), f"{source}: airflow", problems
+        check_keys(top.get("airflow"), _AIRFLOW_KEYS, f"{source}: airflow", problems), f"{source}: airflow", problems
     )
     cleaner = _parse_cleaner(
-        _check_keys(top.get("cleaner"), _CLEANER_KEYS, f"{source}: cleaner", problems), f"{source}: cleaner", problems
+        check_keys(top.get("cleaner"), _CLEANER_KEYS, f"{source}: cleaner", problems), f"{source}: cleaner", problems
     )
     config = LakeConfig(
         uri,
@@ -399,6 +393,7 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
         cleaner,
         report_retention_ms,
         max_partitions,
+        clusters,
     )
     try:  # the defaults are checked even when no topic uses them yet
         resolve_topic_config(config.defaults, {}, broker_where=f"{source}: defaults")

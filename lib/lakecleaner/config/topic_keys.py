@@ -6,6 +6,8 @@ the topic wins, otherwise the broker-level default (`log.cleaner.*`, `log.retent
 every problem and reports each on its own line naming the file, the key, the value and the rule.
 """
 
+from __future__ import annotations
+
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any

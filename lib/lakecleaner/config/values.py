@@ -1,6 +1,8 @@
 """Value parsers of Kafka's config types (long, double, list, ratio), each returning the value or
 raising ValueError with the rule in words, and how an error message shows a value."""
 
+from __future__ import annotations
+
 import difflib
 import re
 import reprlib

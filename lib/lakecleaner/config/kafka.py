@@ -1,0 +1,145 @@
+"""The config file's Kafka side (issue 47): named clusters at the lake level, and per topic a
+mirror source and where its consumer groups' committed offsets are read.
+
+    kafka:
+      clusters:
+        main:
+          bootstrap.servers: 127.0.0.1:9092
+          # any librdkafka client property (security.protocol, sasl.*, ssl.*); ${VAR} reads the environment
+    topics:
+      orders:
+        mirror: {cluster: main, topic: orders}   # topic defaults to the lake topic's name
+        consumer_groups: [billing]
+        consumer_offsets: {cluster: main}        # default: the lake's own store
+
+A cluster's properties may hold credentials (sasl.password, ssl.key.password): they are never
+shown, in a repr, a message or a report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakecleaner.config.sections import check_keys, expand_env
+from lakecleaner.config.values import shown
+from lakecleaner.errors import InvalidTopicName
+from lakecleaner.names import validate_topic_name
+
+_KAFKA_KEYS = {"clusters"}
+_MIRROR_KEYS = {"cluster", "topic"}
+_OFFSETS_KEYS = {"cluster"}
+#: The client properties lakecleaner sets itself (what it reads, and how), refused in the file.
+RESERVED_PROPERTIES = frozenset(
+    {"group.id", "enable.auto.commit", "isolation.level", "enable.partition.eof", "auto.offset.reset"}
+)
+
+
+@dataclass(frozen=True)
+class KafkaCluster:
+    """A Kafka cluster: its name in the file and its librdkafka client properties."""
+
+    name: str
+    properties: Mapping[str, str] = field(repr=False)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.properties["bootstrap.servers"]
+
+
+@dataclass(frozen=True)
+class MirrorSpec:
+    """Where a lake topic's records come from: a topic of a named cluster."""
+
+    cluster: str
+    topic: str
+
+
+def parse_clusters(raw: object, where: str, problems: list[str]) -> dict[str, KafkaCluster]:
+    """The `kafka.clusters` section: each a mapping of client properties with bootstrap.servers."""
+    section = check_keys(raw, _KAFKA_KEYS, where, problems)
+    clusters = section.get("clusters") or {}
+    if not isinstance(clusters, dict):
+        problems.append(f"{where}.clusters: must be a mapping of cluster name to client properties")
+        return {}
+    return {
+        str(name): cluster
+        for name, props in clusters.items()
+        if (cluster := _parse_cluster(str(name), props, f"{where}.clusters.{name}", problems)) is not None
+    }
+
+
+def _parse_cluster(name: str, raw: object, where: str, problems: list[str]) -> KafkaCluster | None:
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: must be a mapping of client properties (bootstrap.servers: host:port, ...)")
+        return None
+    properties: dict[str, str] = {}
+    for key, value in raw.items():
+        if key in RESERVED_PROPERTIES:
+            problems.append(f"{where}.{key}: set by lakecleaner itself (it reads by offset, read_committed); remove it")
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        if not isinstance(value, str | int | float):
+            problems.append(f"{where}.{key}: must be a string or a number (a librdkafka client property)")
+            continue
+        properties[str(key)] = str(expand_env(str(value), f"{where}.{key}", problems))
+    if not properties.get("bootstrap.servers"):
+        problems.append(f"{where}: bootstrap.servers is missing; give host:port[,host:port...] of the cluster")
+        return None
+    return KafkaCluster(name, properties)
+
+
+def parse_mirror(topic: str, raw: object, where: str, problems: list[str]) -> MirrorSpec | None:
+    """`topics.<t>.mirror`: {cluster, topic}; the topic defaults to the lake topic's name."""
+    if raw is None:
+        return None
+    section = check_keys(raw, _MIRROR_KEYS, where, problems)
+    cluster = section.get("cluster")
+    if not isinstance(cluster, str) or not cluster:
+        problems.append(f"{where}.cluster={shown(cluster)}: must name a cluster of kafka.clusters")
+        return None
+    source = section.get("topic", topic)
+    try:
+        return MirrorSpec(cluster, validate_topic_name(source))
+    except InvalidTopicName as exc:
+        problems.append(f"{where}.topic: {exc}")
+        return None
+
+
+def parse_offsets_cluster(raw: object, where: str, problems: list[str]) -> str | None:
+    """`topics.<t>.consumer_offsets`: {cluster} to read the groups' offsets from that cluster;
+    absent: the lake's own store."""
+    if raw is None:
+        return None
+    section = check_keys(raw, _OFFSETS_KEYS, where, problems)
+    cluster = section.get("cluster")
+    if not isinstance(cluster, str) or not cluster:
+        problems.append(f"{where}.cluster={shown(cluster)}: must name a cluster of kafka.clusters")
+        return None
+    return cluster
+
+
+def unknown_clusters(topics: Mapping[str, Any], clusters: Mapping[str, KafkaCluster], where: str) -> list[str]:
+    """A problem for each topic naming a cluster `kafka.clusters` does not define."""
+    problems = []
+    known = ", ".join(sorted(clusters)) or "none is defined"
+    for name, spec in topics.items():
+        for key, cluster in (
+            ("mirror.cluster", spec.mirror and spec.mirror.cluster),
+            ("consumer_offsets.cluster", spec.offsets_cluster),
+        ):
+            if cluster and cluster not in clusters:
+                problems.append(f"{where}.{name}.{key}={shown(cluster)}: no such cluster in kafka.clusters ({known})")
+    return problems
+
+
+__all__ = [
+    "KafkaCluster",
+    "MirrorSpec",
+    "parse_clusters",
+    "parse_mirror",
+    "parse_offsets_cluster",
+    "unknown_clusters",
+]

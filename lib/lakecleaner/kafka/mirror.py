@@ -1,0 +1,327 @@
+"""Mirror a Kafka topic into the lake at its own offsets (`lakecleaner mirror`, issue 47).
+
+Each partition's records are appended as Kafka holds them, byte for byte: key, value (a null
+value stays null: a tombstone), headers in order, timestamp, offset. Offsets Kafka no longer has
+(compacted away, aborted transactions, control records; read_committed) stay gaps, as followers
+append (`PartitionLog.append(offsets=)`, Kafka's `UnifiedLog.appendAsFollower`).
+
+The resume point is the lake's own log end per partition: no consumer group is needed, and each
+append is one commit, so a process killed at any moment and run again leaves every record once,
+with no gap Kafka does not have. Records are buffered per partition up to `batch_bytes` or
+`linger_ms`, so memory stays bounded whatever the topic's size.
+
+The lake topic is created from the Kafka topic's partition count and cleanup.policy when it does
+not exist; partitions Kafka added are added to the lake topic; a Kafka topic with fewer
+partitions than the lake's, or one whose log ends before the lake's (recreated, truncated), is
+`MirrorMismatch` and nothing is written.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from lakecleaner.config.kafka import KafkaCluster, MirrorSpec
+from lakecleaner.errors import KafkaUnavailable, LakeCleanerError, MirrorMismatch, TopicNotFound
+from lakecleaner.kafka.clients import REQUEST_TIMEOUT_S, admin, consumer, unavailable
+from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.records import Record
+
+#: Buffered bytes (keys, values, headers) per partition before an append.
+DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
+#: How long a partition's first buffered record may wait for an append.
+DEFAULT_LINGER_MS = 1000
+#: Messages asked of librdkafka per poll.
+_POLL_MESSAGES = 10_000
+
+
+@dataclass
+class PartitionProgress:
+    """One partition's mirror: where it started and ended, and what it appended."""
+
+    partition: int
+    start_offset: int
+    next_offset: int
+    high_watermark: int
+    records: int = 0
+    bytes: int = 0
+
+    @property
+    def lag(self) -> int:
+        """Records behind the cluster's high watermark as last seen (Kafka's consumer lag)."""
+        return max(0, self.high_watermark - self.next_offset)
+
+
+@dataclass
+class MirrorReport:
+    """What one `mirror` run did; `stopped`: why it ended (caught up, max seconds, max records,
+    signal)."""
+
+    topic: str
+    cluster: str
+    source_topic: str
+    created: bool
+    added_partitions: int
+    stopped: str
+    partitions: list[PartitionProgress] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "cluster": self.cluster,
+            "source_topic": self.source_topic,
+            "created": self.created,
+            "added_partitions": self.added_partitions,
+            "stopped": self.stopped,
+            "records": self.records,
+            "partitions": [{**asdict(p), "lag": p.lag} for p in self.partitions],
+        }
+
+
+@dataclass(frozen=True)
+class MirrorLimits:
+    """When a run ends: `once` at the high watermarks seen at its start; else at `max_seconds`,
+    `max_records`, or when `stop` is set (SIGTERM). `batch_bytes` and `linger_ms` bound a
+    partition's buffer."""
+
+    once: bool = False
+    max_seconds: float | None = None
+    max_records: int | None = None
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    linger_ms: int = DEFAULT_LINGER_MS
+
+
+def mirror_source(lake: Lake, name: str) -> tuple[MirrorSpec, KafkaCluster]:
+    """The topic's `mirror:` and its cluster; an error naming the config key when it has none."""
+    spec = lake.config.topics.get(name)
+    if spec is None or spec.mirror is None:
+        raise LakeCleanerError(
+            f"topic {name} has no mirror source: add `mirror: {{cluster: <name>}}` under topics.{name} in "
+            f"{lake.config.source} (and the cluster under kafka.clusters)"
+        )
+    return spec.mirror, lake.config.kafka_clusters[spec.mirror.cluster]
+
+
+def mirror_topic(
+    lake: Lake,
+    name: str,
+    limits: MirrorLimits,
+    *,
+    stop: threading.Event | None = None,
+    on_append: Callable[[PartitionProgress], None] | None = None,
+) -> MirrorReport:
+    """Mirror the lake topic `name` from its configured Kafka topic until `limits` end the run;
+    what was buffered is appended before it returns (also when `stop` is set)."""
+    source, cluster = mirror_source(lake, name)
+    client = consumer(cluster, f"mirror-{name}")
+    try:
+        count = _partition_count(client, cluster, source.topic)
+        topic, created, added = _lake_topic(lake, name, count, cluster, source.topic)
+        progress = _starting_points(client, cluster, source.topic, topic)
+        run = _Run(lake, topic, source.topic, progress, limits, stop or threading.Event(), on_append)
+        stopped = run.consume(client, cluster)
+    finally:
+        client.close()
+    return MirrorReport(name, cluster.name, source.topic, created, added, stopped, list(progress.values()))
+
+
+def _partition_count(client: Any, cluster: KafkaCluster, source: str) -> int:
+    from confluent_kafka import KafkaException
+
+    try:
+        metadata = client.list_topics(source, timeout=REQUEST_TIMEOUT_S)
+    except KafkaException as exc:
+        raise unavailable(cluster, f"a metadata request for topic {source}", exc) from None
+    found = metadata.topics.get(source)
+    if found is None or found.error is not None or not found.partitions:
+        reason = found.error.str() if found is not None and found.error is not None else "no such topic"
+        raise TopicNotFound(f"Kafka cluster {cluster.name} has no topic {source} ({reason}); check mirror.topic")
+    return len(found.partitions)
+
+
+def _kafka_cleanup_policy(cluster: KafkaCluster, source: str) -> str | None:
+    """The Kafka topic's cleanup.policy (DescribeConfigs), or None when the cluster does not say."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+    resource = ConfigResource(ResourceType.TOPIC, source)
+    try:
+        described = admin(cluster).describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)
+        entries = described[resource].result(timeout=REQUEST_TIMEOUT_S)
+    except (KafkaException, KeyError):
+        return None
+    entry = entries.get("cleanup.policy")
+    return None if entry is None or entry.value is None else str(entry.value)
+
+
+def _lake_topic(lake: Lake, name: str, count: int, cluster: KafkaCluster, source: str) -> tuple[Topic, bool, int]:
+    """The lake topic, created like the Kafka topic (partition count, cleanup.policy unless the
+    config file sets one) or grown to its partition count; (topic, created, partitions added)."""
+    try:
+        topic = lake.topic(name)
+    except TopicNotFound:
+        spec = lake.config.topics.get(name)
+        overrides: dict[str, object] = {}
+        policy = _kafka_cleanup_policy(cluster, source)
+        if policy and not (spec and "cleanup.policy" in spec.overrides):
+            overrides["cleanup.policy"] = policy
+        return lake.create_topic(name, count, overrides, exist_ok=True), True, count
+    if count < topic.partitions:
+        raise MirrorMismatch(
+            f"Kafka topic {source} on {cluster.name} has {count} partitions but lake topic {name} has "
+            f"{topic.partitions}: Kafka never removes partitions, so this is another topic; nothing was written"
+        )
+    if count > topic.partitions:
+        return lake.add_partitions(name, count), False, count - topic.partitions
+    return topic, False, 0
+
+
+def _starting_points(client: Any, cluster: KafkaCluster, source: str, topic: Topic) -> dict[int, PartitionProgress]:
+    """Each partition's resume point (the lake's log end, or Kafka's log start if that is later:
+    records Kafka deleted are gone from both) and the high watermark it reads up to."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    manifests = topic.manifests()
+    out: dict[int, PartitionProgress] = {}
+    for p in range(topic.partitions):
+        try:
+            low, high = client.get_watermark_offsets(TopicPartition(source, p), timeout=REQUEST_TIMEOUT_S)
+        except KafkaException as exc:
+            raise unavailable(cluster, f"a watermark request for {source}-{p}", exc) from None
+        lake_end = manifests[p].next_offset
+        if lake_end > high:
+            raise MirrorMismatch(
+                f"lake partition {topic.name}-{p} ends at offset {lake_end} but Kafka's {source}-{p} ends at {high}: "
+                "the Kafka topic was recreated or truncated; nothing was written (mirror it into a new lake topic)"
+            )
+        start = max(lake_end, low)
+        out[p] = PartitionProgress(p, start, start, high)
+    return out
+
+
+class _Run:
+    """One run's consume loop: per-partition buffers, appended when full, old, or at the end."""
+
+    def __init__(
+        self,
+        lake: Lake,
+        topic: Topic,
+        source: str,
+        progress: dict[int, PartitionProgress],
+        limits: MirrorLimits,
+        stop: threading.Event,
+        on_append: Callable[[PartitionProgress], None] | None,
+    ) -> None:
+        self.lake, self.topic, self.source, self.progress = lake, topic, source, progress
+        self.limits, self.stop, self.on_append = limits, stop, on_append
+        self.buffers: dict[int, list[tuple[int, Record]]] = {p: [] for p in progress}
+        self.buffered_bytes: dict[int, int] = dict.fromkeys(progress, 0)
+        self.first_buffered: dict[int, float] = {}
+        self.done: set[int] = set()
+        self.taken = 0
+
+    def consume(self, client: Any, cluster: KafkaCluster) -> str:
+        """Read until a limit ends the run; the reason."""
+        from confluent_kafka import TopicPartition
+
+        if self.limits.once:
+            self.done = {p for p, g in self.progress.items() if g.start_offset >= g.high_watermark}
+        pending = [
+            TopicPartition(self.source, p, g.start_offset) for p, g in self.progress.items() if p not in self.done
+        ]
+        if not pending:
+            return "caught up"
+        client.assign(pending)
+        deadline = None if self.limits.max_seconds is None else time.monotonic() + self.limits.max_seconds
+        try:
+            while True:
+                reason = self._ended(deadline)
+                if reason:
+                    return reason
+                for message in client.consume(_POLL_MESSAGES, timeout=0.2):
+                    self._take(client, cluster, message)
+                self._flush_due()
+        finally:
+            for p in self.buffers:
+                self._flush(p)
+
+    def _ended(self, deadline: float | None) -> str | None:
+        if self.limits.once and len(self.done) == len(self.progress):
+            return "caught up"
+        if self.limits.max_records is not None and self.taken >= self.limits.max_records:
+            return "max records"
+        if deadline is not None and time.monotonic() >= deadline:
+            return "max seconds"
+        return "signal" if self.stop.is_set() else None
+
+    def _take(self, client: Any, cluster: KafkaCluster, message: Any) -> None:
+        from confluent_kafka import KafkaError, TopicPartition
+
+        error = message.error()
+        p = message.partition()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                self._flush(p)
+                if self.limits.once:
+                    self.done.add(p)
+                return
+            raise unavailable(cluster, f"a fetch of {self.source}-{p}", error.str())
+        offset = message.offset()
+        if p in self.done or (self.limits.max_records is not None and self.taken >= self.limits.max_records):
+            return
+        if self.limits.once and offset >= self.progress[p].high_watermark:
+            self.done.add(p)
+            client.pause([TopicPartition(self.source, p)])
+            return
+        kind, stamp = message.timestamp()
+        headers = tuple((k, v) for k, v in (message.headers() or ()))
+        record = Record(message.key(), message.value(), stamp if kind else None, headers)
+        self.buffers[p].append((offset, record))
+        self.buffered_bytes[p] += (
+            len(record.key or b"") + len(record.value or b"") + sum(len(k) + len(v or b"") for k, v in headers)
+        )
+        self.first_buffered.setdefault(p, time.monotonic())
+        self.taken += 1
+        if self.buffered_bytes[p] >= self.limits.batch_bytes:
+            self._flush(p)
+
+    def _flush_due(self) -> None:
+        now = time.monotonic()
+        for p, since in list(self.first_buffered.items()):
+            if (now - since) * 1000 >= self.limits.linger_ms:
+                self._flush(p)
+
+    def _flush(self, p: int) -> None:
+        """Append the partition's buffer as one commit at the records' Kafka offsets."""
+        batch = self.buffers[p]
+        if not batch:
+            return
+        self.topic.partition(p).append([r for _, r in batch], offsets=[o for o, _ in batch])
+        progress = self.progress[p]
+        progress.records += len(batch)
+        progress.bytes += self.buffered_bytes[p]
+        progress.next_offset = batch[-1][0] + 1
+        progress.high_watermark = max(progress.high_watermark, progress.next_offset)
+        self.buffers[p], self.buffered_bytes[p] = [], 0
+        self.first_buffered.pop(p, None)
+        if self.on_append is not None:
+            self.on_append(progress)
+
+
+__all__ = [
+    "DEFAULT_BATCH_BYTES",
+    "DEFAULT_LINGER_MS",
+    "KafkaUnavailable",
+    "MirrorLimits",
+    "MirrorReport",
+    "PartitionProgress",
+    "mirror_source",
+    "mirror_topic",
+]
