@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient
+
 from lakecleaner.config.kafka import KafkaCluster
 from lakecleaner.errors import KafkaUnavailable
 
@@ -20,7 +23,6 @@ REQUEST_TIMEOUT_S = 10.0
 
 def consumer(cluster: KafkaCluster, purpose: str) -> Any:
     """A consumer that is assigned partitions and offsets (no group membership, nothing committed)."""
-    from confluent_kafka import Consumer
 
     return Consumer(
         {
@@ -39,7 +41,6 @@ def consumer(cluster: KafkaCluster, purpose: str) -> Any:
 
 def admin(cluster: KafkaCluster) -> Any:
     """An AdminClient of the cluster."""
-    from confluent_kafka.admin import AdminClient
 
     return AdminClient({**cluster.properties, "socket.timeout.ms": int(REQUEST_TIMEOUT_S * 1000)}, logger=_QUIET)
 

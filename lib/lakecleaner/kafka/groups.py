@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config.kafka import KafkaCluster
 from lakecleaner.errors import KafkaUnavailable
@@ -24,7 +26,6 @@ def cluster_offsets(
 ) -> tuple[dict[str, Mapping[int, CommittedOffset]], dict[str, str]]:
     """Each group's committed offsets of `topic`'s `partitions` on the cluster (a partition
     without one is left out), and the groups whose offsets could not be read, with why."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
     offsets: dict[str, Mapping[int, CommittedOffset]] = {}
     failures: dict[str, str] = {}

@@ -24,16 +24,22 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
 from lakecleaner.config.kafka import KafkaCluster, MirrorSpec
 from lakecleaner.errors import KafkaUnavailable, LakeCleanerError, MirrorMismatch, TopicNotFound
 from lakecleaner.kafka.clients import REQUEST_TIMEOUT_S, admin, consumer, unavailable
 from lakecleaner.lake import Lake, Topic
-from lakecleaner.log.records import Record
+from lakecleaner.log.records import HEADER_TYPE
 
 #: Buffered bytes (keys, values, headers) per partition before an append.
 DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
 #: How long a partition's first buffered record may wait for an append.
 DEFAULT_LINGER_MS = 1000
+#: The headers of a record without any (shared: never changed).
+_NO_HEADERS: list[dict[str, Any]] = []
 #: Messages asked of librdkafka per poll.
 _POLL_MESSAGES = 10_000
 
@@ -133,7 +139,6 @@ def mirror_topic(
 
 
 def _partition_count(client: Any, cluster: KafkaCluster, source: str) -> int:
-    from confluent_kafka import KafkaException
 
     try:
         metadata = client.list_topics(source, timeout=REQUEST_TIMEOUT_S)
@@ -148,8 +153,6 @@ def _partition_count(client: Any, cluster: KafkaCluster, source: str) -> int:
 
 def _kafka_cleanup_policy(cluster: KafkaCluster, source: str) -> str | None:
     """The Kafka topic's cleanup.policy (DescribeConfigs), or None when the cluster does not say."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
     resource = ConfigResource(ResourceType.TOPIC, source)
     try:
@@ -186,7 +189,6 @@ def _lake_topic(lake: Lake, name: str, count: int, cluster: KafkaCluster, source
 def _starting_points(client: Any, cluster: KafkaCluster, source: str, topic: Topic) -> dict[int, PartitionProgress]:
     """Each partition's resume point (the lake's log end, or Kafka's log start if that is later:
     records Kafka deleted are gone from both) and the high watermark it reads up to."""
-    from confluent_kafka import KafkaException, TopicPartition
 
     manifests = topic.manifests()
     out: dict[int, PartitionProgress] = {}
@@ -206,6 +208,48 @@ def _starting_points(client: Any, cluster: KafkaCluster, source: str, topic: Top
     return out
 
 
+class _Buffer:
+    """A partition's buffered messages (librdkafka's, which hold the bytes), appended as one
+    Arrow table built column by column."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        #: Bytes of keys, values and headers buffered.
+        self.size = 0
+
+    def add(self, messages: list[Any], limit: int) -> list[Any]:
+        """Buffer messages until the buffer holds `limit` bytes; the ones left over."""
+        for index, m in enumerate(messages):
+            self.size += len(m) + len(m.key() or b"")  # len(): the value's bytes
+            if headers := m.headers():
+                self.size += sum(len(k) + len(v or b"") for k, v in headers)
+            if self.size >= limit:
+                self.messages.extend(messages[: index + 1])
+                return messages[index + 1 :]
+        self.messages.extend(messages)
+        return []
+
+    @property
+    def offsets(self) -> list[int]:
+        return [m.offset() for m in self.messages]
+
+    def table(self) -> pa.Table:
+        """The records as BATCH_SCHEMA columns (a timestamp Kafka does not have becomes the
+        append's time)."""
+        stamps = [m.timestamp() for m in self.messages]
+        headers = [m.headers() for m in self.messages]
+        return pa.table(
+            {
+                "key": pa.array([m.key() for m in self.messages], pa.binary()),
+                "value": pa.array([m.value() for m in self.messages], pa.binary()),
+                "timestamp": pa.array([stamp if kind else None for kind, stamp in stamps], pa.int64()),
+                "headers": pa.array(
+                    [[{"key": k, "value": v} for k, v in h] if h else _NO_HEADERS for h in headers], HEADER_TYPE
+                ),
+            }
+        )
+
+
 class _Run:
     """One run's consume loop: per-partition buffers, appended when full, old, or at the end."""
 
@@ -221,15 +265,13 @@ class _Run:
     ) -> None:
         self.lake, self.topic, self.source, self.progress = lake, topic, source, progress
         self.limits, self.stop, self.on_append = limits, stop, on_append
-        self.buffers: dict[int, list[tuple[int, Record]]] = {p: [] for p in progress}
-        self.buffered_bytes: dict[int, int] = dict.fromkeys(progress, 0)
+        self.buffers: dict[int, _Buffer] = {p: _Buffer() for p in progress}
         self.first_buffered: dict[int, float] = {}
         self.done: set[int] = set()
         self.taken = 0
 
     def consume(self, client: Any, cluster: KafkaCluster) -> str:
         """Read until a limit ends the run; the reason."""
-        from confluent_kafka import TopicPartition
 
         if self.limits.once:
             self.done = {p for p, g in self.progress.items() if g.start_offset >= g.high_watermark}
@@ -245,8 +287,7 @@ class _Run:
                 reason = self._ended(deadline)
                 if reason:
                     return reason
-                for message in client.consume(_POLL_MESSAGES, timeout=0.2):
-                    self._take(client, cluster, message)
+                self._take(client, cluster, client.consume(_POLL_MESSAGES, timeout=0.2))
                 self._flush_due()
         finally:
             for p in self.buffers:
@@ -261,36 +302,54 @@ class _Run:
             return "max seconds"
         return "signal" if self.stop.is_set() else None
 
-    def _take(self, client: Any, cluster: KafkaCluster, message: Any) -> None:
-        from confluent_kafka import KafkaError, TopicPartition
+    def _take(self, client: Any, cluster: KafkaCluster, messages: list[Any]) -> None:
+        """Buffer a poll's messages by partition (one tight loop: the per-record cost is what the
+        mirror adds to a bare consumer's), appending a partition whose buffer is full."""
+        polled: dict[int, list[Any]] = {}
+        for message in messages:
+            error = message.error()
+            if error is not None:  # what came before it, then the partition's end
+                p = message.partition()
+                self._buffer(client, p, polled.pop(p, []))
+                self._end_of(client, cluster, p, error)
+                continue
+            p = message.partition()
+            if p in polled:
+                polled[p].append(message)
+            else:
+                polled[p] = [message]
+        for p, taken in polled.items():
+            self._buffer(client, p, taken)
 
-        error = message.error()
-        p = message.partition()
-        if error is not None:
-            if error.code() == KafkaError._PARTITION_EOF:
-                self._flush(p)
-                if self.limits.once:
-                    self.done.add(p)
-                return
-            raise unavailable(cluster, f"a fetch of {self.source}-{p}", error.str())
-        offset = message.offset()
-        if p in self.done or (self.limits.max_records is not None and self.taken >= self.limits.max_records):
+    def _buffer(self, client: Any, p: int, taken: list[Any]) -> None:
+        """Add a partition's polled messages to its buffer, up to --once's high watermark and
+        --max-records; append it when full."""
+        if p in self.done or not taken:
             return
-        if self.limits.once and offset >= self.progress[p].high_watermark:
+        if self.limits.once and taken[-1].offset() >= self.progress[p].high_watermark:
+            high = self.progress[p].high_watermark
+            taken = [m for m in taken if m.offset() < high]
             self.done.add(p)
             client.pause([TopicPartition(self.source, p)])
+        if self.limits.max_records is not None:
+            taken = taken[: max(0, self.limits.max_records - self.taken)]
+        if not taken:
             return
-        kind, stamp = message.timestamp()
-        headers = tuple((k, v) for k, v in (message.headers() or ()))
-        record = Record(message.key(), message.value(), stamp if kind else None, headers)
-        self.buffers[p].append((offset, record))
-        self.buffered_bytes[p] += (
-            len(record.key or b"") + len(record.value or b"") + sum(len(k) + len(v or b"") for k, v in headers)
-        )
+        self.taken += len(taken)
         self.first_buffered.setdefault(p, time.monotonic())
-        self.taken += 1
-        if self.buffered_bytes[p] >= self.limits.batch_bytes:
-            self._flush(p)
+        while taken:
+            taken = self.buffers[p].add(taken, self.limits.batch_bytes)
+            if self.buffers[p].size >= self.limits.batch_bytes:
+                self._flush(p)
+
+    def _end_of(self, client: Any, cluster: KafkaCluster, p: int, error: Any) -> None:
+        """A partition's end (librdkafka's partition EOF: append what it holds; with --once it is
+        done), or a fetch error."""
+        if error.code() != KafkaError._PARTITION_EOF:
+            raise unavailable(cluster, f"a fetch of {self.source}-{p}", error.str())
+        self._flush(p)
+        if self.limits.once:
+            self.done.add(p)
 
     def _flush_due(self) -> None:
         now = time.monotonic()
@@ -301,15 +360,16 @@ class _Run:
     def _flush(self, p: int) -> None:
         """Append the partition's buffer as one commit at the records' Kafka offsets."""
         batch = self.buffers[p]
-        if not batch:
+        if not batch.messages:
             return
-        self.topic.partition(p).append([r for _, r in batch], offsets=[o for o, _ in batch])
+        offsets = batch.offsets
+        self.topic.partition(p).append(batch.table(), offsets=offsets)
         progress = self.progress[p]
-        progress.records += len(batch)
-        progress.bytes += self.buffered_bytes[p]
-        progress.next_offset = batch[-1][0] + 1
+        progress.records += len(offsets)
+        progress.bytes += batch.size
+        progress.next_offset = offsets[-1] + 1
         progress.high_watermark = max(progress.high_watermark, progress.next_offset)
-        self.buffers[p], self.buffered_bytes[p] = [], 0
+        self.buffers[p] = _Buffer()
         self.first_buffered.pop(p, None)
         if self.on_append is not None:
             self.on_append(progress)
