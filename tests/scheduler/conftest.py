@@ -29,6 +29,7 @@ from lakecleaner.lake import Lake
 from lakecleaner.orchestration.compact_task import connection_of_url
 from lakecleaner.orchestration.naming import dag_id_of
 from tests.conftest import S3Endpoint
+from tests.kafka_mock import MockCluster
 from tests.local_airflow import LocalAirflow
 from tests.scheduler.topics import (
     BACKFILLED,
@@ -40,6 +41,7 @@ from tests.scheduler.topics import (
     CRON_TOPICS,
     ERASURE_TOPICS,
     MANUAL_TOPICS,
+    MIRRORED,
     SCHEDULED,
     SUBJECT,
     daily_schedule,
@@ -59,6 +61,8 @@ class World:
     lake: Lake
     ticks: list[datetime]
     config_path: Path
+    kafka: MockCluster
+    mirrored_source: str
 
     def diagnostics(self) -> str:
         """Component logs and the logs of tasks that raised, for assertion messages."""
@@ -74,17 +78,21 @@ class World:
         return str(run["dag_run_id"])
 
 
-def world_config(endpoint: S3Endpoint, prefix: str, topics: dict[str, Any]) -> dict[str, Any]:
+def world_config(endpoint: S3Endpoint, prefix: str, topics: dict[str, Any], bootstrap: str) -> dict[str, Any]:
     return {
         "lake": {"uri": f"s3://{endpoint.bucket}/{prefix}", "storage": {"region": "us-east-1"}},
         "airflow": {"pool_slots": 2},
+        "kafka": {"clusters": {"mock": {"bootstrap.servers": bootstrap}}},
         "topics": topics,
     }
 
 
 @pytest.fixture(scope="package")
 def world(
-    tmp_path_factory: pytest.TempPathFactory, s3_endpoint: S3Endpoint, connect_server: ConnectServer
+    tmp_path_factory: pytest.TempPathFactory,
+    s3_endpoint: S3Endpoint,
+    connect_server: ConnectServer,
+    kafka_mock: MockCluster,
 ) -> Iterator[World]:
     cron, latest = daily_schedule(datetime.now(UTC))
     ticks = [latest - timedelta(days=2), latest - timedelta(days=1), latest]
@@ -94,8 +102,11 @@ def world(
         topics[name] = {"partitions": 1, "schedule": cron if name in CRON_TOPICS else None, "config": CDC_CONFIG}
     for name in ERASURE_TOPICS:
         topics[name] = erasure_spec(name, cron)
+    mirrored_source = kafka_mock.new_topic()
+    topics[MIRRORED] = {"schedule": None, "mirror": {"cluster": "mock", "topic": mirrored_source}}
     config_path = home / "lakecleaner.yaml"
-    config_path.write_text(yaml.safe_dump(world_config(s3_endpoint, f"scheduler-{home.name[-12:]}", topics)))
+    prefix = f"scheduler-{home.name[-12:]}"
+    config_path.write_text(yaml.safe_dump(world_config(s3_endpoint, prefix, topics, kafka_mock.bootstrap)))
     lake = Lake.open(replace(load_config(config_path), storage=s3_endpoint.settings()))
     latest_ms = int(latest.timestamp() * 1000)
     for topic in (SCHEDULED, BACKFILLED):
@@ -117,7 +128,7 @@ def world(
     }
     with LocalAirflow(home / "airflow", config_path, extra_env=env) as airflow:
         airflow.wait_for_dags([dag_id_of(t) for t in topics])
-        yield World(airflow, lake, ticks, config_path)
+        yield World(airflow, lake, ticks, config_path, kafka_mock, mirrored_source)
 
 
 @pytest.fixture(scope="package")

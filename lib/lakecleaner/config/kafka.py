@@ -28,7 +28,9 @@ from lakecleaner.errors import InvalidTopicName
 from lakecleaner.names import validate_topic_name
 
 _KAFKA_KEYS = {"clusters"}
-_MIRROR_KEYS = {"cluster", "topic"}
+_MIRROR_KEYS = {"cluster", "topic", "max_seconds"}
+#: How long a DAG run's `mirror` task reads at most, by default (`mirror.max_seconds`).
+DEFAULT_MIRROR_SECONDS = 300.0
 _OFFSETS_KEYS = {"cluster"}
 #: The client properties lakecleaner sets itself (what it reads, and how), refused in the file.
 RESERVED_PROPERTIES = frozenset(
@@ -50,10 +52,12 @@ class KafkaCluster:
 
 @dataclass(frozen=True)
 class MirrorSpec:
-    """Where a lake topic's records come from: a topic of a named cluster."""
+    """Where a lake topic's records come from: a topic of a named cluster; `max_seconds`: how long
+    a DAG run's `mirror` task reads at most (it stops earlier at the high watermarks it saw)."""
 
     cluster: str
     topic: str
+    max_seconds: float = DEFAULT_MIRROR_SECONDS
 
 
 def parse_clusters(raw: object, where: str, problems: list[str]) -> dict[str, KafkaCluster]:
@@ -101,8 +105,12 @@ def parse_mirror(topic: str, raw: object, where: str, problems: list[str]) -> Mi
         problems.append(f"{where}.cluster={shown(cluster)}: must name a cluster of kafka.clusters")
         return None
     source = section.get("topic", topic)
+    seconds = section.get("max_seconds", DEFAULT_MIRROR_SECONDS)
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds < 86_400:
+        problems.append(f"{where}.max_seconds={shown(seconds)}: must be a number of seconds above 0, below a day")
+        seconds = DEFAULT_MIRROR_SECONDS
     try:
-        return MirrorSpec(cluster, validate_topic_name(source))
+        return MirrorSpec(cluster, validate_topic_name(source), float(seconds))
     except InvalidTopicName as exc:
         problems.append(f"{where}.topic: {exc}")
         return None

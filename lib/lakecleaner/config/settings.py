@@ -128,10 +128,13 @@ class CleanerSettings:
 @dataclass(frozen=True)
 class AirflowSettings:
     """What the topics' DAGs need in Airflow, created by `lakecleaner airflow setup`: the pool that
-    bounds how many Spark applications (compact tasks) run at once, and its slot count."""
+    bounds how many Spark applications (compact tasks) run at once, and its slot count; and the
+    pool of the mirrored topics' `mirror` tasks (Kafka consumers), and its slot count."""
 
     pool: str = "lakecleaner_spark"
     pool_slots: int = 2
+    mirror_pool: str = "lakecleaner_mirror"
+    mirror_pool_slots: int = 4
 
 
 #: How long run reports are kept by default (`lake.report_retention_days`).
@@ -180,7 +183,7 @@ _LAKE_KEYS = {"uri", "storage", "report_retention_days", "max_partitions_per_top
 _STORAGE_KEYS = {f for f in StorageSettings.__dataclass_fields__}
 _TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups", "mirror", "consumer_offsets"}
 _SPARK_KEYS = {"master", "conf", "ship_package", "remote"}
-_AIRFLOW_KEYS = {"pool", "pool_slots"}
+_AIRFLOW_KEYS = {"pool", "pool_slots", "mirror_pool", "mirror_pool_slots"}
 _POOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
 
 
@@ -307,16 +310,20 @@ def _parse_spark(raw: dict[str, Any], source: str, problems: list[str]) -> Spark
 
 def _parse_airflow(raw: dict[str, Any], where: str, problems: list[str]) -> AirflowSettings:
     values: dict[str, Any] = {}
-    if "pool" in raw:
-        if isinstance(raw["pool"], str) and _POOL_NAME.match(raw["pool"]):
-            values["pool"] = raw["pool"]
-        else:
-            problems.append(f"{where}.pool={shown(raw['pool'])}: must be a pool name of letters, digits, '_', '.', '-'")
-    if "pool_slots" in raw:
-        try:
-            values["pool_slots"] = at_least(1)(raw["pool_slots"])
-        except ValueError as exc:
-            problems.append(f"{where}.pool_slots={shown(raw['pool_slots'])}: {exc}")
+    for name in ("pool", "mirror_pool"):
+        if name in raw:
+            if isinstance(raw[name], str) and _POOL_NAME.match(raw[name]):
+                values[name] = raw[name]
+            else:
+                problems.append(
+                    f"{where}.{name}={shown(raw[name])}: must be a pool name of letters, digits, '_', '.', '-'"
+                )
+    for name in ("pool_slots", "mirror_pool_slots"):
+        if name in raw:
+            try:
+                values[name] = at_least(1)(raw[name])
+            except ValueError as exc:
+                problems.append(f"{where}.{name}={shown(raw[name])}: {exc}")
     return AirflowSettings(**values)
 
 

@@ -40,13 +40,26 @@ def setup_airflow(config: LakeConfig) -> dict[str, Any]:
     from sqlalchemy.exc import OperationalError, ProgrammingError
 
     settings = config.airflow
-    marker = {"pool": settings.pool, "pool_slots": settings.pool_slots, "config": config.source}
+    marker = {
+        "pool": settings.pool,
+        "pool_slots": settings.pool_slots,
+        "mirror_pool": settings.mirror_pool,
+        "mirror_pool_slots": settings.mirror_pool_slots,
+        "config": config.source,
+    }
     try:
         with create_session() as session:
             Pool.create_or_update_pool(
                 name=settings.pool,
                 slots=settings.pool_slots,
                 description="lakecleaner: concurrent Spark applications (compact tasks)",
+                include_deferred=False,
+                session=session,
+            )
+            Pool.create_or_update_pool(
+                name=settings.mirror_pool,
+                slots=settings.mirror_pool_slots,
+                description="lakecleaner: concurrent Kafka mirrors (mirror tasks)",
                 include_deferred=False,
                 session=session,
             )
@@ -64,9 +77,9 @@ def setup_airflow(config: LakeConfig) -> dict[str, Any]:
     return marker
 
 
-def check_setup(marker_json: str | None, settings: AirflowSettings) -> None:
+def check_setup(marker_json: str | None, settings: AirflowSettings, *, mirrored: bool = False) -> None:
     """Raise AirflowNotSetUp unless the setup marker (the Variable's value, None when missing)
-    names the pool the DAG's compact task uses."""
+    names the pool the DAG's compact task uses (and, for a mirrored topic, its mirror task's)."""
     if marker_json is None:
         raise AirflowNotSetUp(
             f"Airflow has not been set up for lakecleaner: the pool '{settings.pool}' of the compact task may "
@@ -81,4 +94,10 @@ def check_setup(marker_json: str | None, settings: AirflowSettings) -> None:
         raise AirflowNotSetUp(
             f"Airflow was set up for the pool {found!r}, but the DAG's compact task uses '{settings.pool}' "
             f"(airflow.pool in the config file); run `{SETUP_COMMAND}` with this config file"
+        )
+    mirror_pool = marker.get("mirror_pool") if isinstance(marker, Mapping) else None
+    if mirrored and mirror_pool != settings.mirror_pool:
+        raise AirflowNotSetUp(
+            f"Airflow was set up without the pool '{settings.mirror_pool}' of the DAG's mirror task "
+            f"(airflow.mirror_pool in the config file); run `{SETUP_COMMAND}` with this config file"
         )

@@ -1,7 +1,12 @@
 """The DAG factory: one DAG per topic of the config file (DESIGN section 6).
 
-    assess ─► compaction_gate ─► compact (Spark) ─► retention ─► physical_deletion ─► report
-                                                                                      └► publish_change (Asset)
+    [mirror ─►] assess ─► compaction_gate ─► compact (Spark) ─► retention ─► physical_deletion ─►
+        report ─► publish_change (Asset)
+
+* A topic with `mirror:` starts with `mirror` (issue 47): the Kafka topic's new records, up to the
+  high watermarks seen at its start and for at most `mirror.max_seconds`, in the pool
+  `airflow.mirror_pool`. `assess` runs whatever its outcome (the lake's records are cleaned
+  either way), and `report` fails the run when it failed; its lag per partition is in run.json.
 
 * "now" is the run's `data_interval_end` for every task; a run without a logical date (a REST
   trigger with `"logical_date": null`) has no data interval, and its now is the run's `run_after`.
@@ -129,12 +134,23 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
         auto_register=False,  # the DAG file exports what build_dags returns, and nothing it rejected
     ) as dag:
+        mirrored = spec.mirror is not None
 
-        @task
+        @task(pool=config.airflow.mirror_pool)
+        def mirror() -> dict[str, Any]:
+            """Bring the Kafka topic's new records into the lake at their offsets (issue 47)."""
+            with failing_without_retry():
+                check_setup(Variable.get(SETUP_VARIABLE, default=None), config.airflow, mirrored=True)
+            report = tasks.mirror(load_config(config_path), topic)
+            for p in report["partitions"]:
+                print(f"{topic}-{p['partition']}: {p['records']} records, to offset {p['next_offset']}, lag {p['lag']}")
+            return report
+
+        @task(trigger_rule=TriggerRule.ALL_DONE if mirrored else TriggerRule.ALL_SUCCESS)
         def assess(**context: Any) -> dict[str, Any]:
             """Validate the parameters, roll idle segments, plan, and choose the partitions to compact."""
             with failing_without_retry():
-                check_setup(Variable.get(SETUP_VARIABLE, default=None), config.airflow)
+                check_setup(Variable.get(SETUP_VARIABLE, default=None), config.airflow, mirrored=mirrored)
                 result = tasks.assess(load_config(config_path), topic, now_ms_of(context), dict(context["params"]))
             for partition, reason in result["reasons"].items():
                 print(f"{topic}-{partition}: {reason}")
@@ -149,7 +165,10 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
                 raise AirflowSkipException("no partition is due for compaction: " + json.dumps(assessment["reasons"]))
             return ",".join(str(p) for p in assessment["selected"])
 
-        gate = compaction_gate(assess())  # type: ignore[arg-type]  # XComArg at build time
+        assessed = assess()
+        if mirrored:
+            mirror() >> assessed
+        gate = compaction_gate(assessed)  # type: ignore[arg-type]  # XComArg at build time
         compact = Compact(
             task_id="compact",
             application=str(compact_topic_path()),
@@ -203,7 +222,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
             """Summarise the run (stored as run.json), log its digest and hand the digest on, and fail
             the run if any step failed."""
             ti = context["ti"]
-            names = ("assess", "compaction_gate", "retention", "physical_deletion")
+            names = ("assess", "compaction_gate", "retention", "physical_deletion", *(("mirror",) if mirrored else ()))
             config = load_config(config_path)
             pushed = {name: ti.xcom_pull(task_ids=name) for name in names}
             parts = tasks.gather(config, topic, _run_id(context), pushed)

@@ -225,6 +225,18 @@ def _subset(params: Mapping[str, Any]) -> list[int] | None:
     return list(partitions) if partitions else None
 
 
+def mirror(config: LakeConfig, topic_name: str) -> dict[str, Any]:
+    """The DAG's `mirror` task: the Kafka topic's new records into the lake, up to the high
+    watermarks seen at its start and for at most `mirror.max_seconds` (a scheduled run ends); the
+    report, with each partition's lag to the cluster."""
+    from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
+
+    lake = Lake.open(config)
+    spec = config.topics[topic_name].mirror
+    assert spec is not None, "the DAG has a mirror task only for a topic with mirror:"
+    return mirror_topic(lake, topic_name, MirrorLimits(once=True, max_seconds=spec.max_seconds)).to_dict()
+
+
 def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[str, Any]) -> dict[str, Any]:
     """The run's summary (assessment, compaction, retention, gc) stored as run.json, and the run's
     "now" kept in the topic's cleaner state (the latest one: a backfill does not move it back), by
@@ -272,6 +284,8 @@ def failures(summary: Mapping[str, Any]) -> list[str]:
         out.append("the compaction job failed before writing its report; see the compact task's log")
     if summary.get("assess") is None:
         out.append("the assessment failed; see the assess task's log")
+    if "mirror" in summary and summary["mirror"] is None:
+        out.append("the mirror from Kafka failed; see the mirror task's log")
     for partition, reason in ((summary.get("assess") or {}).get("unreadable") or {}).items():
         out.append(f"{'partitions' if '..' in partition else 'partition'} {partition} could not be read: {reason}")
     return out
