@@ -40,6 +40,7 @@ from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.io import LocalStore, ObjectStore, S3Store
 from lakecleaner.lake import Lake
 from tests.kafka_mock import MockCluster
+from tests.kafka_real import KafkaBroker
 from tests.local_airflow import LocalAirflow, free_port
 
 # The credentials of an external test endpoint (LAKECLEANER_TEST_S3_ENDPOINT), kept before the
@@ -245,6 +246,16 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: S3Endp
 def kafka_mock() -> Iterator[MockCluster]:
     """librdkafka's mock cluster, one per test session (each test uses topics of its own)."""
     yield MockCluster()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A real one-node Apache Kafka broker (KRaft, jars from Maven Central), one per test session."""
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 @pytest.fixture(scope="session")

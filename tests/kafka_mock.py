@@ -46,43 +46,53 @@ class MockCluster:
 
     def read_all(self, topic: str, partitions: int = MOCK_PARTITIONS) -> dict[int, list[KafkaRecord]]:
         """Every partition's records, as a read_committed Kafka consumer sees them."""
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": f"reader-{uuid.uuid4().hex[:6]}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-            },
-            logger=_Silent(),
-        )
-        out: dict[int, list[KafkaRecord]] = {p: [] for p in range(partitions)}
-        try:
-            consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-            at_end: set[int] = set()
-            while len(at_end) < partitions:
-                for m in consumer.consume(1000, timeout=1):
-                    if m.error():
-                        at_end.add(m.partition())
-                        continue
-                    out[m.partition()].append(
-                        KafkaRecord(
-                            m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]
-                        )
-                    )
-        finally:
-            consumer.close()
-        return out
+        return read_committed(self.bootstrap, topic, partitions)
 
     def commit_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
         """Commit `offsets` (the next offset to consume, per partition) for `group`."""
-        consumer = Consumer(
-            {"bootstrap.servers": self.bootstrap, "group.id": group, "enable.auto.commit": False}, logger=_Silent()
-        )
-        try:
-            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-        finally:
-            consumer.close()
+        commit_offsets(self.bootstrap, group, topic, offsets)
+
+
+def read_committed(bootstrap: str, topic: str, partitions: int) -> dict[int, list[KafkaRecord]]:
+    """Every partition's records, as a read_committed Kafka consumer of `bootstrap` sees them."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        },
+        logger=_Silent(),
+    )
+    out: dict[int, list[KafkaRecord]] = {p: [] for p in range(partitions)}
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        at_end: set[int] = set()
+        while len(at_end) < partitions:
+            for m in consumer.consume(1000, timeout=1):
+                if m.error():
+                    at_end.add(m.partition())
+                    continue
+                out[m.partition()].append(
+                    KafkaRecord(
+                        m.partition(), m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]
+                    )
+                )
+    finally:
+        consumer.close()
+    return out
+
+
+def commit_offsets(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit `offsets` (the next offset to consume, per partition) for `group` on `bootstrap`."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}, logger=_Silent()
+    )
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
 
 
 class _Silent:

@@ -256,6 +256,7 @@ WRITERS = {
     ("lake.py", "create_topic"): ("lake", "topics/users/topic.json"),
     ("lake.py", "alter_topic"): ("lake", "topics/users/topic.json"),
     ("lake.py", "repair_metadata"): ("lake", "topics/users/topic.json"),
+    ("lake.py", "add_partitions"): ("lake", "topics/users/topic.json"),
     ("reports.py", "store_report"): ("lake", "_lakecleaner/runs/users/r/report.json"),
     ("engine/report.py", "save"): ("lake", "_lakecleaner/runs/users/r/report.json"),
     ("orchestration/tasks.py", "summarise"): ("lake", "_lakecleaner/runs/users/r/summary.json"),

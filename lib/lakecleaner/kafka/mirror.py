@@ -156,7 +156,8 @@ def _kafka_cleanup_policy(cluster: KafkaCluster, source: str) -> str | None:
 
     resource = ConfigResource(ResourceType.TOPIC, source)
     try:
-        described = admin(cluster).describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)
+        client = admin(cluster)  # kept until the answer came: a collected client drops its requests
+        described = client.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)
         entries = described[resource].result(timeout=REQUEST_TIMEOUT_S)
     except (KafkaException, KeyError):
         return None

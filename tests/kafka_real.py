@@ -1,0 +1,126 @@
+"""A real one-node Apache Kafka broker (KRaft) for the end-to-end Kafka tests.
+
+Its jars come from Maven Central (`tests/kafka_broker/pom.xml`: org.apache.kafka:kafka_2.13 and
+its runtime dependencies, copied by `mvn dependency:copy-dependencies`) into a cache under
+~/.cache/lakecleaner (reused by later runs and by .ci/run); the broker is formatted with
+`kafka.tools.StorageTool` and run with `kafka.Kafka` as broker and controller on two free
+loopback ports. The broker's own cleaner runs every half second, so a compacted topic gets gaps
+in its offsets within a test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+
+from tests.local_airflow import free_port
+
+KAFKA_VERSION = "4.1.1"
+POM = Path(__file__).parent / "kafka_broker" / "pom.xml"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lakecleaner" / f"kafka-{KAFKA_VERSION}"
+
+
+def broker_jars() -> Path:
+    """The folder of the broker's jars, fetched with Maven the first time."""
+    lib = CACHE / "lib"
+    if (lib / f"kafka_2.13-{KAFKA_VERSION}.jar").exists():
+        return lib
+    if shutil.which("mvn") is None:
+        raise RuntimeError("the Kafka tests need Maven (mvn) to fetch the broker's jars from Maven Central")
+    partial = CACHE / "lib.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    fetched = subprocess.run(
+        ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", f"-DoutputDirectory={partial}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if fetched.returncode != 0:
+        raise RuntimeError(
+            f"mvn could not fetch Kafka {KAFKA_VERSION}: {fetched.stdout[-2000:]}{fetched.stderr[-2000:]}"
+        )
+    partial.rename(lib)
+    return lib
+
+
+class KafkaBroker:
+    """A running one-node broker; `bootstrap` is its PLAINTEXT listener."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        lib = broker_jars()
+        port, controller = free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{port}"
+        properties = folder / "server.properties"
+        properties.write_text(
+            "\n".join(
+                [
+                    "process.roles=broker,controller",
+                    "node.id=1",
+                    f"controller.quorum.voters=1@127.0.0.1:{controller}",
+                    f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+                    "controller.listener.names=CONTROLLER",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    f"log.dirs={folder / 'data'}",
+                    "offsets.topic.replication.factor=1",
+                    "offsets.topic.num.partitions=1",
+                    "transaction.state.log.replication.factor=1",
+                    "transaction.state.log.min.isr=1",
+                    "transaction.state.log.num.partitions=1",
+                    "group.initial.rebalance.delay.ms=0",
+                    "log.cleaner.backoff.ms=500",
+                    "auto.create.topics.enable=false",
+                ]
+            )
+            + "\n"
+        )
+        classpath = f"{lib}/*"
+        cluster_id = subprocess.run(
+            ["java", "-cp", classpath, "kafka.tools.StorageTool", "random-uuid"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout.split()[-1]
+        subprocess.run(
+            ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(properties)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        self._log = (folder / "broker.log").open("w")
+        self.process = subprocess.Popen(
+            ["java", "-Xmx512m", "-cp", classpath, "kafka.Kafka", str(properties)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_until_ready()
+
+    def _wait_until_ready(self, timeout_s: float = 90) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the Kafka broker exited: {(self.folder / 'broker.log').read_text()[-3000:]}")
+            try:
+                admin.list_topics(timeout=2)
+                return
+            except Exception:  # not answering yet
+                time.sleep(0.5)
+        raise TimeoutError(f"the Kafka broker at {self.bootstrap} did not answer within {timeout_s} s")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        self._log.close()
