@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
@@ -39,7 +40,12 @@ def produce(broker: KafkaBroker, topic: str, records: list[dict[str, Any]], **se
 
 
 def lake_for(tmp_path: Path, broker: KafkaBroker, topic: str, **settings: Any) -> Lake:
-    return Lake.open(load_config(write_config(tmp_path, broker.bootstrap, topic, **settings)))
+    """A lake mirroring `topic`, whose config file does not set cleanup.policy (Kafka's is taken)."""
+    path = write_config(tmp_path, broker.bootstrap, topic, **settings)
+    config = yaml.safe_load(path.read_text())
+    del config["topics"][topic]["config"]["cleanup.policy"]
+    path.write_text(yaml.safe_dump(config))
+    return Lake.open(load_config(path))
 
 
 def test_a_compacted_topic_whose_cleaner_left_gaps_mirrors_at_its_offsets(

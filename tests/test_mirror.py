@@ -28,6 +28,9 @@ CLI = (sys.executable, "-m", "lakecleaner.cli")
 
 
 def write_config(tmp_path: Path, bootstrap: str, topic: str, **topic_settings: Any) -> Path:
+    """A config mirroring `topic` from cluster `main`; cleanup.policy is the file's (delete unless
+    given), so the mock cluster, which does not answer DescribeConfigs, is not asked for it."""
+    topic_settings["config"] = {"cleanup.policy": "delete", **topic_settings.get("config", {})}
     config = {
         "lake": {"uri": f"file://{tmp_path / 'lake'}"},
         "kafka": {"clusters": {"main": {"bootstrap.servers": bootstrap}}},

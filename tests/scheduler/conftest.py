@@ -103,7 +103,11 @@ def world(
     for name in ERASURE_TOPICS:
         topics[name] = erasure_spec(name, cron)
     mirrored_source = kafka_mock.new_topic()
-    topics[MIRRORED] = {"schedule": None, "mirror": {"cluster": "mock", "topic": mirrored_source}}
+    topics[MIRRORED] = {
+        "schedule": None,
+        "mirror": {"cluster": "mock", "topic": mirrored_source},
+        "config": {"cleanup.policy": "compact"},  # the mock cluster does not answer DescribeConfigs
+    }
     config_path = home / "lakecleaner.yaml"
     prefix = f"scheduler-{home.name[-12:]}"
     config_path.write_text(yaml.safe_dump(world_config(s3_endpoint, prefix, topics, kafka_mock.bootstrap)))

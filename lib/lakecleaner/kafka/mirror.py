@@ -18,6 +18,7 @@ partitions than the lake's, or one whose log ends before the lake's (recreated, 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -34,12 +35,16 @@ from lakecleaner.kafka.clients import REQUEST_TIMEOUT_S, admin, consumer, unavai
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.records import HEADER_TYPE
 
+log = logging.getLogger(__name__)
+
 #: Buffered bytes (keys, values, headers) per partition before an append.
 DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
 #: How long a partition's first buffered record may wait for an append.
 DEFAULT_LINGER_MS = 1000
 #: The headers of a record without any (shared: never changed).
 _NO_HEADERS: list[dict[str, Any]] = []
+#: How long DescribeConfigs may take (a cluster that cannot answer it, such as librdkafka's mock).
+_DESCRIBE_TIMEOUT_S = 5.0
 #: Messages asked of librdkafka per poll.
 _POLL_MESSAGES = 10_000
 
@@ -152,14 +157,20 @@ def _partition_count(client: Any, cluster: KafkaCluster, source: str) -> int:
 
 
 def _kafka_cleanup_policy(cluster: KafkaCluster, source: str) -> str | None:
-    """The Kafka topic's cleanup.policy (DescribeConfigs), or None when the cluster does not say."""
-
+    """The Kafka topic's cleanup.policy (DescribeConfigs), or None when the cluster does not say
+    within `_DESCRIBE_TIMEOUT_S` (then the lake topic takes the config file's, and a warning says so)."""
     resource = ConfigResource(ResourceType.TOPIC, source)
     try:
         client = admin(cluster)  # kept until the answer came: a collected client drops its requests
-        described = client.describe_configs([resource], request_timeout=REQUEST_TIMEOUT_S)
-        entries = described[resource].result(timeout=REQUEST_TIMEOUT_S)
-    except (KafkaException, KeyError):
+        described = client.describe_configs([resource], request_timeout=_DESCRIBE_TIMEOUT_S)
+        entries = described[resource].result(timeout=_DESCRIBE_TIMEOUT_S)
+    except (KafkaException, KeyError, TimeoutError) as exc:
+        log.warning(
+            "Kafka cluster %s did not say topic %s's cleanup.policy (%s): the lake topic takes the config file's",
+            cluster.name,
+            source,
+            type(exc).__name__,
+        )
         return None
     entry = entries.get("cleanup.policy")
     return None if entry is None or entry.value is None else str(entry.value)
@@ -173,9 +184,10 @@ def _lake_topic(lake: Lake, name: str, count: int, cluster: KafkaCluster, source
     except TopicNotFound:
         spec = lake.config.topics.get(name)
         overrides: dict[str, object] = {}
-        policy = _kafka_cleanup_policy(cluster, source)
-        if policy and not (spec and "cleanup.policy" in spec.overrides):
-            overrides["cleanup.policy"] = policy
+        if not (spec and "cleanup.policy" in spec.overrides):  # the file's wins: Kafka is not asked
+            policy = _kafka_cleanup_policy(cluster, source)
+            if policy:
+                overrides["cleanup.policy"] = policy
         return lake.create_topic(name, count, overrides, exist_ok=True), True, count
     if count < topic.partitions:
         raise MirrorMismatch(
