@@ -120,7 +120,7 @@ def one_run(
             {
                 "lake": {"uri": f"file://{Path(lake_dir) / 'lake'}"},
                 "kafka": {"clusters": {"bench": {"bootstrap.servers": bootstrap}}},
-                "topics": {topic: {"mirror": {"cluster": "bench"}}},
+                "topics": {topic: {"mirror": {"cluster": "bench"}, "config": {"cleanup.policy": "delete"}}},
             }
         )
         lake = Lake.open(config)
