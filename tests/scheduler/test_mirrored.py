@@ -35,3 +35,7 @@ def test_a_mirrored_topics_run_mirrors_first_and_reports_the_lag(world: World) -
     assert summary["mirror"]["records"] == 300 and summary["mirror"]["source_topic"] == world.mirrored_source
     assert [p["lag"] for p in summary["mirror"]["partitions"]] == [0, 0, 0, 0]
     assert summary["compaction"] is not None  # the mirrored records were compacted in the same run
+    status, shown = world.airflow.api("GET", f"/lakecleaner/api/topics/{MIRRORED}", user="admin")
+    assert status == 200 and shown["mirror_lag"] == 0  # the dashboard's "records behind Kafka"
+    page_status, page = world.airflow.api("GET", f"/lakecleaner/topics/{MIRRORED}", user="admin", raw=True)
+    assert page_status == 200 and 'data-metric="mirror-lag"' in page

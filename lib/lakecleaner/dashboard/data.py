@@ -132,6 +132,7 @@ def topic_overview(state: TopicState, runs: Sequence[RunRecord]) -> dict[str, An
         "compaction_order": list(plan.selection.selected),
         "nearest_deadline": nearest_deadline(plan),
         "last_run": runs[0].to_dict() if runs else None,
+        "mirror_lag": next((r.mirror_lag for r in runs if r.mirror_lag is not None), None),
         "reclaimed_recent": {
             "runs": len(recent),
             "bytes": sum(r.bytes for r in recent),

@@ -108,6 +108,16 @@ class RunRecord:
         return reclaimed(self.summary or {})
 
     @property
+    def mirror_lag(self) -> int | None:
+        """Records the mirrored topic was behind its Kafka topic's high watermarks when the run's
+        `mirror` task ended (summed over partitions); None for a run without one (issue 47)."""
+        mirror = (self.summary or {}).get("mirror")
+        if not isinstance(mirror, Mapping):
+            return None
+        parts = [p for p in mirror.get("partitions") or [] if isinstance(p, Mapping)]
+        return sum(lag for p in parts if isinstance(lag := p.get("lag"), int) and not isinstance(lag, bool))
+
+    @property
     def failures(self) -> list[str]:
         """What went wrong, from the run summary (only runs that reached `report` have one)."""
         if self.summary is None or "run" not in self.reports:
@@ -163,6 +173,7 @@ class RunRecord:
             "time_ms": self.time_ms,
             "result": self.result,
             "failures": self.failures,
+            "mirror_lag": self.mirror_lag,
             **self.reclaimed.to_dict(),
             "quality": [q.to_dict() for q in self.quality()],
             "reports": list(self.reports),
