@@ -100,9 +100,8 @@ def parse_mirror(topic: str, raw: object, where: str, problems: list[str]) -> Mi
     if raw is None:
         return None
     section = check_keys(raw, _MIRROR_KEYS, where, problems)
-    cluster = section.get("cluster")
-    if not isinstance(cluster, str) or not cluster:
-        problems.append(f"{where}.cluster={shown(cluster)}: must name a cluster of kafka.clusters")
+    cluster = _cluster_named(section, where, problems)
+    if cluster is None:
         return None
     source = section.get("topic", topic)
     seconds = section.get("max_seconds", DEFAULT_MIRROR_SECONDS)
@@ -121,7 +120,11 @@ def parse_offsets_cluster(raw: object, where: str, problems: list[str]) -> str |
     absent: the lake's own store."""
     if raw is None:
         return None
-    section = check_keys(raw, _OFFSETS_KEYS, where, problems)
+    return _cluster_named(check_keys(raw, _OFFSETS_KEYS, where, problems), where, problems)
+
+
+def _cluster_named(section: Mapping[str, Any], where: str, problems: list[str]) -> str | None:
+    """The section's `cluster`: a name (whether kafka.clusters defines it is `unknown_clusters`'s rule)."""
     cluster = section.get("cluster")
     if not isinstance(cluster, str) or not cluster:
         problems.append(f"{where}.cluster={shown(cluster)}: must name a cluster of kafka.clusters")
