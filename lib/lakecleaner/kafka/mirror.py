@@ -222,25 +222,37 @@ def _starting_points(client: Any, cluster: KafkaCluster, source: str, topic: Top
 
 
 class _Buffer:
-    """A partition's buffered messages (librdkafka's, which hold the bytes), appended as one
-    Arrow table built column by column."""
+    """A partition's buffered records: librdkafka's messages (for their offsets and timestamps)
+    and the keys, values and headers taken from each once, appended as one Arrow table."""
 
     def __init__(self) -> None:
         self.messages: list[Any] = []
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.headers: list[list[dict[str, Any]]] = []
         #: Bytes of keys, values and headers buffered.
         self.size = 0
 
     def add(self, messages: list[Any], limit: int) -> list[Any]:
         """Buffer messages until the buffer holds `limit` bytes; the ones left over."""
+        keys, values, headers, size = self.keys, self.values, self.headers, self.size
+        taken = len(messages)
         for index, m in enumerate(messages):
-            self.size += len(m) + len(m.key() or b"")  # len(): the value's bytes
-            if headers := m.headers():
-                self.size += sum(len(k) + len(v or b"") for k, v in headers)
-            if self.size >= limit:
-                self.messages.extend(messages[: index + 1])
-                return messages[index + 1 :]
-        self.messages.extend(messages)
-        return []
+            key, value, pairs = m.key(), m.value(), m.headers()
+            keys.append(key)
+            values.append(value)
+            size += (len(key) if key else 0) + (len(value) if value else 0)
+            if pairs:
+                headers.append([{"key": k, "value": v} for k, v in pairs])
+                size += sum(len(k) + (len(v) if v else 0) for k, v in pairs)
+            else:
+                headers.append(_NO_HEADERS)
+            if size >= limit:
+                taken = index + 1
+                break
+        self.size = size
+        self.messages.extend(messages[:taken])
+        return messages[taken:]
 
     @property
     def offsets(self) -> list[int]:
@@ -250,15 +262,12 @@ class _Buffer:
         """The records as BATCH_SCHEMA columns (a timestamp Kafka does not have becomes the
         append's time)."""
         stamps = [m.timestamp() for m in self.messages]
-        headers = [m.headers() for m in self.messages]
         return pa.table(
             {
-                "key": pa.array([m.key() for m in self.messages], pa.binary()),
-                "value": pa.array([m.value() for m in self.messages], pa.binary()),
+                "key": pa.array(self.keys, pa.binary()),
+                "value": pa.array(self.values, pa.binary()),
                 "timestamp": pa.array([stamp if kind else None for kind, stamp in stamps], pa.int64()),
-                "headers": pa.array(
-                    [[{"key": k, "value": v} for k, v in h] if h else _NO_HEADERS for h in headers], HEADER_TYPE
-                ),
+                "headers": pa.array(self.headers, HEADER_TYPE),
             }
         )
 
