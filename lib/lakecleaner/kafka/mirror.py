@@ -136,7 +136,7 @@ def mirror_topic(
         count = _partition_count(client, cluster, source.topic)
         topic, created, added = _lake_topic(lake, name, count, cluster, source.topic)
         progress = _starting_points(client, cluster, source.topic, topic)
-        run = _Run(lake, topic, source.topic, progress, limits, stop or threading.Event(), on_append)
+        run = _Run(topic, source.topic, progress, limits, stop or threading.Event(), on_append)
         stopped = run.consume(client, cluster)
     finally:
         client.close()
@@ -277,7 +277,6 @@ class _Run:
 
     def __init__(
         self,
-        lake: Lake,
         topic: Topic,
         source: str,
         progress: dict[int, PartitionProgress],
@@ -285,7 +284,7 @@ class _Run:
         stop: threading.Event,
         on_append: Callable[[PartitionProgress], None] | None,
     ) -> None:
-        self.lake, self.topic, self.source, self.progress = lake, topic, source, progress
+        self.topic, self.source, self.progress = topic, source, progress
         self.limits, self.stop, self.on_append = limits, stop, on_append
         self.buffers: dict[int, _Buffer] = {p: _Buffer() for p in progress}
         self.first_buffered: dict[int, float] = {}

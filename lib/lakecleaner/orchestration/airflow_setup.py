@@ -49,20 +49,17 @@ def setup_airflow(config: LakeConfig) -> dict[str, Any]:
     }
     try:
         with create_session() as session:
-            Pool.create_or_update_pool(
-                name=settings.pool,
-                slots=settings.pool_slots,
-                description="lakecleaner: concurrent Spark applications (compact tasks)",
-                include_deferred=False,
-                session=session,
-            )
-            Pool.create_or_update_pool(
-                name=settings.mirror_pool,
-                slots=settings.mirror_pool_slots,
-                description="lakecleaner: concurrent Kafka mirrors (mirror tasks)",
-                include_deferred=False,
-                session=session,
-            )
+            for name, slots, description in (
+                (settings.pool, settings.pool_slots, "concurrent Spark applications (compact tasks)"),
+                (settings.mirror_pool, settings.mirror_pool_slots, "concurrent Kafka mirrors (mirror tasks)"),
+            ):
+                Pool.create_or_update_pool(
+                    name=name,
+                    slots=slots,
+                    description=f"lakecleaner: {description}",
+                    include_deferred=False,
+                    session=session,
+                )
             Variable.set(
                 SETUP_VARIABLE,
                 json.dumps(marker),
