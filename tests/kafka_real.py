@@ -95,12 +95,14 @@ class KafkaBroker:
             timeout=120,
             check=True,
         )
-        self._log = (folder / "broker.log").open("w")
-        self.process = subprocess.Popen(
-            ["java", "-Xmx512m", "-cp", classpath, "kafka.Kafka", str(properties)],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
+        self._command = ["java", "-Xmx512m", "-cp", classpath, "kafka.Kafka", str(properties)]
+        self.start()
+
+    def start(self) -> None:
+        """Run the broker; after `stop`, on the same ports and log (a restart as clients see one:
+        connections refused, then the same records at the same offsets)."""
+        self._log = (self.folder / "broker.log").open("a")
+        self.process = subprocess.Popen(self._command, stdout=self._log, stderr=subprocess.STDOUT)
         self._wait_until_ready()
 
     def _wait_until_ready(self, timeout_s: float = 90) -> None:

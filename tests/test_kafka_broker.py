@@ -5,6 +5,8 @@ committed through the group coordinator."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -16,6 +18,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from lakecleaner.config import load_config
+from lakecleaner.errors import KafkaUnavailable
 from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
 from tests.kafka_mock import read_committed
@@ -139,3 +142,60 @@ def test_a_groups_offsets_committed_through_the_coordinator_drive_consumed_posit
     mirror_topic(lake, topic, MirrorLimits(once=True))
     positions = lake.offsets.consumed_positions(topic, [0, 1])
     assert {p: pos.offset for p, pos in positions.items()} == {0: 10, 1: 10}
+
+
+def test_a_broker_restart_is_waited_out_and_a_broker_gone_for_good_ends_the_run_keeping_what_it_appended(
+    tmp_path: Path, kafka_broker: KafkaBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = create_topic(kafka_broker, 2)
+    produce(kafka_broker, topic, [{"key": b"k%d" % i, "value": b"x" * 200, "partition": i % 2} for i in range(20_000)])
+    lake = lake_for(tmp_path, kafka_broker, topic)
+    # small fetches, so the client holds few records when the broker goes away
+    path = tmp_path / "lakecleaner.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["kafka"]["clusters"]["main"].update(
+        {
+            "fetch.max.bytes": 8192,
+            "message.max.bytes": 8192,
+            "max.partition.fetch.bytes": 4096,
+            "queued.max.messages.kbytes": 16,
+        }
+    )
+    path.write_text(yaml.safe_dump(config))
+    lake = Lake.open(load_config(path))
+    stopped: list[bool] = []
+
+    def stop_broker_once(restart_after_s: float | None) -> Any:
+        def on_append(progress: Any) -> None:
+            if not stopped:
+                stopped.append(True)
+                kafka_broker.stop()
+                if restart_after_s is not None:
+                    threading.Timer(restart_after_s, kafka_broker.start).start()
+
+        return on_append
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="lakecleaner.kafka.mirror"):
+            report = mirror_topic(
+                lake, topic, MirrorLimits(once=True, batch_bytes=20_000), on_append=stop_broker_once(2.0)
+            )
+        assert report.stopped == "caught up" and report.records == 20_000
+        assert any("librdkafka retries, the mirror waits" in r.getMessage() for r in caplog.records)
+        assert lake_view(lake, topic) == read_committed(kafka_broker.bootstrap, topic, 2)
+
+        produce(kafka_broker, topic, [{"key": b"n", "value": b"y" * 200, "partition": i % 2} for i in range(10_000)])
+        stopped.clear()
+        with pytest.raises(KafkaUnavailable, match=r"did not answer fetches of .* for 1 s"):
+            mirror_topic(
+                lake, topic, MirrorLimits(once=True, batch_bytes=20_000, give_up_s=1), on_append=stop_broker_once(None)
+            )
+        kept = lake_view(lake, topic)
+        assert 20_000 < sum(len(v) for v in kept.values()) < 30_000  # what was appended stays
+    finally:
+        if kafka_broker.process.poll() is not None:
+            kafka_broker.start()
+    kafka_view = read_committed(kafka_broker.bootstrap, topic, 2)
+    assert all(kept[p] == kafka_view[p][: len(kept[p])] for p in (0, 1))  # a prefix, at Kafka's offsets
+    mirror_topic(lake, topic, MirrorLimits(once=True))
+    assert lake_view(lake, topic) == kafka_view

@@ -16,11 +16,15 @@ from typing import Any
 
 import pytest
 import yaml
+from confluent_kafka import KafkaError
 
 from lakecleaner.config import load_config, parse_config
 from lakecleaner.errors import KafkaUnavailable, MirrorMismatch
+from lakecleaner.kafka.clients import retried
 from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
+from tests.dashboard.conftest import Scene
+from tests.dashboard.test_app import as_user, client
 from tests.kafka_mock import MOCK_PARTITIONS, KafkaRecord, MockCluster
 
 T0 = 1_790_000_000_000
@@ -267,11 +271,17 @@ def test_consumed_retention_follows_the_groups_the_cluster_keeps(tmp_path: Path,
     listed = run_cli(config, "--json", "offsets", "list", "--topic", topic)
     assert listed.returncode == 0, listed.stderr
     shown = json.loads(listed.stdout)
-    assert shown["source"] == "Kafka cluster main" and shown["minimum"]["0"]["offset"] == bases[2]
+    source = f"Kafka cluster main ({kafka_mock.bootstrap})"
+    assert shown["source"] == source and shown["minimum"]["0"]["offset"] == bases[2]
     assert {(r["group"], r["offset"]) for r in shown["offsets"] if r["partition"] == 0} == {
         ("fast", 60),
         ("slow", bases[2]),
     }
+    dashboard = client(Scene(config, T0))
+    page = dashboard.get(f"/topics/{topic}/partitions/0", headers=as_user("viewer")).text
+    assert f"Committed offsets read from {source}." in page
+    api = dashboard.get(f"/api/topics/{topic}/partitions/0", headers=as_user("viewer")).json()
+    assert api["offsets_source"] == source and api["consumer_groups"] == {"fast": 60, "slow": bases[2]}
 
 
 def test_a_cluster_that_does_not_answer_makes_its_groups_offsets_unknown(tmp_path: Path) -> None:
@@ -282,3 +292,18 @@ def test_a_cluster_that_does_not_answer_makes_its_groups_offsets_unknown(tmp_pat
     lake.create_topic("orders")
     position = lake.offsets.consumed_positions("orders", [0])[0]
     assert position.offset is None and "Kafka cluster main (127.0.0.1:1) did not answer" in str(position.reason)
+
+
+@pytest.mark.parametrize(
+    ("error", "waited_out"),
+    [
+        (KafkaError(KafkaError._TRANSPORT), True),
+        (KafkaError(KafkaError._ALL_BROKERS_DOWN), True),
+        (KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION), True),
+        (KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), False),
+        (KafkaError(KafkaError.SASL_AUTHENTICATION_FAILED), False),
+        (KafkaError(KafkaError._FATAL, fatal=True), False),
+    ],
+)
+def test_errors_librdkafka_retries_are_waited_out_and_the_rest_end_the_run(error: KafkaError, waited_out: bool) -> None:
+    assert retried(error) is waited_out

@@ -245,6 +245,14 @@ class OffsetStore:
         subscribed, offsets, failures = self.subscribed_offsets(topic, groups)
         return {p: _min_position(p, subscribed, offsets, failures) for p in partitions}
 
+    def source_of(self, topic: str | None) -> str:
+        """Where consumed retention of `topic` reads committed offsets, for people: a Kafka
+        cluster (its name and bootstrap servers) or the lake's own store."""
+        cluster = None if topic is None else self.offsets_cluster(topic)
+        if cluster is None:
+            return f"the lake's {OFFSETS_PREFIX}"
+        return f"Kafka cluster {cluster} ({self.config.kafka_clusters[cluster].bootstrap_servers})"
+
     def offsets_cluster(self, topic: str) -> str | None:
         """The Kafka cluster whose committed offsets consumed retention of `topic` reads, or None
         for the lake's own store (`_consumer_offsets/`)."""

@@ -87,6 +87,8 @@ def test_consumer_groups_and_the_segments_consumed_retention_deletes_are_marked(
     assert deleted == [(RETENTION_MS, "100"), (CONSUMED, "200")]
     assert [e.get("data-next-offset") for e in _by(root, "retention-consumed")] == ["200"]
     assert {e.get("data-kind") for e in _by(root, "region")} == {"log", "active"}
+    view = partition_view(load_topic(scene.lake, "page-views", scene.now_ms), 0)
+    assert view.offsets_source == "the lake's _consumer_offsets/"  # no `consumer_offsets: {cluster}`
 
 
 def test_the_small_drawing_has_the_same_offsets_without_labels(scene: Scene) -> None:

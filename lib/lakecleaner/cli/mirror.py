@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from types import FrameType
@@ -23,6 +24,11 @@ from lakecleaner.cli.output import console, err_console, format_bytes
     type=click.IntRange(min=1),
     help="Bytes buffered per partition before an append (default 16 MiB).",
 )
+@click.option(
+    "--give-up-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds of errors the Kafka client retries (a broker restarting) before the run fails (default 60).",
+)
 @pass_ctx
 def mirror(
     ctx: Context,
@@ -31,11 +37,19 @@ def mirror(
     max_seconds: float | None,
     max_records: int | None,
     batch_bytes: int | None,
+    give_up_seconds: float | None,
 ) -> None:
     """Append a Kafka topic's records to lake topic TOPIC at their Kafka offsets, byte for byte,
     resuming at the lake's log end. Without --once it runs until SIGTERM (or a limit), then appends
-    what it holds and exits 0."""
-    from lakecleaner.kafka.mirror import DEFAULT_BATCH_BYTES, MirrorLimits, PartitionProgress, mirror_topic
+    what it holds and exits 0. Each append prints a progress line on stderr (a JSON object with
+    --json)."""
+    from lakecleaner.kafka.mirror import (
+        DEFAULT_BATCH_BYTES,
+        DEFAULT_GIVE_UP_S,
+        MirrorLimits,
+        PartitionProgress,
+        mirror_topic,
+    )
 
     stop = threading.Event()
 
@@ -45,13 +59,21 @@ def mirror(
     previous = signal.signal(signal.SIGTERM, on_signal)
 
     def appended(progress: PartitionProgress) -> None:
-        if not ctx.as_json:
+        if ctx.as_json:
+            click.echo(json.dumps({"topic": topic, **progress.to_dict()}), err=True)
+        else:
             err_console.print(
                 f"{topic}-{progress.partition}: {progress.records:,} records to offset {progress.next_offset} "
                 f"(lag {progress.lag:,})"
             )
 
-    limits = MirrorLimits(once, max_seconds, max_records, batch_bytes or DEFAULT_BATCH_BYTES)
+    limits = MirrorLimits(
+        once,
+        max_seconds,
+        max_records,
+        batch_bytes or DEFAULT_BATCH_BYTES,
+        give_up_s=give_up_seconds or DEFAULT_GIVE_UP_S,
+    )
     try:
         report = mirror_topic(ctx.lake, topic, limits, stop=stop, on_append=appended)
     finally:

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from lakecleaner.cli.base import Context, cli, exit_on_failures, pass_ctx
 from lakecleaner.cli.output import console
-from lakecleaner.offsets import OFFSETS_PREFIX, GroupOffsets
+from lakecleaner.offsets import GroupOffsets
 
 
 @cli.group()
@@ -47,7 +47,7 @@ def offsets_list(ctx: Context, group: str | None, topic: str | None) -> None:
     topic whose config says `consumer_offsets: {cluster: …}`, from that Kafka cluster."""
     rows = []
     cluster = ctx.lake.offsets.offsets_cluster(topic) if topic else None
-    source = f"Kafka cluster {cluster}" if cluster else f"the lake's {OFFSETS_PREFIX}"
+    source = ctx.lake.offsets.source_of(topic)
     reads: dict[str, GroupOffsets | str]
     if topic and cluster:
         from lakecleaner.kafka.groups import cluster_offsets

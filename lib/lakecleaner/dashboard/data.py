@@ -41,6 +41,8 @@ class TopicState:
     # Partitions whose manifest could not be read, and why (the plan covers the others).
     unreadable: dict[int, str]
     cleaner: CleanerState
+    #: Where the consumer groups' committed offsets were read (`OffsetStore.source_of`).
+    offsets_source: str
 
 
 def load_topic(lake: Lake, name: str, now_ms: int) -> TopicState:
@@ -51,7 +53,7 @@ def load_topic(lake: Lake, name: str, now_ms: int) -> TopicState:
     consumed = lake.offsets.consumed_positions(name, sorted(read.manifests))
     cleaner = lake.cleaner_state.read(name)
     plan = plan_topic(name, read.manifests, topic.config, consumed, now_ms, cleaner=cleaner)
-    return TopicState(read.manifests, consumed, plan, read.failures, cleaner)
+    return TopicState(read.manifests, consumed, plan, read.failures, cleaner, lake.offsets.source_of(name))
 
 
 def load_topics(lake: Lake, names: Sequence[str], now_ms: int) -> dict[str, TopicState | str]:
@@ -68,7 +70,8 @@ def load_topics(lake: Lake, names: Sequence[str], now_ms: int) -> dict[str, Topi
         read = reads[name]
         consumed = lake.offsets.consumed_positions(name, sorted(read.manifests), groups)
         plan = plan_topic(name, read.manifests, topic.config, consumed, now_ms, cleaner=cleaners[name])
-        out[name] = TopicState(read.manifests, consumed, plan, read.failures, cleaners[name])
+        source = lake.offsets.source_of(name)
+        out[name] = TopicState(read.manifests, consumed, plan, read.failures, cleaners[name], source)
     return out
 
 
@@ -202,6 +205,7 @@ class PartitionView:
     groups: dict[str, int | None]
     consumed_offset: int | None
     consumed_reason: str | None
+    offsets_source: str
 
     @property
     def axis_start(self) -> int:
@@ -235,6 +239,7 @@ class PartitionView:
             "regions": [r.to_dict() for r in self.regions],
             "segments": [s.to_dict() for s in self.segments],
             "consumer_groups": dict(self.groups),
+            "offsets_source": self.offsets_source,
             "min_committed_offset": self.consumed_offset,
             "consumed_reason": self.consumed_reason,
             "consumed_deletions": [s.id for s in self.consumed_deletions],
@@ -312,4 +317,5 @@ def partition_view(state: TopicState, partition: int) -> PartitionView:
         groups=dict(consumed.groups) if consumed else {},
         consumed_offset=None if consumed is None else consumed.offset,
         consumed_reason=None if consumed is None else consumed.reason,
+        offsets_source=state.offsets_source,
     )

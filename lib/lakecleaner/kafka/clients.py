@@ -9,9 +9,10 @@ secrets) are never formatted into a message.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import AdminClient
 
 from lakecleaner.config.kafka import KafkaCluster
@@ -19,13 +20,28 @@ from lakecleaner.errors import KafkaUnavailable
 
 #: How long a metadata, watermark or offsets request may take before the cluster counts as not answering.
 REQUEST_TIMEOUT_S = 10.0
+#: Errors no retry mends: the client's credentials or rights (a broker that is down, restarting,
+#: or moving a partition's leadership gives errors librdkafka retries on its own).
+_PERMANENT = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+    }
+)
 
 
-def consumer(cluster: KafkaCluster, purpose: str) -> Any:
-    """A consumer that is assigned partitions and offsets (no group membership, nothing committed)."""
+def consumer(cluster: KafkaCluster, purpose: str, on_error: Callable[[Any], None] | None = None) -> Any:
+    """A consumer that is assigned partitions and offsets (no group membership, nothing committed);
+    `on_error` gets the errors librdkafka reports for the client as a whole (a broker refusing
+    connections, a login refused), which it otherwise only logs."""
 
+    callbacks = {} if on_error is None else {"error_cb": on_error}
     return Consumer(
         {
+            **callbacks,
             **cluster.properties,
             "group.id": f"lakecleaner-{purpose}",  # never joined nor committed: assign() only
             "enable.auto.commit": False,
@@ -43,6 +59,13 @@ def admin(cluster: KafkaCluster) -> Any:
     """An AdminClient of the cluster."""
 
     return AdminClient({**cluster.properties, "socket.timeout.ms": int(REQUEST_TIMEOUT_S * 1000)}, logger=_QUIET)
+
+
+def retried(error: Any) -> bool:
+    """Whether a consumer's error is one librdkafka retries (a broker down or restarting, a
+    leader moving, a request timing out), so the caller waits; not a fatal error nor one of
+    the client's credentials or rights."""
+    return not error.fatal() and error.code() not in _PERMANENT
 
 
 def unavailable(cluster: KafkaCluster, doing: str, cause: BaseException | str) -> KafkaUnavailable:

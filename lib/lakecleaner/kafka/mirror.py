@@ -31,7 +31,7 @@ from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[a
 
 from lakecleaner.config.kafka import KafkaCluster, MirrorSpec
 from lakecleaner.errors import KafkaUnavailable, LakeCleanerError, MirrorMismatch, TopicNotFound
-from lakecleaner.kafka.clients import REQUEST_TIMEOUT_S, admin, consumer, unavailable
+from lakecleaner.kafka.clients import REQUEST_TIMEOUT_S, admin, consumer, retried, unavailable
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.records import HEADER_TYPE
 
@@ -47,6 +47,9 @@ _NO_HEADERS: list[dict[str, Any]] = []
 _DESCRIBE_TIMEOUT_S = 5.0
 #: Messages asked of librdkafka per poll.
 _POLL_MESSAGES = 10_000
+#: How long a run waits out errors librdkafka retries (a broker restarting) before it ends
+#: with `KafkaUnavailable`.
+DEFAULT_GIVE_UP_S = 60.0
 
 
 @dataclass
@@ -64,6 +67,9 @@ class PartitionProgress:
     def lag(self) -> int:
         """Records behind the cluster's high watermark as last seen (Kafka's consumer lag)."""
         return max(0, self.high_watermark - self.next_offset)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "lag": self.lag}
 
 
 @dataclass
@@ -92,21 +98,22 @@ class MirrorReport:
             "added_partitions": self.added_partitions,
             "stopped": self.stopped,
             "records": self.records,
-            "partitions": [{**asdict(p), "lag": p.lag} for p in self.partitions],
+            "partitions": [p.to_dict() for p in self.partitions],
         }
 
 
 @dataclass(frozen=True)
 class MirrorLimits:
     """When a run ends: `once` at the high watermarks seen at its start; else at `max_seconds`,
-    `max_records`, or when `stop` is set (SIGTERM). `batch_bytes` and `linger_ms` bound a
-    partition's buffer."""
+    `max_records`, or when `stop` is set (SIGTERM); with `KafkaUnavailable` after `give_up_s`
+    of errors and no record. `batch_bytes` and `linger_ms` bound a partition's buffer."""
 
     once: bool = False
     max_seconds: float | None = None
     max_records: int | None = None
     batch_bytes: int = DEFAULT_BATCH_BYTES
     linger_ms: int = DEFAULT_LINGER_MS
+    give_up_s: float = DEFAULT_GIVE_UP_S
 
 
 def mirror_source(lake: Lake, name: str) -> tuple[MirrorSpec, KafkaCluster]:
@@ -131,13 +138,14 @@ def mirror_topic(
     """Mirror the lake topic `name` from its configured Kafka topic until `limits` end the run;
     what was buffered is appended before it returns (also when `stop` is set)."""
     source, cluster = mirror_source(lake, name)
-    client = consumer(cluster, f"mirror-{name}")
+    errors = _ClusterErrors(cluster, source.topic, limits.give_up_s)
+    client = consumer(cluster, f"mirror-{name}", on_error=errors)
     try:
         count = _partition_count(client, cluster, source.topic)
         topic, created, added = _lake_topic(lake, name, count, cluster, source.topic)
         progress = _starting_points(client, cluster, source.topic, topic)
         run = _Run(topic, source.topic, progress, limits, stop or threading.Event(), on_append)
-        stopped = run.consume(client, cluster)
+        stopped = run.consume(client, errors)
     finally:
         client.close()
     return MirrorReport(name, cluster.name, source.topic, created, added, stopped, list(progress.values()))
@@ -221,6 +229,62 @@ def _starting_points(client: Any, cluster: KafkaCluster, source: str, topic: Top
     return out
 
 
+class _ClusterErrors:
+    """The errors of a run's consumer (librdkafka's error callback and error events), and when
+    they end it.
+
+    librdkafka retries a broker that refuses connections or restarts, and reports each failed
+    attempt; a run waits those out (a warning when a streak starts) and goes on when records come
+    again. After `give_up_s` of errors and no record it asks the cluster once for a watermark:
+    an answer means the cluster is back (an idle topic brings no record to say so), no answer
+    ends the run with `KafkaUnavailable`. An error no retry mends (fatal, credentials, rights)
+    ends it at the next poll.
+    """
+
+    def __init__(self, cluster: KafkaCluster, source: str, give_up_s: float) -> None:
+        self.cluster, self.source, self.give_up_s = cluster, source, give_up_s
+        self.since: float | None = None
+        self.last = ""
+        self.permanent: str | None = None
+        #: Before the consume loop, the requests that set a run up report their own errors.
+        self.watching = False
+
+    def __call__(self, error: Any) -> None:
+        self.last = error.str()
+        if not self.watching:
+            return
+        if not retried(error):
+            self.permanent = self.permanent or self.last
+        elif self.since is None:
+            self.since = time.monotonic()
+            log.warning(
+                "Kafka cluster %s: %s; librdkafka retries, the mirror waits up to %g s",
+                self.cluster.name,
+                self.last,
+                self.give_up_s,
+            )
+
+    def answered(self) -> None:
+        """Records (or a partition's end) came: the cluster answers."""
+        self.since = None
+
+    def give_up_if_stalled(self, client: Any, probe: TopicPartition) -> None:
+        """End the run on an error no retry mends, or after `give_up_s` of errors when the
+        cluster does not answer a watermark request for `probe` either."""
+        if self.permanent is not None:
+            raise unavailable(self.cluster, f"fetches of {self.source}", self.permanent)
+        if self.since is None or time.monotonic() - self.since < self.give_up_s:
+            return
+        try:
+            client.get_watermark_offsets(probe, timeout=REQUEST_TIMEOUT_S)
+        except KafkaException:
+            raise unavailable(
+                self.cluster, f"fetches of {self.source} for {self.give_up_s:g} s", f"last error: {self.last}"
+            ) from None
+        log.warning("Kafka cluster %s answers again", self.cluster.name)
+        self.since = None
+
+
 class _Buffer:
     """A partition's buffered records: librdkafka's messages (for their offsets and timestamps)
     and the keys, values and headers taken from each once, appended as one Arrow table."""
@@ -291,7 +355,7 @@ class _Run:
         self.done: set[int] = set()
         self.taken = 0
 
-    def consume(self, client: Any, cluster: KafkaCluster) -> str:
+    def consume(self, client: Any, errors: _ClusterErrors) -> str:
         """Read until a limit ends the run; the reason."""
 
         if self.limits.once:
@@ -302,13 +366,15 @@ class _Run:
         if not pending:
             return "caught up"
         client.assign(pending)
+        errors.watching = True
         deadline = None if self.limits.max_seconds is None else time.monotonic() + self.limits.max_seconds
         try:
             while True:
                 reason = self._ended(deadline)
                 if reason:
                     return reason
-                self._take(client, cluster, client.consume(_POLL_MESSAGES, timeout=0.2))
+                self._take(client, errors, client.consume(_POLL_MESSAGES, timeout=0.2))
+                errors.give_up_if_stalled(client, pending[0])
                 self._flush_due()
         finally:
             for p in self.buffers:
@@ -323,22 +389,27 @@ class _Run:
             return "max seconds"
         return "signal" if self.stop.is_set() else None
 
-    def _take(self, client: Any, cluster: KafkaCluster, messages: list[Any]) -> None:
+    def _take(self, client: Any, errors: _ClusterErrors, messages: list[Any]) -> None:
         """Buffer a poll's messages by partition (one tight loop: the per-record cost is what the
         mirror adds to a bare consumer's), appending a partition whose buffer is full."""
         polled: dict[int, list[Any]] = {}
         for message in messages:
             error = message.error()
-            if error is not None:  # what came before it, then the partition's end
+            if error is None:
+                p = message.partition()
+                if p in polled:
+                    polled[p].append(message)
+                else:
+                    polled[p] = [message]
+            elif error.code() == KafkaError._PARTITION_EOF:  # what came before it, then the end
                 p = message.partition()
                 self._buffer(client, p, polled.pop(p, []))
-                self._end_of(client, cluster, p, error)
-                continue
-            p = message.partition()
-            if p in polled:
-                polled[p].append(message)
+                errors.answered()
+                self._end_of(p)
             else:
-                polled[p] = [message]
+                errors(error)
+        if polled:
+            errors.answered()
         for p, taken in polled.items():
             self._buffer(client, p, taken)
 
@@ -363,11 +434,9 @@ class _Run:
             if self.buffers[p].size >= self.limits.batch_bytes:
                 self._flush(p)
 
-    def _end_of(self, client: Any, cluster: KafkaCluster, p: int, error: Any) -> None:
-        """A partition's end (librdkafka's partition EOF: append what it holds; with --once it is
-        done), or a fetch error."""
-        if error.code() != KafkaError._PARTITION_EOF:
-            raise unavailable(cluster, f"a fetch of {self.source}-{p}", error.str())
+    def _end_of(self, p: int) -> None:
+        """A partition's end (librdkafka's partition EOF): append what it holds; with --once it is
+        done."""
         self._flush(p)
         if self.limits.once:
             self.done.add(p)
@@ -398,6 +467,7 @@ class _Run:
 
 __all__ = [
     "DEFAULT_BATCH_BYTES",
+    "DEFAULT_GIVE_UP_S",
     "DEFAULT_LINGER_MS",
     "KafkaUnavailable",
     "MirrorLimits",
