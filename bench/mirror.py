@@ -6,7 +6,8 @@
 librdkafka's mock cluster (one broker, in this process) holds the topic. It keeps only about
 5 MB per partition (older records leave its log), so the records go in rounds of `--round`
 records: each round is produced, then read by the floor and mirrored, and the times of the
-rounds are summed. The floor is the same consumer settings (read_committed, assigned partitions,
+rounds are summed; which of the two reads a round first alternates, so neither is always the
+first to read freshly produced records. The floor is the same consumer settings (read_committed, assigned partitions,
 no group) reading the round's records into Python (key and value taken from each message) and
 discarding them; lakecleaner's `mirror_topic` (`--once`, 16 MiB batches) appends them to a local
 lake at their offsets, resuming where the previous round ended. The ratio is lakecleaner's
@@ -129,18 +130,13 @@ def one_run(
             count = min(args.round, args.records - done)
             starts = ends(bootstrap, topic) if done else [0] * PARTITIONS
             produce(producer, topic, count, args.value_size, first=done)
-            read_floor = partial(floor, bootstrap, topic, starts)
-            for total, measured in zip(
-                totals,
-                (
-                    timed(read_floor),
-                    timed(lambda: mirrored(lake, topic, args.batch_bytes)),
-                ),
-                strict=True,
-            ):
-                total[0] += measured[0]
-                total[1] += measured[1]
-                total[2] = max(total[2], measured[2])
+            runs = [partial(floor, bootstrap, topic, starts), partial(mirrored, lake, topic, args.batch_bytes)]
+            order = [0, 1] if (done // args.round) % 2 == 0 else [1, 0]  # who reads a round first alternates
+            for which in order:
+                seconds, records, peak = timed(runs[which])
+                totals[which][0] += seconds
+                totals[which][1] += records
+                totals[which][2] = max(totals[which][2], peak)
             done += count
     (fs, fr, fp), (ms, mr, mp) = totals
     return (fs, int(fr), int(fp)), (ms, int(mr), int(mp))

@@ -23,10 +23,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from itertools import groupby, repeat
+from operator import is_not
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
 
 from lakecleaner.config.kafka import KafkaCluster, MirrorSpec
@@ -42,7 +44,16 @@ DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
 #: How long a partition's first buffered record may wait for an append.
 DEFAULT_LINGER_MS = 1000
 #: The headers of a record without any (shared: never changed).
-_NO_HEADERS: list[dict[str, Any]] = []
+_NO_HEADERS: list[tuple[str, bytes | None]] = []
+#: librdkafka's Message accessors, for `map` over a poll's messages (typed loosely: a message's
+#: offset and partition are None only on error events, which are taken apart first).
+_ERROR: Any = Message.error
+_PARTITION: Any = Message.partition
+_OFFSET: Any = Message.offset
+_KEY: Any = Message.key
+_VALUE: Any = Message.value
+_HEADERS: Any = Message.headers
+_TIMESTAMP: Any = Message.timestamp
 #: How long DescribeConfigs may take (a cluster that cannot answer it, such as librdkafka's mock).
 _DESCRIBE_TIMEOUT_S = 5.0
 #: Messages asked of librdkafka per poll.
@@ -286,54 +297,72 @@ class _ClusterErrors:
 
 
 class _Buffer:
-    """A partition's buffered records: librdkafka's messages (for their offsets and timestamps)
-    and the keys, values and headers taken from each once, appended as one Arrow table."""
+    """A partition's buffered records as the columns of one append: offsets, timestamps, keys,
+    values and headers, each taken from librdkafka's messages once.
+
+    The per-record work is what the mirror adds to a bare consumer's, so it is done by `map` over
+    librdkafka's `Message` accessors and by comprehensions, not by a Python loop over records; and
+    the messages themselves are not kept (a buffer of them would be objects the garbage collector
+    walks at each collection)."""
 
     def __init__(self) -> None:
-        self.messages: list[Any] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int | None] = []
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
-        self.headers: list[list[dict[str, Any]]] = []
+        self.headers: list[list[tuple[str, bytes | None]] | None] = []
         #: Bytes of keys, values and headers buffered.
         self.size = 0
 
     def add(self, messages: list[Any], limit: int) -> list[Any]:
         """Buffer messages until the buffer holds `limit` bytes; the ones left over."""
-        keys, values, headers, size = self.keys, self.values, self.headers, self.size
+        keys = list(map(_KEY, messages))
+        values = list(map(_VALUE, messages))
+        headers = list(map(_HEADERS, messages))
+        size = _bytes(keys) + _bytes(values) + sum(map(_header_bytes, filter(None, headers)))
         taken = len(messages)
-        for index, m in enumerate(messages):
-            key, value, pairs = m.key(), m.value(), m.headers()
-            keys.append(key)
-            values.append(value)
-            size += (len(key) if key else 0) + (len(value) if value else 0)
-            if pairs:
-                headers.append([{"key": k, "value": v} for k, v in pairs])
-                size += sum(len(k) + (len(v) if v else 0) for k, v in pairs)
-            else:
-                headers.append(_NO_HEADERS)
-            if size >= limit:
-                taken = index + 1
-                break
-        self.size = size
-        self.messages.extend(messages[:taken])
+        if self.size + size >= limit:
+            taken, size = _cut(keys, values, headers, limit - self.size)
+            del keys[taken:], values[taken:], headers[taken:]
+        kept = messages[:taken] if taken < len(messages) else messages
+        self.offsets += map(_OFFSET, kept)
+        self.timestamps += [stamp if kind else None for kind, stamp in map(_TIMESTAMP, kept)]
+        self.keys += keys
+        self.values += values
+        self.headers += headers
+        self.size += size
         return messages[taken:]
-
-    @property
-    def offsets(self) -> list[int]:
-        return [m.offset() for m in self.messages]
 
     def table(self) -> pa.Table:
         """The records as BATCH_SCHEMA columns (a timestamp Kafka does not have becomes the
-        append's time)."""
-        stamps = [m.timestamp() for m in self.messages]
+        append's time; a record without headers has an empty list)."""
         return pa.table(
             {
                 "key": pa.array(self.keys, pa.binary()),
                 "value": pa.array(self.values, pa.binary()),
-                "timestamp": pa.array([stamp if kind else None for kind, stamp in stamps], pa.int64()),
-                "headers": pa.array(self.headers, HEADER_TYPE),
+                "timestamp": pa.array(self.timestamps, pa.int64()),
+                "headers": pa.array([h or _NO_HEADERS for h in self.headers], HEADER_TYPE),
             }
         )
+
+
+def _bytes(items: list[bytes | None]) -> int:
+    return sum(map(len, filter(None, items)))
+
+
+def _header_bytes(headers: list[tuple[str, bytes | None]]) -> int:
+    return sum(len(k) + (len(v) if v else 0) for k, v in headers)
+
+
+def _cut(keys: list[bytes | None], values: list[bytes | None], headers: list[Any], room: int) -> tuple[int, int]:
+    """How many of the records fill `room` bytes (the one that passes it included, so a record
+    larger than the batch is buffered alone), and their bytes."""
+    size = 0
+    for index, (key, value, pairs) in enumerate(zip(keys, values, headers, strict=True)):
+        size += (len(key) if key else 0) + (len(value) if value else 0) + (_header_bytes(pairs) if pairs else 0)
+        if size >= room:
+            return index + 1, size
+    return len(keys), size
 
 
 class _Run:
@@ -390,28 +419,29 @@ class _Run:
         return "signal" if self.stop.is_set() else None
 
     def _take(self, client: Any, errors: _ClusterErrors, messages: list[Any]) -> None:
-        """Buffer a poll's messages by partition (one tight loop: the per-record cost is what the
-        mirror adds to a bare consumer's), appending a partition whose buffer is full."""
-        polled: dict[int, list[Any]] = {}
-        for message in messages:
-            error = message.error()
-            if error is None:
-                p = message.partition()
-                if p in polled:
-                    polled[p].append(message)
+        """Buffer a poll's messages in order, appending a partition whose buffer is full; an
+        error event (a partition's end, an error) is handled where it stands among them."""
+        found = list(map(_ERROR, messages))
+        start = 0
+        if any(map(is_not, found, repeat(None))):  # (KafkaError's == refuses None)
+            for index in [i for i, error in enumerate(found) if error is not None]:
+                self._buffer_runs(client, errors, messages[start:index])
+                if found[index].code() == KafkaError._PARTITION_EOF:
+                    errors.answered()
+                    self._end_of(messages[index].partition())
                 else:
-                    polled[p] = [message]
-            elif error.code() == KafkaError._PARTITION_EOF:  # what came before it, then the end
-                p = message.partition()
-                self._buffer(client, p, polled.pop(p, []))
-                errors.answered()
-                self._end_of(p)
-            else:
-                errors(error)
-        if polled:
-            errors.answered()
-        for p, taken in polled.items():
-            self._buffer(client, p, taken)
+                    errors(found[index])
+                start = index + 1
+        self._buffer_runs(client, errors, messages[start:] if start else messages)
+
+    def _buffer_runs(self, client: Any, errors: _ClusterErrors, messages: list[Any]) -> None:
+        """Buffer records: a poll holds runs of one partition's messages (librdkafka queues a
+        fetched batch whole), each buffered at once."""
+        if not messages:
+            return
+        errors.answered()
+        for p, run in groupby(messages, key=_PARTITION):
+            self._buffer(client, p, list(run))
 
     def _buffer(self, client: Any, p: int, taken: list[Any]) -> None:
         """Add a partition's polled messages to its buffer, up to --once's high watermark and
@@ -450,7 +480,7 @@ class _Run:
     def _flush(self, p: int) -> None:
         """Append the partition's buffer as one commit at the records' Kafka offsets."""
         batch = self.buffers[p]
-        if not batch.messages:
+        if not batch.offsets:
             return
         offsets = batch.offsets
         self.topic.partition(p).append(batch.table(), offsets=offsets)
