@@ -13,7 +13,8 @@ or `topics alter`) over the topic's `config:` in the YAML file, over the YAML's 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lakecleaner.cleaner_state import CleanerStateStore
@@ -37,6 +38,8 @@ from lakecleaner.log.partition import PartitionLog
 from lakecleaner.names import validate_partition, validate_topic_name
 from lakecleaner.offsets import OffsetStore
 from lakecleaner.reports import RUNS_PREFIX
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -203,7 +206,23 @@ class Topic:
             raise TopicNotFound(
                 f"topic {self.name} has partitions 0..{self.partitions - 1}; partition {partition} does not exist"
             )
-        return PartitionLog(self.lake.store, self.name, partition, self.config)
+        return PartitionLog(self.lake.store, self.name, partition, self.config, self._follow(partition))
+
+    def _follow(self, partition: int) -> Callable[[Manifest, Manifest], None] | None:
+        """What a partition's commits tell: the topic's Iceberg table follows them, when it has one."""
+        if not self.lake.config.iceberg_enabled(self.name):
+            return None
+        lake, name = self.lake, self.name
+
+        def follow(before: Manifest, after: Manifest) -> None:
+            try:
+                from lakecleaner.iceberg.sync import follow_commit
+            except ImportError as exc:  # the commit stands; `iceberg sync` says what is missing
+                log.warning("Iceberg table of %s-%d not moved: %s (the `iceberg` extra)", name, partition, exc)
+                return
+            follow_commit(lake, name, partition, before, after)
+
+        return follow
 
     def partition_logs(self) -> list[PartitionLog]:
         return [self.partition(p) for p in range(self.partitions)]

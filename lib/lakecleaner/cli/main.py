@@ -9,6 +9,7 @@ from lakecleaner.cli import (  # noqa: F401  (they register their commands)
     audit,
     cleaning,
     demo,
+    iceberg,
     mirror,
     offsets,
     records,
@@ -98,6 +99,7 @@ EXTRAS = {
     "fastapi": "airflow",
     "jinja2": "airflow",
     "confluent_kafka": "kafka",
+    "pyiceberg": "iceberg",
 }
 
 

@@ -16,6 +16,7 @@ from lakecleaner.config.environment import (
     ENV_S3_ENDPOINT,
     ENV_SPARK_REMOTE,
 )
+from lakecleaner.config.iceberg import IcebergSettings, parse_iceberg, parse_topic_iceberg
 from lakecleaner.config.kafka import (
     KafkaCluster,
     MirrorSpec,
@@ -76,6 +77,8 @@ class TopicSpec:
     mirror: MirrorSpec | None = None
     #: The cluster whose committed offsets of `consumer_groups` consumed retention reads; None: the lake's.
     offsets_cluster: str | None = None
+    #: Whether the topic is an Iceberg table (`iceberg: {enabled: …}`); None: the lake's `iceberg.enabled`.
+    iceberg: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,13 @@ class LakeConfig:
     report_retention_ms: int | None = DEFAULT_REPORT_RETENTION_DAYS * DAY_MS
     max_partitions_per_topic: int = DEFAULT_MAX_PARTITIONS_PER_TOPIC
     kafka_clusters: Mapping[str, KafkaCluster] = field(default_factory=dict)
+    iceberg: IcebergSettings = field(default_factory=IcebergSettings)
+
+    def iceberg_enabled(self, topic: str) -> bool:
+        """Whether `topic` is kept as an Iceberg table: its own `iceberg.enabled`, else the lake's."""
+        spec = self.topics.get(topic)
+        own = None if spec is None else spec.iceberg
+        return self.iceberg.enabled if own is None else own
 
     def topic_config(self, name: str, overrides: Mapping[str, object] | None = None) -> TopicConfig:
         """Effective config of `name`: its overrides here (or `overrides`) over the defaults."""
@@ -177,11 +187,11 @@ class LakeConfig:
         )
 
 
-_TOP_KEYS = {"lake", "defaults", "topics", "spark", "airflow", "cleaner", "kafka"}
+_TOP_KEYS = {"lake", "defaults", "topics", "spark", "airflow", "cleaner", "kafka", "iceberg"}
 _CLEANER_KEYS = {"log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor"}
 _LAKE_KEYS = {"uri", "storage", "report_retention_days", "max_partitions_per_topic"}
 _STORAGE_KEYS = {f for f in StorageSettings.__dataclass_fields__}
-_TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups", "mirror", "consumer_offsets"}
+_TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups", "mirror", "consumer_offsets", "iceberg"}
 _SPARK_KEYS = {"master", "conf", "ship_package", "remote"}
 _AIRFLOW_KEYS = {"pool", "pool_slots", "mirror_pool", "mirror_pool_slots"}
 _POOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
@@ -277,7 +287,8 @@ def _parse_topic_spec(name: object, raw: object, where: str, problems: list[str]
     offsets_cluster = parse_offsets_cluster(
         section.get("consumer_offsets"), f"{where}.{topic}.consumer_offsets", problems
     )
-    return TopicSpec(topic, partitions, schedule, dict(overrides), tuple(groups), mirror, offsets_cluster)
+    iceberg = parse_topic_iceberg(section.get("iceberg"), f"{where}.{topic}.iceberg", problems)
+    return TopicSpec(topic, partitions, schedule, dict(overrides), tuple(groups), mirror, offsets_cluster, iceberg)
 
 
 def _parse_spark(raw: dict[str, Any], source: str, problems: list[str]) -> SparkSettings:
@@ -382,6 +393,16 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
             topics[spec.name] = spec
     clusters = parse_clusters(top.get("kafka"), f"{source}: kafka", problems)
     problems.extend(unknown_clusters(topics, clusters, f"{source}: topics"))
+    iceberg = parse_iceberg(top.get("iceberg"), f"{source}: iceberg", problems)
+    if (
+        not iceberg.catalog
+        and not uri.startswith("file://")
+        and (iceberg.enabled or any(spec.iceberg for spec in topics.values()))
+    ):
+        problems.append(
+            f"{source}: iceberg.catalog: an s3:// lake's tables need a catalog (type: sql with a database uri, "
+            "rest, glue): only a file:// lake has the embedded SQLite one"
+        )
     spark = _parse_spark(check_keys(top.get("spark"), _SPARK_KEYS, f"{source}: spark", problems), source, problems)
     airflow = _parse_airflow(
         check_keys(top.get("airflow"), _AIRFLOW_KEYS, f"{source}: airflow", problems), f"{source}: airflow", problems
@@ -401,6 +422,7 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
         report_retention_ms,
         max_partitions,
         clusters,
+        iceberg,
     )
     try:  # the defaults are checked even when no topic uses them yet
         resolve_topic_config(config.defaults, {}, broker_where=f"{source}: defaults")

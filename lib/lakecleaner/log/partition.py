@@ -126,11 +126,21 @@ def checked_offsets(offsets: Sequence[int], count: int, topic: str, partition: i
 class PartitionLog:
     """One topic-partition's log in the lake."""
 
-    def __init__(self, store: ObjectStore, topic: str, partition: int, config: TopicConfig) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        topic: str,
+        partition: int,
+        config: TopicConfig,
+        on_committed: Callable[[Manifest, Manifest], None] | None = None,
+    ) -> None:
         self.store = store
         self.topic = topic
         self.partition = partition
         self.config = config
+        #: Told (manifest before, manifest committed) after each commit that landed: what keeps
+        #: followers of the log (its Iceberg table) in step. It must not raise.
+        self.on_committed = on_committed
         self.prefix = partition_prefix(topic, partition)
         self.manifest_key = self.prefix + MANIFEST_NAME
 
@@ -222,6 +232,7 @@ class PartitionLog:
         stale_start = known is not None
         policy, started, attempt = self.store.commit_policy, time.monotonic(), 0
         while True:
+            base = current
             updated = change(current)
             if updated is None:
                 return current
@@ -235,7 +246,7 @@ class PartitionLog:
                 current, etag = self._read_back(commit_id)
                 if landed(current, updated.version):
                     log.warning("%s: commit %s landed although its reply was lost", self, commit_id)
-                    return self._acknowledged(current, updated.version, commit_id, wrote)
+                    return self._committed(base, self._acknowledged(current, updated.version, commit_id, wrote))
                 if on_conflict is not None:
                     on_conflict()
                 if stale_start:  # the manifest moved on since the caller read it: no race was lost
@@ -258,10 +269,16 @@ class PartitionLog:
                 after, _ = self._read_back(commit_id, cause=exc)
                 if landed(after, updated.version):
                     log.warning("%s: commit %s landed although the write reported %s", self, commit_id, exc)
-                    return self._acknowledged(after, updated.version, commit_id, wrote)
+                    return self._committed(base, self._acknowledged(after, updated.version, commit_id, wrote))
                 raise
             crash_point("commit.after_manifest_write")
-            return self._acknowledged(updated, updated.version, commit_id, wrote)
+            return self._committed(base, self._acknowledged(updated, updated.version, commit_id, wrote))
+
+    def _committed(self, before: Manifest, after: Manifest) -> Manifest:
+        """Tell `on_committed` of a landed commit; `after`."""
+        if self.on_committed is not None:
+            self.on_committed(before, after)
+        return after
 
     @staticmethod
     def _references(manifest: Manifest, paths: Collection[str]) -> bool:

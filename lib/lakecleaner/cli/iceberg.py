@@ -1,0 +1,73 @@
+"""`lakecleaner iceberg`: the topics' Iceberg tables (issue 48): catch them up, and see how to read them."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from lakecleaner.cli.base import Context, cli, pass_ctx
+from lakecleaner.cli.output import console
+from lakecleaner.errors import LakeCleanerError
+
+
+@cli.group()
+def iceberg() -> None:
+    """Each topic as an Iceberg table whose data files are its segment files (`iceberg:` in the config)."""
+
+
+def _tabled_topics(ctx: Context, topic: str | None) -> list[str]:
+    """`topic` (which must have a table), or every topic of the lake that has one."""
+    if topic is not None:
+        ctx.lake.topic(topic)
+        if not ctx.config.iceberg_enabled(topic):
+            raise LakeCleanerError(
+                f"topic {topic} has no Iceberg table: set `iceberg: {{enabled: true}}` under topics.{topic} "
+                f"(or lake-wide) in {ctx.config.source}"
+            )
+        return [topic]
+    return [name for name in ctx.lake.list_topics() if ctx.config.iceberg_enabled(name)]
+
+
+@iceberg.command("sync")
+@click.option("--topic", help="Only this topic (default: every topic with a table).")
+@pass_ctx
+def iceberg_sync(ctx: Context, topic: str | None) -> None:
+    """Make each table's files the segment files of the committed manifests, in one snapshot
+    (none when they already are). Idempotent: what catches a table up after a crash between a
+    manifest's commit and the table's."""
+    from lakecleaner.iceberg.sync import sync_topic
+
+    results = [sync_topic(ctx.lake, name) for name in _tabled_topics(ctx, topic)]
+
+    def human() -> None:
+        for r in results:
+            change = f"+{r.added} -{r.removed} files, snapshot {r.snapshot_id}" if r.snapshot_id else "in step"
+            console.print(f"{r.topic} → {r.table}: {change}")
+        if not results:
+            console.print("no topic has an Iceberg table (iceberg.enabled in the config)")
+
+    ctx.emit({"topics": [r.__dict__ for r in results]}, human)
+
+
+@iceberg.command("status")
+@click.option("--topic", help="Only this topic (default: every topic with a table).")
+@pass_ctx
+def iceberg_status(ctx: Context, topic: str | None) -> None:
+    """Per topic: its tables, the catalog properties a reader passes to pyiceberg's load_catalog
+    (secrets masked), the current snapshot, and whether the table matches the manifests."""
+    from lakecleaner.iceberg.status import table_status
+
+    statuses = [table_status(ctx.lake, name) for name in _tabled_topics(ctx, topic)]
+
+    def human() -> None:
+        table = Table("topic", "tables", "snapshot", "in step", title="Iceberg tables")
+        for s in statuses:
+            step = "yes" if s.in_step else f"no: {s.missing} files to add, {s.extra} to remove (run iceberg sync)"
+            table.add_row(s.topic, ", ".join(s.tables), str(s.snapshot_id or "–"), step)
+        console.print(table)
+        if statuses:
+            console.print("catalog (pyiceberg's load_catalog(name, **properties)):")
+            for key, value in statuses[0].catalog.items():
+                console.print(f"  {key}: {value}")
+
+    ctx.emit({"topics": [s.to_dict() for s in statuses]}, human)

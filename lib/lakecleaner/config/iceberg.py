@@ -1,0 +1,100 @@
+"""The config file's Iceberg side (issue 48): topics as Iceberg tables, lake-wide or per topic.
+
+    iceberg:
+      enabled: true               # every topic; a topic's `iceberg: {enabled: …}` overrides it
+      namespace: lakecleaner      # the tables are <namespace>.<table name of the topic>
+      catalog:                    # pyiceberg catalog properties, as load_catalog takes them;
+        type: sql                 # default for file:// lakes: SQL on SQLite in the lake's _lakecleaner/
+        uri: postgresql+psycopg2://…/iceberg   # ${VAR} reads the environment
+    topics:
+      orders:
+        iceberg: {enabled: false}
+
+Catalog properties may hold credentials (a database password, `s3.secret-access-key`, a REST
+token): they are never shown, in a repr, a message or a report (`masked`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from lakecleaner.config.sections import check_keys, expand_env
+from lakecleaner.config.values import shown
+
+_ICEBERG_KEYS = {"enabled", "namespace", "catalog"}
+_TOPIC_ICEBERG_KEYS = {"enabled"}
+DEFAULT_NAMESPACE = "lakecleaner"
+#: A namespace of one or more levels of letters, digits and underscores (what every catalog takes).
+_NAMESPACE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+#: Catalog properties whose values are secrets (matched in the property's name).
+_SECRET_WORDS = ("password", "secret", "token", "credential", "key-id", "session")
+
+
+@dataclass(frozen=True)
+class IcebergSettings:
+    """The lake-level `iceberg:` section; `catalog`: pyiceberg catalog properties (empty: the
+    embedded default, which only a file:// lake has)."""
+
+    enabled: bool = False
+    namespace: str = DEFAULT_NAMESPACE
+    catalog: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+def parse_iceberg(raw: object, where: str, problems: list[str]) -> IcebergSettings:
+    section = check_keys(raw, _ICEBERG_KEYS, where, problems)
+    enabled = _enabled(section, where, problems)
+    namespace = section.get("namespace", DEFAULT_NAMESPACE)
+    if not isinstance(namespace, str) or not _NAMESPACE.match(namespace):
+        problems.append(
+            f"{where}.namespace={shown(namespace)}: must be letters, digits and underscores, levels joined by dots"
+        )
+        namespace = DEFAULT_NAMESPACE
+    catalog = section.get("catalog") or {}
+    if not isinstance(catalog, dict):
+        problems.append(f"{where}.catalog: must be a mapping of pyiceberg catalog properties (type: sql, uri: …)")
+        catalog = {}
+    properties: dict[str, str] = {}
+    for key, value in catalog.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        if not isinstance(value, str | int | float):
+            problems.append(f"{where}.catalog.{key}: must be a string or a number (a pyiceberg catalog property)")
+            continue
+        properties[str(key)] = str(expand_env(str(value), f"{where}.catalog.{key}", problems))
+    return IcebergSettings(enabled, namespace, properties)
+
+
+def parse_topic_iceberg(raw: object, where: str, problems: list[str]) -> bool | None:
+    """`topics.<t>.iceberg: {enabled: …}`; None: the lake's setting."""
+    if raw is None:
+        return None
+    return _enabled(check_keys(raw, _TOPIC_ICEBERG_KEYS, where, problems), where, problems)
+
+
+def _enabled(section: Mapping[str, object], where: str, problems: list[str]) -> bool:
+    enabled = section.get("enabled", False)
+    if not isinstance(enabled, bool):
+        problems.append(f"{where}.enabled={shown(enabled)}: must be true or false")
+        return False
+    return enabled
+
+
+def is_secret(name: str) -> bool:
+    """Whether a catalog property's value is a secret, by its name."""
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def masked(properties: Mapping[str, str]) -> dict[str, str]:
+    """The properties as people may see them: secrets replaced by `***`, and a password inside a
+    database URI (`postgresql://user:secret@host/db`) too."""
+    return {key: "***" if is_secret(key) else _without_password(value) for key, value in properties.items()}
+
+
+def _without_password(value: str) -> str:
+    return re.sub(r"(://[^:/@]+:)[^@/]*@", r"\1***@", value)
+
+
+__all__ = ["DEFAULT_NAMESPACE", "IcebergSettings", "masked", "parse_iceberg", "parse_topic_iceberg"]

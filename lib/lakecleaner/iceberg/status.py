@@ -1,0 +1,73 @@
+"""`lakecleaner iceberg status`: per topic, its tables, how to reach them (the catalog's
+properties, secrets masked) and whether the table matches the committed manifests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lakecleaner.config.iceberg import masked
+from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
+from lakecleaner.iceberg.naming import table_identifier
+from lakecleaner.iceberg.sync import data_files, log_table, table_files
+
+if TYPE_CHECKING:
+    from lakecleaner.lake import Lake
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    """A topic's table as readers find it; `in_step`: its files are exactly the segment files of
+    the readable partitions' committed manifests; `missing` and `extra`: how many files the
+    table lacks and still holds."""
+
+    topic: str
+    tables: tuple[str, ...]
+    catalog: dict[str, str]
+    snapshot_id: int | None
+    in_step: bool
+    missing: int
+    extra: int
+    unreadable: dict[int, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "tables": list(self.tables),
+            "catalog": self.catalog,
+            "snapshot_id": self.snapshot_id,
+            "in_step": self.in_step,
+            "missing_files": self.missing,
+            "extra_files": self.extra,
+            "unreadable": {str(p): r for p, r in self.unreadable.items()},
+        }
+
+
+def reader_catalog(lake: Lake) -> dict[str, str]:
+    """What a reader passes to pyiceberg's `load_catalog`: the name and the properties, masked."""
+    return {"name": CATALOG_NAME, **masked(catalog_properties(lake.config, lake.store.root_uri))}
+
+
+def table_status(lake: Lake, topic: str) -> TableStatus:
+    """The topic's table compared with its committed manifests (created when missing, empty)."""
+    read = lake.topic(topic).read_manifests()
+    table = log_table(lake, topic)
+    wanted: set[str] = set()
+    for partition, manifest in read.manifests.items():
+        wanted |= data_files(lake, topic, partition, manifest).keys()
+    held = table_files(table, read.manifests).keys()
+    snapshot = table.current_snapshot()
+    name = ".".join(table_identifier(lake.config.iceberg.namespace, topic))
+    return TableStatus(
+        topic,
+        (name,),
+        reader_catalog(lake),
+        None if snapshot is None else snapshot.snapshot_id,
+        wanted == held,
+        len(wanted - held),
+        len(held - wanted),
+        dict(read.failures),
+    )
+
+
+__all__ = ["TableStatus", "reader_catalog", "table_status"]

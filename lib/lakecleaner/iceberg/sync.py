@@ -1,0 +1,199 @@
+"""Keep a topic's Iceberg table in step with its committed manifests (issue 48).
+
+The manifests are the source of truth; the table follows them. A sync of some partitions reads
+the data files the table's current snapshot holds for them, compares them with the segment files
+their manifests hold, and commits one snapshot that removes what left the log and adds what
+entered it (an append when nothing left). Run after each manifest commit (`follow_commit`), by
+`lakecleaner iceberg sync` and by each DAG run, it is idempotent: a table that missed commits (a
+crash between the manifest's commit and the table's) is caught up by the next one. The table
+never leads the log: it only ever takes files a committed manifest holds.
+
+A snapshot registers the segment files where they are, with the Kafka partition as the file's
+partition value and offset bounds from the manifest; no statistics of keys, values or headers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.conversions import to_bytes
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    NoSuchTableError,
+    ValidationException,
+)
+from pyiceberg.expressions import In
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.typedef import Record
+from pyiceberg.types import LongType
+
+from lakecleaner.errors import LakeCleanerError
+from lakecleaner.iceberg.catalog import open_catalog
+from lakecleaner.iceberg.naming import TOPIC_PROPERTY, table_identifier
+from lakecleaner.iceberg.schema import LOG_PROPERTIES, LOG_SCHEMA, LOG_SPEC, OFFSET_ID
+from lakecleaner.log.layout import partition_prefix, topic_prefix
+from lakecleaner.log.manifest import Manifest
+
+if TYPE_CHECKING:
+    from lakecleaner.lake import Lake
+
+log = logging.getLogger(__name__)
+
+#: Commits of the table that another writer's commit beat, retried from the table read again.
+_COMMIT_ATTEMPTS = 8
+#: One sync of a table at a time in a process (a compaction commits its partitions from several
+#: threads); other processes' commits are met as lost races and retried.
+_SYNCING: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """One sync of a topic's table: the files it added and removed, and the snapshot it made
+    (None when the table already matched)."""
+
+    topic: str
+    table: str
+    added: int
+    removed: int
+    snapshot_id: int | None
+
+
+def log_table(lake: Lake, topic: str) -> Any:
+    """The topic's log table, created (with its namespace) on first use at the topic's prefix."""
+    catalog = open_catalog(lake.config, lake.store.root_uri)
+    identifier = table_identifier(lake.config.iceberg.namespace, topic)
+    try:
+        table = catalog.load_table(identifier)
+    except NoSuchTableError:
+        with contextlib.suppress(NamespaceAlreadyExistsError):
+            catalog.create_namespace(identifier[:-1])
+        table = catalog.create_table_if_not_exists(
+            identifier,
+            LOG_SCHEMA,
+            location=lake.store.location(topic_prefix(topic)).rstrip("/"),
+            partition_spec=LOG_SPEC,
+            properties={**LOG_PROPERTIES, TOPIC_PROPERTY: topic},
+        )
+    follows = table.properties.get(TOPIC_PROPERTY)
+    if follows != topic:
+        raise LakeCleanerError(
+            f"Iceberg table {'.'.join(identifier)} follows topic {follows}, not {topic}: the two topics map to "
+            "one table name (docs/architecture.md, Tables out); turn Iceberg off for one (iceberg: {enabled: false})"
+        )
+    return table
+
+
+def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> dict[str, DataFile]:
+    """The segment files of a committed manifest as Iceberg data files, by path."""
+    prefix = partition_prefix(topic, partition)
+    out = {}
+    for segment in manifest.segments:
+        for file in segment.files:
+            path = lake.store.location(prefix + file.path)
+            bounds = file.record_count > 0
+            out[path] = DataFile.from_args(
+                content=DataFileContent.DATA,
+                file_path=path,
+                file_format=FileFormat.PARQUET,
+                partition=Record(partition),
+                record_count=file.record_count,
+                file_size_in_bytes=file.size_bytes,
+                lower_bounds={OFFSET_ID: to_bytes(LongType(), file.base_offset)} if bounds else {},
+                upper_bounds={OFFSET_ID: to_bytes(LongType(), file.next_offset - 1)} if bounds else {},
+            )
+    return out
+
+
+def table_files(table: Any, partitions: Iterable[int]) -> dict[str, DataFile]:
+    """The data files the table's current snapshot holds for `partitions`, by path."""
+    if table.current_snapshot() is None:
+        return {}
+    # In's __new__ takes (term, literals); mypy reads its pydantic fields instead
+    only = In("partition", set(partitions))  # type: ignore[call-arg, arg-type]
+    tasks = table.scan(row_filter=only).plan_files()
+    return {task.file.file_path: task.file for task in tasks}
+
+
+def sync_partitions(lake: Lake, topic: str, manifests: Mapping[int, Manifest]) -> SyncResult:
+    """Make the table's files of these partitions the manifests' segment files, in one snapshot
+    (none when they already are); a commit another writer beat is redone from the table read
+    again."""
+    wanted: dict[str, DataFile] = {}
+    for partition, manifest in manifests.items():
+        wanted.update(data_files(lake, topic, partition, manifest))
+    with _SYNCING[lake.store.location(topic_prefix(topic))]:
+        return _commit_difference(lake, topic, manifests, wanted)
+
+
+def _commit_difference(
+    lake: Lake, topic: str, manifests: Mapping[int, Manifest], wanted: dict[str, DataFile]
+) -> SyncResult:
+    for attempt in range(_COMMIT_ATTEMPTS):
+        table = log_table(lake, topic)
+        held = table_files(table, manifests)
+        added = [wanted[path] for path in wanted.keys() - held.keys()]
+        removed = [held[path] for path in held.keys() - wanted.keys()]
+        name = ".".join(table.name())
+        if not added and not removed:
+            return SyncResult(topic, name, 0, 0, None)
+        try:
+            with table.transaction() as transaction:
+                snapshot = transaction.update_snapshot()
+                with snapshot.overwrite() if removed else snapshot.fast_append() as update:
+                    for file in removed:
+                        update.delete_data_file(file)
+                    for file in added:
+                        update.append_data_file(file)
+        except (CommitFailedException, ValidationException):
+            log.info("Iceberg table %s: another writer committed first (attempt %d); syncing again", name, attempt + 1)
+            time.sleep(0.05 * (attempt + 1))
+            continue
+        current = log_table(lake, topic).current_snapshot()
+        return SyncResult(topic, name, len(added), len(removed), current and current.snapshot_id)
+    raise LakeCleanerError(
+        f"Iceberg table of topic {topic}: lost {_COMMIT_ATTEMPTS} commit races in a row; run "
+        f"`lakecleaner iceberg sync --topic {topic}` again later"
+    )
+
+
+def sync_topic(lake: Lake, topic: str) -> SyncResult:
+    """Catch the whole table up with every readable partition's committed manifest."""
+    read = lake.topic(topic).read_manifests()
+    for partition, reason in sorted(read.failures.items()):
+        log.warning("Iceberg table of %s: partition %d is left as it is: %s", topic, partition, reason)
+    return sync_partitions(lake, topic, read.manifests)
+
+
+def follow_commit(lake: Lake, topic: str, partition: int, before: Manifest, after: Manifest) -> None:
+    """Move the table after a partition's manifest commit, when the commit changed its files.
+    The commit has happened whatever happens here: a failure is logged, and the table lags until
+    the next sync."""
+    if _file_paths(before) == _file_paths(after):
+        return
+    try:
+        sync_partitions(lake, topic, {partition: after})
+    except Exception as exc:  # the log committed; the table catches up at the next sync
+        log.warning(
+            "Iceberg table of %s-%d lags its manifest (version %d): %s; `lakecleaner iceberg sync --topic %s` "
+            "catches it up",
+            topic,
+            partition,
+            after.version,
+            exc,
+            topic,
+        )
+
+
+def _file_paths(manifest: Manifest) -> set[str]:
+    return {file.path for segment in manifest.segments for file in segment.files}
+
+
+__all__ = ["SyncResult", "data_files", "follow_commit", "log_table", "sync_partitions", "sync_topic", "table_files"]
