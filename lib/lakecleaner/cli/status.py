@@ -145,6 +145,10 @@ def repair(
             refused[p] = str(exc)
             continue
         reports.append({**report.to_dict(), "left_out_count": len(report.left_out)})
+    if reports and ctx.config.iceberg_enabled(topic):  # a repair writes manifests directly: catch the table up
+        from lakecleaner.iceberg.sync import sync_topic
+
+        sync_topic(ctx.lake, topic)
 
     def human() -> None:
         if rebuilt is not None:

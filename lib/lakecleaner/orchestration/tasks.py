@@ -243,6 +243,8 @@ def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[s
     which the erasure audit sees whether the DAG still runs."""
     lake = Lake.open(config)
     summary = {"topic": topic_name, "run_id": run_id, **parts}
+    if config.iceberg_enabled(topic_name) and not ((parts.get("assess") or {}).get("params") or {}).get("dry_run"):
+        summary["iceberg"] = iceberg_sync(lake, topic_name)
     summary["location"] = store_report(lake.store, topic_name, run_id, "run", summary)
     now_ms = (parts.get("assess") or {}).get("now_ms")
     if now_ms is not None:
@@ -250,6 +252,17 @@ def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[s
             topic_name, lambda s: replace(s, last_dag_run_ms=max(s.last_dag_run_ms or now_ms, now_ms))
         )
     return summary
+
+
+def iceberg_sync(lake: Lake, topic_name: str) -> dict[str, Any]:
+    """Each run catches the topic's Iceberg table up with its manifests (issue 48): what the
+    sync did, or the error (which fails the run: the table is a promise to its readers)."""
+    try:
+        from lakecleaner.iceberg.sync import sync_topic
+
+        return dict(sync_topic(lake, topic_name).__dict__)
+    except Exception as exc:  # reported in run.json and failing the run, not lost in a task log
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 COMPACTION_REPORT = "report"
@@ -284,6 +297,8 @@ def failures(summary: Mapping[str, Any]) -> list[str]:
         out.append("the compaction job failed before writing its report; see the compact task's log")
     if summary.get("assess") is None:
         out.append("the assessment failed; see the assess task's log")
+    if (summary.get("iceberg") or {}).get("error"):
+        out.append(f"the Iceberg table could not be synced: {summary['iceberg']['error']}")
     if "mirror" in summary and summary["mirror"] is None:
         out.append("the mirror from Kafka failed; see the mirror task's log")
     for partition, reason in ((summary.get("assess") or {}).get("unreadable") or {}).items():
