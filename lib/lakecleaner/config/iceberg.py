@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from lakecleaner.config.sections import check_keys, expand_env
+from lakecleaner.config.sections import check_keys, client_properties
 from lakecleaner.config.values import shown
 
 _ICEBERG_KEYS = {"enabled", "namespace", "catalog"}
@@ -55,14 +55,7 @@ def parse_iceberg(raw: object, where: str, problems: list[str]) -> IcebergSettin
     if not isinstance(catalog, dict):
         problems.append(f"{where}.catalog: must be a mapping of pyiceberg catalog properties (type: sql, uri: …)")
         catalog = {}
-    properties: dict[str, str] = {}
-    for key, value in catalog.items():
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        if not isinstance(value, str | int | float):
-            problems.append(f"{where}.catalog.{key}: must be a string or a number (a pyiceberg catalog property)")
-            continue
-        properties[str(key)] = str(expand_env(str(value), f"{where}.catalog.{key}", problems))
+    properties = client_properties(catalog, f"{where}.catalog", "pyiceberg catalog property", problems)
     return IcebergSettings(enabled, namespace, properties)
 
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakecleaner.config.sections import check_keys, expand_env
+from lakecleaner.config.sections import check_keys, client_properties
 from lakecleaner.config.values import shown
 from lakecleaner.errors import InvalidTopicName
 from lakecleaner.names import validate_topic_name
@@ -78,17 +78,10 @@ def _parse_cluster(name: str, raw: object, where: str, problems: list[str]) -> K
     if not isinstance(raw, dict):
         problems.append(f"{where}: must be a mapping of client properties (bootstrap.servers: host:port, ...)")
         return None
-    properties: dict[str, str] = {}
-    for key, value in raw.items():
-        if key in RESERVED_PROPERTIES:
-            problems.append(f"{where}.{key}: set by lakecleaner itself (it reads by offset, read_committed); remove it")
-            continue
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        if not isinstance(value, str | int | float):
-            problems.append(f"{where}.{key}: must be a string or a number (a librdkafka client property)")
-            continue
-        properties[str(key)] = str(expand_env(str(value), f"{where}.{key}", problems))
+    for key in raw.keys() & RESERVED_PROPERTIES:
+        problems.append(f"{where}.{key}: set by lakecleaner itself (it reads by offset, read_committed); remove it")
+    allowed = {key: value for key, value in raw.items() if key not in RESERVED_PROPERTIES}
+    properties = client_properties(allowed, where, "librdkafka client property", problems)
     if not properties.get("bootstrap.servers"):
         problems.append(f"{where}: bootstrap.servers is missing; give host:port[,host:port...] of the cluster")
         return None

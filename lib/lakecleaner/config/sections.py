@@ -36,3 +36,17 @@ def check_keys(section: object, allowed: set[str], where: str, problems: list[st
         if key not in allowed:
             problems.append(f"{where}: unknown key '{key}'{did_you_mean(str(key), allowed)}")
     return section
+
+
+def client_properties(raw: dict[Any, Any], where: str, what: str, problems: list[str]) -> dict[str, str]:
+    """A mapping of a client library's properties (librdkafka's, pyiceberg's) as strings: booleans
+    as true/false, ${VAR} expanded; a value that is no string or number is a problem naming `what`."""
+    properties: dict[str, str] = {}
+    for key, value in raw.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        if not isinstance(value, str | int | float):
+            problems.append(f"{where}.{key}: must be a string or a number (a {what})")
+            continue
+        properties[str(key)] = str(expand_env(str(value), f"{where}.{key}", problems))
+    return properties
