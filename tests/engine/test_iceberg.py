@@ -9,6 +9,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from pyiceberg.catalog import load_catalog
 from pyiceberg.expressions import EqualTo
 from pyspark.sql import SparkSession
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.config.iceberg import IcebergSettings
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
@@ -160,3 +162,54 @@ def test_iceberg_status_and_sync_from_the_cli_mask_secrets(tmp_path: Path) -> No
 
 def test_topic_names_iceberg_catalogs_refuse_are_mapped() -> None:
     assert table_name("Orders.v1-eu") == "orders_v1_eu"
+
+
+def test_gc_deletes_a_file_only_once_no_snapshot_kept_for_readers_references_it(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    lake = Lake.open(with_tables(lake_config, tmp_path))
+    delay_ms = 3000
+    config = {"cleanup.policy": "delete", "segment.bytes": 400, "retention.ms": HOUR, "file.delete.delay.ms": delay_ms}
+    lake.create_topic("clicks", 1, config)
+    log = lake.topic("clicks").partition(0)
+    start = wall_clock_ms()
+    for i in range(6):
+        log.append(keyed({f"k{i}-{j}": "v" * 40 for j in range(4)}, start - 2 * HOUR), now_ms=start)
+    log.append(keyed({"fresh": "v"}, start), now_ms=start)
+    catalog = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri))
+    table = catalog.load_table(("lakecleaner", "clicks"))
+    before = table.current_snapshot()
+    assert before is not None
+    old_files = {task.file.file_path for task in table.scan().plan_files()}
+
+    retain_topic(lake, "clicks", start)  # every segment but the active one leaves the log
+    pending = [lake.store.location(log.prefix + p.path) for p in log.manifest().pending_deletes]
+    assert pending and set(pending) <= old_files
+
+    # Due by the manifest (a --now past the delay), but a reader may hold the snapshot from before
+    # retention, younger than the delay by the wall clock: the files stay.
+    gc_topic(lake, "clicks", start + 10 * delay_ms)
+    assert all(lake.store.exists(location.removeprefix(lake.store.root_uri + "/")) for location in pending)
+    snapshot_files = _files_of_every_snapshot(catalog, "clicks")
+    assert set(pending) <= snapshot_files
+    reader = catalog.load_table(("lakecleaner", "clicks")).scan(snapshot_id=before.snapshot_id).to_arrow()
+    assert reader.num_rows == 25  # the old snapshot still reads
+
+    time.sleep(delay_ms / 1000 + 0.5)
+    gc_topic(lake, "clicks", wall_clock_ms() + delay_ms)
+    assert not any(lake.store.exists(location.removeprefix(lake.store.root_uri + "/")) for location in pending)
+    assert not log.manifest().pending_deletes
+    kept = _files_of_every_snapshot(catalog, "clicks")
+    assert not kept & set(pending)  # the snapshots that referenced them were expired first
+    assert all(lake.store.exists(location.removeprefix(lake.store.root_uri + "/")) for location in kept)
+    assert_table_is_the_log(lake, "clicks")
+
+
+def _files_of_every_snapshot(catalog: Any, topic: str) -> set[str]:
+    table = catalog.load_table(("lakecleaner", table_name(topic)))
+    return {
+        entry.data_file.file_path
+        for snapshot in table.snapshots()
+        for manifest in snapshot.manifests(table.io)
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+    }

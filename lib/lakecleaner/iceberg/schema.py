@@ -49,15 +49,18 @@ LOG_SCHEMA = Schema(
 #: Identity on the Kafka partition.
 LOG_SPEC = PartitionSpec(PartitionField(PARTITION_ID, 1000, IdentityTransform(), "partition"), spec_id=0)
 
-#: The table properties that make the segment files readable as written: the name mapping, and
-#: no column statistics for keys, values and headers in any file a writer adds (they would hold
-#: record bytes in metadata, out of the erasure audit's reach).
+#: The table properties: the name mapping that makes the segment files readable as written; no
+#: column statistics for keys, values and headers in any file a writer adds (they would hold
+#: record bytes in metadata); old metadata files deleted after each commit.
 LOG_PROPERTIES = {
     "schema.name-mapping.default": create_mapping_from_schema(LOG_SCHEMA).model_dump_json(),
     "write.metadata.metrics.default": "none",
     "write.metadata.metrics.column.offset": "full",
     "write.metadata.metrics.column.timestamp": "full",
     "format-version": "2",
+    # every commit writes a metadata.json: keep the last 100, not one per commit forever
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "100",
 }
 
 __all__ = ["LOG_PROPERTIES", "LOG_SCHEMA", "LOG_SPEC", "OFFSET_ID", "TIMESTAMP_ID"]

@@ -15,6 +15,10 @@
    a crashed run never completed, a local temporary file never renamed) are discarded by the
    same rule as orphans: started at least that long ago, no live lease. Listings do not show
    them, yet they hold records (bytes the bucket bills, and copies of keys an erasure must reach).
+5. For a topic that is an Iceberg table, the table's snapshots older than file.delete.delay.ms
+   are expired first, and a pending file a kept snapshot still references stays pending until
+   one no longer does (`iceberg/expiry.py`); when the table cannot be read, every pending file
+   stays.
 Physical deletion never guesses. The manifest is validated when read (every path a file in
 `segments/`, pending deletes never live files), and a manifest that fails stops that partition.
 Before anything is deleted, the topic's files are listed (once for every partition, before any
@@ -173,9 +177,12 @@ def collect_garbage(
     listing: PartitionListing,
     orphan_min_age_ms: int = ORPHAN_MIN_AGE_MS,
     dry_run: bool = False,
+    held: frozenset[str] | None = frozenset(),
 ) -> GcResult:
     """Delete one partition's expired pending files and old orphans, and discard its old
-    unfinished writes (see the module docstring); `listing` is the partition's (`list_partitions`)."""
+    unfinished writes (see the module docstring); `listing` is the partition's (`list_partitions`).
+    `held`: locations of files readers of the topic's Iceberg table may still read, which stay
+    pending (None: unknown, so every pending file stays)."""
     log = topic.partition(partition)
     files = {
         path: obj
@@ -191,7 +198,11 @@ def collect_garbage(
             f"{lake.store.location(log.prefix + 'segments/')} (first: {missing[0]}); nothing was deleted. Restore "
             f"the files, or run `lakecleaner repair --topic {topic.name} --partition {partition}`"
         )
-    due = [p.path for p in manifest.pending_deletes if p.delete_after_ms <= now_ms]
+    due = [
+        p.path
+        for p in manifest.pending_deletes
+        if p.delete_after_ms <= now_ms and held is not None and lake.store.location(log.prefix + p.path) not in held
+    ]
     min_age_ms = max(topic.config.file_delete_delay_ms, orphan_min_age_ms)
     after, keep = manifest, manifest.referenced_paths()
     if not dry_run:
@@ -260,6 +271,24 @@ def _prune_run_reports(lake: Lake, topic: str, now_ms: int, dry_run: bool, warni
         return 0
 
 
+def _held_by_table_readers(
+    lake: Lake, topic: str, now_ms: int, dry_run: bool, warnings: list[str]
+) -> frozenset[str] | None:
+    """The files snapshots of the topic's Iceberg table still reference, after expiring those
+    older than file.delete.delay.ms (`iceberg.expiry`); none for a topic without a table; None
+    (every pending file stays) when the table cannot be read, with a warning."""
+    if not lake.config.iceberg_enabled(topic) or dry_run:
+        return frozenset()
+    try:
+        from lakecleaner.iceberg.expiry import expire_and_hold
+
+        return expire_and_hold(lake, topic, now_ms)
+    except Exception as exc:  # the catalog or pyiceberg: which files readers hold is unknown
+        warnings.append(f"no pending file was deleted: the Iceberg table's snapshots could not be read ({exc})")
+        logger.warning("gc of %s: %s", topic, warnings[-1])
+        return None
+
+
 def _abandoned(unfinished: Collection[UnfinishedWrite], now_ms: int, min_age_ms: int) -> list[UnfinishedWrite]:
     """The unfinished writes old enough to discard: started at least `min_age_ms` before now (a
     write in progress is seconds old; a live lease on the partition keeps every one)."""
@@ -285,12 +314,13 @@ def gc_topic(
     retries_before = lake.store.retries
     warnings: list[str] = []
     listings = list_partitions(lake, topic_name, warnings)  # before any manifest is read
+    held = _held_by_table_readers(lake, topic_name, now, dry_run, warnings)
 
     def collect(p: int) -> GcResult:
         try:
             listing = listings.get(p, PartitionListing())
             return collect_garbage(
-                lake, topic, p, now, listing=listing, orphan_min_age_ms=orphan_min_age_ms, dry_run=dry_run
+                lake, topic, p, now, listing=listing, orphan_min_age_ms=orphan_min_age_ms, dry_run=dry_run, held=held
             )
         except LakeCleanerError as exc:
             logger.warning("gc of %s-%d: %s", topic_name, p, exc)
