@@ -198,7 +198,39 @@ def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
             KeyCopy(partition, w.key, None, UNFINISHED, unreferenced_deadline(w.started_ms, judged)) for w in writes
         )
     audit.copies.extend(_lake_folder_hits(lake, key, audit))
+    audit.copies.extend(table_files(lake, topic_name, key, audit, ctx))
     return audit
+
+
+def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: ErasureContext) -> Iterator[KeyCopy]:
+    """Files of the topic's Iceberg table's own folders (metadata, another writer's data) that
+    hold the key (`iceberg.search`). One the table still reaches has no deadline (a snapshot
+    kept for readers holds another writer's statistics or data): overdue. One it no longer
+    reaches goes at gc once older than file.delete.delay.ms (`iceberg.expiry`)."""
+    if not lake.config.iceberg_enabled(topic):
+        return
+    from lakecleaner.iceberg.expiry import reachable_metadata, table_objects
+    from lakecleaner.iceberg.search import holds_key
+
+    objects = table_objects(lake, topic)
+    if not objects:
+        return
+    reachable = reachable_metadata(lake, topic)
+
+    def holds(obj: ObjectInfo) -> bool | str:
+        try:
+            return holds_key(obj.key, lake.store.read(obj.key), key)
+        except (LakeCleanerError, ValueError, OSError, pa.ArrowException) as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+    for obj, hit in zip(objects, map_ordered(holds, objects, lake.config.storage.max_concurrency), strict=True):
+        if isinstance(hit, str):
+            audit.unreadable[obj.key] = hit
+        elif hit and lake.store.location(obj.key) in reachable:
+            reason = "the Iceberg table still reaches it (another writer's statistics or data): expire its snapshots"
+            yield KeyCopy(None, obj.key, None, UNREFERENCED, Deadline(None, reason))
+        elif hit:
+            yield KeyCopy(None, obj.key, None, UNREFERENCED, unreferenced_deadline(obj.mtime_ms, ctx))
 
 
 def _search(lake: Lake, obj: ObjectInfo, key: bytes) -> _Found | str:

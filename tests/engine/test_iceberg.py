@@ -20,6 +20,7 @@ from pyiceberg.catalog import load_catalog
 from pyiceberg.expressions import EqualTo
 from pyspark.sql import SparkSession
 
+from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.config.iceberg import IcebergSettings
@@ -213,3 +214,49 @@ def _files_of_every_snapshot(catalog: Any, topic: str) -> set[str]:
         for manifest in snapshot.manifests(table.io)
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
     }
+
+
+def test_the_erasure_audit_reads_the_tables_own_files_and_gc_deletes_what_no_snapshot_reaches(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    lake = Lake.open(with_tables(lake_config, tmp_path))
+    delay_ms = 2000
+    lake.create_topic("users", 1, {"cleanup.policy": "delete", "file.delete.delay.ms": delay_ms})
+    log = lake.topic("users").partition(0)
+    secret = b"user-000000042-of-the-eu-region"  # longer than Iceberg's 16-byte bounds
+    log.append(keyed({secret.decode(): "profile", "other": "x"}), now_ms=wall_clock_ms())
+    catalog = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri))
+    table = catalog.load_table(("lakecleaner", "users"))
+    # Another writer appends to the table with statistics of the key column on.
+    with table.transaction() as transaction:
+        transaction.set_properties({"write.metadata.metrics.column.key": "full"})
+    table = catalog.load_table(("lakecleaner", "users"))
+    row = {
+        "partition": 0,
+        "offset": 99,
+        "timestamp": 1,
+        "key": secret,
+        "value": b"v",
+        "headers": [],
+        "delete_horizon_ms": None,
+    }
+    table.append(pa.Table.from_pylist([row], schema=table.schema().as_arrow()))
+
+    def table_copies() -> list[str]:
+        audit = audit_key(lake, "users", secret, wall_clock_ms())
+        assert not audit.unreadable, audit.unreadable
+        return sorted(c.object for c in audit.copies if c.partition is None)
+
+    found = table_copies()
+    assert any("/metadata/" in k and k.endswith(".avro") for k in found)  # the key's bounds in a manifest
+    assert any("/data/" in k and k.endswith(".parquet") for k in found)  # the other writer's data file
+    reached = [c for c in audit_key(lake, "users", secret, wall_clock_ms()).copies if c.partition is None]
+    assert all(c.deadline is not None and c.deadline.gone_by_ms is None and c.deadline.overdue for c in reached)
+
+    sync_topic(lake, "users")  # the table holds only the log's files: the other writer's file goes
+    log.append(keyed({"later": "y"}), now_ms=wall_clock_ms())  # a snapshot without the deleted entries
+    assert_table_is_the_log(lake, "users")
+    time.sleep(delay_ms / 1000 + 0.5)
+    gc_topic(lake, "users", wall_clock_ms())
+    assert table_copies() == []
+    assert_table_is_the_log(lake, "users")
