@@ -203,19 +203,17 @@ def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
 
 
 def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: ErasureContext) -> Iterator[KeyCopy]:
-    """Files of the topic's Iceberg table's own folders (metadata, another writer's data) that
-    hold the key (`iceberg.search`). One the table still reaches has no deadline (a snapshot
-    kept for readers holds another writer's statistics or data): overdue. One it no longer
-    reaches goes at gc once older than file.delete.delay.ms (`iceberg.expiry`)."""
+    """Files of the topic's Iceberg tables' own folders (metadata, the latest values, another
+    writer's data) that hold the key (`iceberg.search`). In the latest-values table's current
+    snapshot it is the key's live value; in an older snapshot it goes once that snapshot is older
+    than file.delete.delay.ms and gc ran (`iceberg.expiry`); unreached, at the next gc. One the
+    log table's current snapshot reaches (another writer's statistics or data) has no deadline."""
     if not lake.config.iceberg_enabled(topic):
         return
-    from lakecleaner.iceberg.expiry import reachable_metadata, table_objects
+    from lakecleaner.iceberg.expiry import reach_of, table_kinds, table_objects
+    from lakecleaner.iceberg.schema import LATEST_TABLE
     from lakecleaner.iceberg.search import holds_key
-
-    objects = table_objects(lake, topic)
-    if not objects:
-        return
-    reachable = reachable_metadata(lake, topic)
+    from lakecleaner.iceberg.sync import open_table
 
     def holds(obj: ObjectInfo) -> bool | str:
         try:
@@ -223,14 +221,25 @@ def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: Erasur
         except (LakeCleanerError, ValueError, OSError, pa.ArrowException) as exc:
             return f"{type(exc).__name__}: {exc}"
 
-    for obj, hit in zip(objects, map_ordered(holds, objects, lake.config.storage.max_concurrency), strict=True):
-        if isinstance(hit, str):
-            audit.unreadable[obj.key] = hit
-        elif hit and lake.store.location(obj.key) in reachable:
-            reason = "the Iceberg table still reaches it (another writer's statistics or data): expire its snapshots"
-            yield KeyCopy(None, obj.key, None, UNREFERENCED, Deadline(None, reason))
-        elif hit:
-            yield KeyCopy(None, obj.key, None, UNREFERENCED, unreferenced_deadline(obj.mtime_ms, ctx))
+    for kind in table_kinds(lake, topic):
+        objects = table_objects(lake, topic, kind)
+        if not objects:
+            continue
+        reach = reach_of(open_table(lake, topic, kind))
+        for obj, hit in zip(objects, map_ordered(holds, objects, lake.config.storage.max_concurrency), strict=True):
+            location = lake.store.location(obj.key)
+            if isinstance(hit, str):
+                audit.unreadable[obj.key] = hit
+            elif not hit:
+                continue
+            elif location in reach.current and kind is LATEST_TABLE and "/data/" in obj.key:
+                yield KeyCopy(None, obj.key, None, LIVE, None)
+            elif location in reach.current:
+                reason = "the Iceberg table's current snapshot reaches it (another writer's statistics or data)"
+                yield KeyCopy(None, obj.key, None, UNREFERENCED, Deadline(None, reason))
+            else:
+                since = reach.newest_ms.get(location, obj.mtime_ms)
+                yield KeyCopy(None, obj.key, None, UNREFERENCED, unreferenced_deadline(since, ctx))
 
 
 def _search(lake: Lake, obj: ObjectInfo, key: bytes) -> _Found | str:

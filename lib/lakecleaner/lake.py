@@ -216,7 +216,7 @@ class Topic:
 
         def follow(before: Manifest, after: Manifest) -> None:
             try:
-                from lakecleaner.iceberg.sync import follow_commit
+                from lakecleaner.iceberg.follow import follow_commit
             except ImportError as exc:  # the commit stands; `iceberg sync` says what is missing
                 log.warning("Iceberg table of %s-%d not moved: %s (the `iceberg` extra)", name, partition, exc)
                 return

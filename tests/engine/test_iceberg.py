@@ -25,10 +25,11 @@ from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.config.iceberg import IcebergSettings
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
+from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.iceberg.naming import table_name
 from lakecleaner.iceberg.status import table_status
-from lakecleaner.iceberg.sync import sync_topic
 from lakecleaner.lake import Lake
+from lakecleaner.policy.erasure import LIVE, UNREFERENCED
 from lakecleaner.retention import retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import gc_topic
@@ -37,6 +38,7 @@ from tests.engine.helpers import compact, keyed
 pytestmark = pytest.mark.backends("local", "seaweedfs")
 
 COLUMNS = ["offset", "timestamp", "key", "value", "headers", "delete_horizon_ms"]
+LATEST_COLUMNS = ["key", "offset", "timestamp", "value", "headers"]
 HOUR = 3_600_000
 
 
@@ -60,9 +62,30 @@ def log_rows(lake: Lake, topic: str, partition: int) -> list[dict[str, Any]]:
     return lake.topic(topic).partition(partition).read().select(COLUMNS).to_pylist()
 
 
+def latest_rows(lake: Lake, topic: str) -> list[dict[str, Any]]:
+    """What pyiceberg reads of the topic's latest-values table, by partition and key."""
+    catalog = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri))
+    read = catalog.load_table(("lakecleaner", table_name(topic) + "_latest")).scan().to_arrow()
+    return sorted(read.select(["partition", *LATEST_COLUMNS]).to_pylist(), key=lambda r: (r["partition"], r["key"]))
+
+
+def latest_of_the_log(lake: Lake, topic: str) -> list[dict[str, Any]]:
+    """Each partition's live keys with their record at the highest offset (a tombstone: no row),
+    computed from what `consume` reads."""
+    out = []
+    for p in range(lake.topic(topic).partitions):
+        last: dict[bytes, dict[str, Any]] = {}
+        for row in log_rows(lake, topic, p):
+            last[row["key"]] = row
+        out += [{"partition": p, **{c: r[c] for c in LATEST_COLUMNS}} for r in last.values() if r["value"] is not None]
+    return sorted(out, key=lambda r: (r["partition"], r["key"]))
+
+
 def assert_table_is_the_log(lake: Lake, topic: str) -> None:
     for p in range(lake.topic(topic).partitions):
         assert table_rows(lake, topic, p) == log_rows(lake, topic, p), f"partition {p}"
+    if lake.topic(topic).config.compact:
+        assert latest_rows(lake, topic) == latest_of_the_log(lake, topic)
     assert table_status(lake, topic).in_step
 
 
@@ -107,7 +130,7 @@ def test_a_table_that_missed_commits_is_caught_up_by_sync_and_status_says_so(
     lake_config: LakeConfig, tmp_path: Path
 ) -> None:
     tabled = Lake.open(with_tables(lake_config, tmp_path))
-    topic = tabled.create_topic("events", 2)
+    topic = tabled.create_topic("events", 2, {"cleanup.policy": "compact"})
     topic.partition(0).append(keyed({"a": "1"}), now_ms=1000)
     # Commits the table does not see: as after a crash between a manifest's commit and the table's.
     blind = Lake.open(lake_config)
@@ -117,9 +140,10 @@ def test_a_table_that_missed_commits_is_caught_up_by_sync_and_status_says_so(
     status = table_status(tabled, "events")
     assert not status.in_step and status.missing == 2 and status.extra == 0
     first = sync_topic(tabled, "events")
-    assert (first.added, first.removed) == (2, 0) and first.snapshot_id is not None
+    assert (first.log.added, first.log.removed, first.latest_partitions) == (2, 0, 2)
+    assert first.log.snapshot_id is not None
     again = sync_topic(tabled, "events")
-    assert (again.added, again.removed, again.snapshot_id) == (0, 0, None)  # idempotent
+    assert (again.log.added, again.log.removed, again.log.snapshot_id, again.latest_partitions) == (0, 0, None, 0)
     assert_table_is_the_log(tabled, "events")
 
 
@@ -187,9 +211,9 @@ def test_gc_deletes_a_file_only_once_no_snapshot_kept_for_readers_references_it(
     pending = [lake.store.location(log.prefix + p.path) for p in log.manifest().pending_deletes]
     assert pending and set(pending) <= old_files
 
-    # Due by the manifest (a --now past the delay), but a reader may hold the snapshot from before
-    # retention, younger than the delay by the wall clock: the files stay.
-    gc_topic(lake, "clicks", start + 10 * delay_ms)
+    # Due by the manifest at start + delay, but a reader may hold the snapshot from before
+    # retention, which was taken after `start` and so is younger than the delay then: the files stay.
+    gc_topic(lake, "clicks", start + delay_ms)
     assert all(lake.store.exists(location.removeprefix(lake.store.root_uri + "/")) for location in pending)
     snapshot_files = _files_of_every_snapshot(catalog, "clicks")
     assert set(pending) <= snapshot_files
@@ -260,3 +284,31 @@ def test_the_erasure_audit_reads_the_tables_own_files_and_gc_deletes_what_no_sna
     gc_topic(lake, "users", wall_clock_ms())
     assert table_copies() == []
     assert_table_is_the_log(lake, "users")
+
+
+def test_a_tombstone_takes_the_key_out_of_the_latest_values_and_gc_out_of_their_files(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    lake = Lake.open(with_tables(lake_config, tmp_path))
+    delay_ms = 2000
+    lake.create_topic("profiles", 1, {"cleanup.policy": "compact", "file.delete.delay.ms": delay_ms})
+    log = lake.topic("profiles").partition(0)
+    secret = b"person-7"
+    log.append(keyed({"person-7": "address", "person-8": "other"}), now_ms=wall_clock_ms())
+
+    def latest_copies() -> list[tuple[str, Any]]:
+        audit = audit_key(lake, "profiles", secret, wall_clock_ms())
+        assert not audit.unreadable, audit.unreadable
+        return [(c.kind, c.deadline) for c in audit.copies if c.partition is None and "/latest/" in c.object]
+
+    assert latest_copies() == [(LIVE, None)]  # the key's live value
+    log.append(keyed({"person-7": None}), now_ms=wall_clock_ms())  # the tombstone
+    assert [r["key"] for r in latest_rows(lake, "profiles")] == [b"person-8"]
+    assert_table_is_the_log(lake, "profiles")
+    left = latest_copies()
+    assert left and all(kind == UNREFERENCED for kind, _ in left)  # an older snapshot's file: gc's, by its deadline
+
+    time.sleep(delay_ms / 1000 + 0.5)
+    gc_topic(lake, "profiles", wall_clock_ms())
+    assert latest_copies() == []
+    assert_table_is_the_log(lake, "profiles")

@@ -35,18 +35,23 @@ def iceberg_sync(ctx: Context, topic: str | None) -> None:
     """Make each table's files the segment files of the committed manifests, in one snapshot
     (none when they already are). Idempotent: what catches a table up after a crash between a
     manifest's commit and the table's."""
-    from lakecleaner.iceberg.sync import sync_topic
+    from lakecleaner.iceberg.follow import sync_topic
 
     results = [sync_topic(ctx.lake, name) for name in _tabled_topics(ctx, topic)]
 
     def human() -> None:
         for r in results:
-            change = f"+{r.added} -{r.removed} files, snapshot {r.snapshot_id}" if r.snapshot_id else "in step"
-            console.print(f"{r.topic} → {r.table}: {change}")
+            change = (
+                f"+{r.log.added} -{r.log.removed} files, snapshot {r.log.snapshot_id}"
+                if r.log.snapshot_id
+                else "in step"
+            )
+            latest = "" if r.latest_partitions is None else f"; latest values: {r.latest_partitions} partition(s) moved"
+            console.print(f"{r.log.topic} → {r.log.table}: {change}{latest}")
         if not results:
             console.print("no topic has an Iceberg table (iceberg.enabled in the config)")
 
-    ctx.emit({"topics": [r.__dict__ for r in results]}, human)
+    ctx.emit({"topics": [r.to_dict() for r in results]}, human)
 
 
 @iceberg.command("status")

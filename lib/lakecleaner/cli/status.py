@@ -146,7 +146,7 @@ def repair(
             continue
         reports.append({**report.to_dict(), "left_out_count": len(report.left_out)})
     if reports and ctx.config.iceberg_enabled(topic):  # a repair writes manifests directly: catch the table up
-        from lakecleaner.iceberg.sync import sync_topic
+        from lakecleaner.iceberg.follow import sync_topic
 
         sync_topic(ctx.lake, topic)
 

@@ -20,9 +20,10 @@ def table_name(topic: str) -> str:
     return re.sub(r"[.-]", "_", topic.lower())
 
 
-def table_identifier(namespace: str, topic: str) -> tuple[str, ...]:
-    """The catalog identifier of `topic`'s table: its namespace's levels, then its name."""
-    return (*namespace.split("."), table_name(topic))
+def table_identifier(namespace: str, topic: str, suffix: str = "") -> tuple[str, ...]:
+    """The catalog identifier of `topic`'s table (`suffix`: `_latest` for its latest values): its
+    namespace's levels, then its name."""
+    return (*namespace.split("."), table_name(topic) + suffix)
 
 
 __all__ = ["TOPIC_PROPERTY", "table_identifier", "table_name"]

@@ -11,6 +11,9 @@ pyiceberg and Iceberg's Spark runtime follow). Files are registered, not rewritt
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.name_mapping import create_mapping_from_schema
@@ -63,4 +66,53 @@ LOG_PROPERTIES = {
     "write.metadata.previous-versions-max": "100",
 }
 
-__all__ = ["LOG_PROPERTIES", "LOG_SCHEMA", "LOG_SPEC", "OFFSET_ID", "TIMESTAMP_ID"]
+#: The latest-values table of a compacted topic (Tableflow's UPSERT mode): one row per live key
+#: of each partition, its record at the highest offset that is not a tombstone.
+LATEST_SCHEMA = Schema(
+    NestedField(1, "partition", IntegerType(), required=False),
+    NestedField(2, "key", BinaryType(), required=True),
+    NestedField(3, "offset", LongType(), required=True),
+    NestedField(4, "timestamp", LongType(), required=True),
+    NestedField(5, "value", BinaryType(), required=False),
+    NestedField(
+        6,
+        "headers",
+        ListType(
+            7,
+            StructType(
+                NestedField(8, "key", StringType(), required=True),
+                NestedField(9, "value", BinaryType(), required=False),
+            ),
+            element_required=True,
+        ),
+        required=False,
+    ),
+)
+LATEST_SPEC = PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "partition"), spec_id=0)
+#: Its data files are pyiceberg's: statistics of the partition and offset only (no key bytes).
+LATEST_PROPERTIES = {
+    "write.metadata.metrics.default": "none",
+    "write.metadata.metrics.column.partition": "full",
+    "write.metadata.metrics.column.offset": "full",
+    "format-version": "2",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "100",
+}
+
+
+@dataclass(frozen=True)
+class TableKind:
+    """A kind of table a topic has: its name's suffix, schema, spec, properties, and the folder
+    under the topic's prefix that is its location ("" : the prefix itself)."""
+
+    suffix: str
+    schema: Schema
+    spec: PartitionSpec
+    properties: dict[str, Any]
+    folder: str
+
+
+LOG_TABLE = TableKind("", LOG_SCHEMA, LOG_SPEC, LOG_PROPERTIES, "")
+LATEST_TABLE = TableKind("_latest", LATEST_SCHEMA, LATEST_SPEC, LATEST_PROPERTIES, "latest/")
+
+__all__ = ["LATEST_TABLE", "LOG_TABLE", "OFFSET_ID", "TIMESTAMP_ID", "TableKind"]

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakecleaner.config.iceberg import masked
+from lakecleaner.iceberg import latest
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
 from lakecleaner.iceberg.naming import table_identifier
+from lakecleaner.iceberg.schema import LATEST_TABLE
 from lakecleaner.iceberg.sync import data_files, log_table, table_files
 
 if TYPE_CHECKING:
@@ -17,9 +19,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class TableStatus:
-    """A topic's table as readers find it; `in_step`: its files are exactly the segment files of
-    the readable partitions' committed manifests; `missing` and `extra`: how many files the
-    table lacks and still holds."""
+    """A topic's tables as readers find them; `in_step`: the log table's files are exactly the
+    segment files of the readable partitions' committed manifests and the latest values (of a
+    compacted topic) reflect each one's next offset; `missing` and `extra`: how many files the
+    log table lacks and still holds."""
 
     topic: str
     tables: tuple[str, ...]
@@ -57,13 +60,17 @@ def table_status(lake: Lake, topic: str) -> TableStatus:
         wanted |= data_files(lake, topic, partition, manifest).keys()
     held = table_files(table, read.manifests).keys()
     snapshot = table.current_snapshot()
-    name = ".".join(table_identifier(lake.config.iceberg.namespace, topic))
+    names = [".".join(table_identifier(lake.config.iceberg.namespace, topic))]
+    latest_in_step = True
+    if lake.topic(topic).config.compact:
+        names.append(".".join(table_identifier(lake.config.iceberg.namespace, topic, LATEST_TABLE.suffix)))
+        latest_in_step = latest.in_step(latest.latest_table(lake, topic), read.manifests)
     return TableStatus(
         topic,
-        (name,),
+        tuple(names),
         reader_catalog(lake),
         None if snapshot is None else snapshot.snapshot_id,
-        wanted == held,
+        wanted == held and latest_in_step,
         len(wanted - held),
         len(held - wanted),
         dict(read.failures),

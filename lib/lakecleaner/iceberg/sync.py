@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,7 +36,7 @@ from pyiceberg.types import LongType
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.iceberg.catalog import open_catalog
 from lakecleaner.iceberg.naming import TOPIC_PROPERTY, table_identifier
-from lakecleaner.iceberg.schema import LOG_PROPERTIES, LOG_SCHEMA, LOG_SPEC, OFFSET_ID
+from lakecleaner.iceberg.schema import LOG_TABLE, OFFSET_ID, TableKind
 from lakecleaner.log.layout import partition_prefix, topic_prefix
 from lakecleaner.log.manifest import Manifest
 
@@ -48,10 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Commits of the table that another writer's commit beat, retried from the table read again.
-_COMMIT_ATTEMPTS = 8
-#: One sync of a table at a time in a process (a compaction commits its partitions from several
-#: threads); other processes' commits are met as lost races and retried.
-_SYNCING: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+COMMIT_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -68,8 +63,13 @@ class SyncResult:
 
 def log_table(lake: Lake, topic: str) -> Any:
     """The topic's log table, created (with its namespace) on first use at the topic's prefix."""
+    return open_table(lake, topic, LOG_TABLE)
+
+
+def open_table(lake: Lake, topic: str, kind: TableKind) -> Any:
+    """The topic's table of `kind`, created (with its namespace) on first use at its location."""
     catalog = open_catalog(lake.config, lake.store.root_uri)
-    identifier = table_identifier(lake.config.iceberg.namespace, topic)
+    identifier = table_identifier(lake.config.iceberg.namespace, topic, kind.suffix)
     try:
         table = catalog.load_table(identifier)
     except NoSuchTableError:
@@ -77,10 +77,10 @@ def log_table(lake: Lake, topic: str) -> Any:
             catalog.create_namespace(identifier[:-1])
         table = catalog.create_table_if_not_exists(
             identifier,
-            LOG_SCHEMA,
-            location=lake.store.location(topic_prefix(topic)).rstrip("/"),
-            partition_spec=LOG_SPEC,
-            properties={**LOG_PROPERTIES, TOPIC_PROPERTY: topic},
+            kind.schema,
+            location=lake.store.location(topic_prefix(topic) + kind.folder).rstrip("/"),
+            partition_spec=kind.spec,
+            properties={**kind.properties, TOPIC_PROPERTY: topic},
         )
     follows = table.properties.get(TOPIC_PROPERTY)
     if follows != topic:
@@ -112,13 +112,17 @@ def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> di
     return out
 
 
+def of_partitions(partitions: Iterable[int]) -> Any:
+    """The row filter of the Kafka partitions `partitions`."""
+    # In's __new__ takes (term, literals); mypy reads its pydantic fields instead
+    return In("partition", set(partitions))  # type: ignore[call-arg, arg-type]
+
+
 def table_files(table: Any, partitions: Iterable[int]) -> dict[str, DataFile]:
     """The data files the table's current snapshot holds for `partitions`, by path."""
     if table.current_snapshot() is None:
         return {}
-    # In's __new__ takes (term, literals); mypy reads its pydantic fields instead
-    only = In("partition", set(partitions))  # type: ignore[call-arg, arg-type]
-    tasks = table.scan(row_filter=only).plan_files()
+    tasks = table.scan(row_filter=of_partitions(partitions)).plan_files()
     return {task.file.file_path: task.file for task in tasks}
 
 
@@ -129,14 +133,13 @@ def sync_partitions(lake: Lake, topic: str, manifests: Mapping[int, Manifest]) -
     wanted: dict[str, DataFile] = {}
     for partition, manifest in manifests.items():
         wanted.update(data_files(lake, topic, partition, manifest))
-    with _SYNCING[lake.store.location(topic_prefix(topic))]:
-        return _commit_difference(lake, topic, manifests, wanted)
+    return _commit_difference(lake, topic, manifests, wanted)
 
 
 def _commit_difference(
     lake: Lake, topic: str, manifests: Mapping[int, Manifest], wanted: dict[str, DataFile]
 ) -> SyncResult:
-    for attempt in range(_COMMIT_ATTEMPTS):
+    for attempt in range(COMMIT_ATTEMPTS):
         table = log_table(lake, topic)
         held = table_files(table, manifests)
         added = [wanted[path] for path in wanted.keys() - held.keys()]
@@ -159,41 +162,18 @@ def _commit_difference(
         current = log_table(lake, topic).current_snapshot()
         return SyncResult(topic, name, len(added), len(removed), current and current.snapshot_id)
     raise LakeCleanerError(
-        f"Iceberg table of topic {topic}: lost {_COMMIT_ATTEMPTS} commit races in a row; run "
+        f"Iceberg table of topic {topic}: lost {COMMIT_ATTEMPTS} commit races in a row; run "
         f"`lakecleaner iceberg sync --topic {topic}` again later"
     )
 
 
-def sync_topic(lake: Lake, topic: str) -> SyncResult:
-    """Catch the whole table up with every readable partition's committed manifest."""
-    read = lake.topic(topic).read_manifests()
-    for partition, reason in sorted(read.failures.items()):
-        log.warning("Iceberg table of %s: partition %d is left as it is: %s", topic, partition, reason)
-    return sync_partitions(lake, topic, read.manifests)
-
-
-def follow_commit(lake: Lake, topic: str, partition: int, before: Manifest, after: Manifest) -> None:
-    """Move the table after a partition's manifest commit, when the commit changed its files.
-    The commit has happened whatever happens here: a failure is logged, and the table lags until
-    the next sync."""
-    if _file_paths(before) == _file_paths(after):
-        return
-    try:
-        sync_partitions(lake, topic, {partition: after})
-    except Exception as exc:  # the log committed; the table catches up at the next sync
-        log.warning(
-            "Iceberg table of %s-%d lags its manifest (version %d): %s; `lakecleaner iceberg sync --topic %s` "
-            "catches it up",
-            topic,
-            partition,
-            after.version,
-            exc,
-            topic,
-        )
-
-
-def _file_paths(manifest: Manifest) -> set[str]:
-    return {file.path for segment in manifest.segments for file in segment.files}
-
-
-__all__ = ["SyncResult", "data_files", "follow_commit", "log_table", "sync_partitions", "sync_topic", "table_files"]
+__all__ = [
+    "COMMIT_ATTEMPTS",
+    "SyncResult",
+    "data_files",
+    "log_table",
+    "of_partitions",
+    "open_table",
+    "sync_partitions",
+    "table_files",
+]

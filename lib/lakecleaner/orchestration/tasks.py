@@ -258,9 +258,9 @@ def iceberg_sync(lake: Lake, topic_name: str) -> dict[str, Any]:
     """Each run catches the topic's Iceberg table up with its manifests (issue 48): what the
     sync did, or the error (which fails the run: the table is a promise to its readers)."""
     try:
-        from lakecleaner.iceberg.sync import sync_topic
+        from lakecleaner.iceberg.follow import sync_topic
 
-        return dict(sync_topic(lake, topic_name).__dict__)
+        return sync_topic(lake, topic_name).to_dict()
     except Exception as exc:  # reported in run.json and failing the run, not lost in a task log
         return {"error": f"{type(exc).__name__}: {exc}"}
 

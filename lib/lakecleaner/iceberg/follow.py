@@ -1,0 +1,84 @@
+"""A topic's tables follow its commits: the log table (`sync`) and, for a compacted topic, the
+latest-values table (`latest`). The manifests are the source of truth; the tables may lag a
+commit, never lead it, and a sync catches them up idempotently."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakecleaner.iceberg.latest import sync_latest
+from lakecleaner.iceberg.sync import SyncResult, sync_partitions
+from lakecleaner.log.layout import topic_prefix
+from lakecleaner.log.manifest import Manifest
+
+if TYPE_CHECKING:
+    from lakecleaner.lake import Lake
+
+log = logging.getLogger(__name__)
+
+#: One sync of a topic's tables at a time in a process (a compaction commits its partitions from
+#: several threads); other processes' commits are met as lost races and redone.
+_SYNCING: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+
+
+@dataclass(frozen=True)
+class TopicSync:
+    """One sync of a topic's tables: the log table's, and how many partitions of the latest
+    values changed (None: the topic is not compacted, so it has no such table)."""
+
+    log: SyncResult
+    latest_partitions: int | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {**self.log.__dict__, "latest_partitions": self.latest_partitions}
+
+
+def sync_tables(lake: Lake, topic: str, manifests: Mapping[int, Manifest]) -> TopicSync:
+    """Bring the topic's tables up to these partitions' committed manifests."""
+    with _SYNCING[lake.store.location(topic_prefix(topic))]:
+        result = sync_partitions(lake, topic, manifests)
+        compacted = lake.topic(topic).config.compact
+        return TopicSync(result, sync_latest(lake, topic, manifests) if compacted else None)
+
+
+def sync_topic(lake: Lake, topic: str) -> TopicSync:
+    """Catch the topic's tables up with every readable partition's committed manifest."""
+    read = lake.topic(topic).read_manifests()
+    for partition, reason in sorted(read.failures.items()):
+        log.warning("Iceberg tables of %s: partition %d is left as it is: %s", topic, partition, reason)
+    return sync_tables(lake, topic, read.manifests)
+
+
+def follow_commit(lake: Lake, topic: str, partition: int, before: Manifest, after: Manifest) -> None:
+    """Move the tables after a partition's manifest commit, when the commit changed its files or
+    offsets. The commit has happened whatever happens here: a failure is logged, and the tables
+    lag until the next sync."""
+    if _file_paths(before) == _file_paths(after) and (before.log_start_offset, before.next_offset) == (
+        after.log_start_offset,
+        after.next_offset,
+    ):
+        return
+    try:
+        sync_tables(lake, topic, {partition: after})
+    except Exception as exc:  # the log committed; the tables catch up at the next sync
+        log.warning(
+            "Iceberg tables of %s-%d lag its manifest (version %d): %s; `lakecleaner iceberg sync --topic %s` "
+            "catches them up",
+            topic,
+            partition,
+            after.version,
+            exc,
+            topic,
+        )
+
+
+def _file_paths(manifest: Manifest) -> set[str]:
+    return {file.path for segment in manifest.segments for file in segment.files}
+
+
+__all__ = ["TopicSync", "follow_commit", "sync_tables", "sync_topic"]

@@ -1,0 +1,136 @@
+"""The latest values of a compacted topic as an Iceberg table, `<table>_latest` (issue 48):
+one row per live key of each partition — the key's record at the highest offset, when that is
+not a tombstone — as Confluent Tableflow's UPSERT mode keeps, without a cloud service.
+
+It is kept without a second pass over the log. The table records, per partition, the log's next
+offset it reflects (`lakecleaner.latest.next-offset.<p>`); a sync of a partition reads only the
+records from there (what commits appended since), takes each key's last one, and merges them
+into the partition's rows: a key's new record replaces its row, a tombstone removes it. Then rows
+whose offset fell below the log start go (retention and trim removed the key's latest record, so
+the log no longer has the key). Compaction changes neither the next offset nor any key's latest
+record, so it costs nothing here. A partition never synced is read whole once.
+
+A sync rewrites the partition's rows as one file (copy-on-write: a commit costs writing that
+partition's live keys; Iceberg's equality deletes would make it cost the batch only, but
+pyiceberg cannot write delete files yet) and moves the reflected offset in the same snapshot, so
+a crash leaves either the old rows and offset or the new ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+from lakecleaner.errors import LakeCleanerError
+from lakecleaner.iceberg.schema import LATEST_TABLE
+from lakecleaner.iceberg.sync import COMMIT_ATTEMPTS, of_partitions, open_table
+from lakecleaner.log.manifest import Manifest
+
+if TYPE_CHECKING:
+    from lakecleaner.lake import Lake
+
+#: The table property holding the log's next offset a partition's rows reflect.
+REFLECTED_PREFIX = "lakecleaner.latest.next-offset."
+_COLUMNS = ["key", "offset", "timestamp", "value", "headers"]
+
+
+def latest_table(lake: Lake, topic: str) -> Any:
+    return open_table(lake, topic, LATEST_TABLE)
+
+
+def reflected(table: Any, partition: int) -> int | None:
+    """The log's next offset the partition's rows reflect; None when never synced."""
+    value = table.properties.get(f"{REFLECTED_PREFIX}{partition}")
+    return None if value is None else int(value)
+
+
+def sync_latest(lake: Lake, topic: str, manifests: Mapping[int, Manifest]) -> int:
+    """Bring the partitions' latest rows up to their committed manifests (one snapshot per
+    partition that changed); how many partitions changed."""
+    return sum(_sync_partition(lake, topic, partition, manifest) for partition, manifest in sorted(manifests.items()))
+
+
+def _sync_partition(lake: Lake, topic: str, partition: int, manifest: Manifest) -> bool:
+    """One partition's rows brought up to its manifest; whether they changed. A commit another
+    writer beat is redone from the table read again."""
+    for attempt in range(COMMIT_ATTEMPTS):
+        table = latest_table(lake, topic)
+        since = reflected(table, partition)
+        if since == manifest.next_offset and not _below_log_start(table, partition, manifest):
+            return False
+        rows, replaced = _merged(lake, topic, table, partition, manifest, since)
+        try:
+            with table.transaction() as transaction:
+                if replaced:
+                    transaction.overwrite(rows, overwrite_filter=of_partitions([partition]))
+                elif rows.num_rows:
+                    transaction.append(rows)
+                transaction.set_properties({f"{REFLECTED_PREFIX}{partition}": str(manifest.next_offset)})
+        except (CommitFailedException, ValidationException):
+            time.sleep(0.05 * (attempt + 1))
+            continue
+        return True
+    raise LakeCleanerError(
+        f"Iceberg table of topic {topic}'s latest values: lost {COMMIT_ATTEMPTS} commit races in a row on "
+        f"partition {partition}; run `lakecleaner iceberg sync --topic {topic}` again later"
+    )
+
+
+def _current_rows(table: Any, partition: int) -> pa.Table:
+    if table.current_snapshot() is None:
+        return table.schema().as_arrow().empty_table()
+    return table.scan(row_filter=of_partitions([partition])).to_arrow()
+
+
+def _below_log_start(table: Any, partition: int, manifest: Manifest) -> bool:
+    if manifest.log_start_offset == 0 or table.current_snapshot() is None:
+        return False
+    rows = table.scan(row_filter=of_partitions([partition]), selected_fields=("offset",)).to_arrow()
+    return bool(pc.any(pc.less(rows.column("offset"), manifest.log_start_offset)).as_py() or False)
+
+
+def _merged(
+    lake: Lake, topic: str, table: Any, partition: int, manifest: Manifest, since: int | None
+) -> tuple[pa.Table, bool]:
+    """The partition's rows after the records from `since` (the whole log when None), and
+    whether the table holds rows of the partition to replace."""
+    schema = table.schema().as_arrow()
+    current = _current_rows(table, partition)
+    start = manifest.log_start_offset if since is None else max(since, manifest.log_start_offset)
+    start = min(start, manifest.next_offset)
+    log = lake.topic(topic).partition(partition)
+    new = log.read(start, manifest=manifest).select(_COLUMNS)
+    winners = _last_per_key(new)
+    kept = (
+        current.filter(pc.invert(pc.is_in(current.column("key"), value_set=winners.column("key"))))
+        if since is not None
+        else current.slice(0, 0)  # rebuilt from the whole log
+    )
+    live = winners.filter(pc.is_valid(winners.column("value")))
+    fresh = pa.table(
+        {"partition": pa.array([partition] * live.num_rows, pa.int32()), **{c: live.column(c) for c in _COLUMNS}}
+    ).cast(schema)
+    merged = pa.concat_tables([kept.select(schema.names).cast(schema), fresh])
+    return merged.filter(pc.greater_equal(merged.column("offset"), manifest.log_start_offset)), current.num_rows > 0
+
+
+def _last_per_key(records: pa.Table) -> pa.Table:
+    """Each key's record at the highest offset (records come in offset order)."""
+    if records.num_rows == 0:
+        return records
+    indexed = records.select(["key"]).append_column("row", pa.array(range(records.num_rows), pa.int64()))
+    last = indexed.group_by("key").aggregate([("row", "max")])
+    return records.take(last.column("row_max"))
+
+
+def in_step(table: Any, manifests: Mapping[int, Manifest]) -> bool:
+    """Whether every partition's rows reflect its committed manifest's next offset."""
+    return all(reflected(table, p) == m.next_offset for p, m in manifests.items())
+
+
+__all__ = ["REFLECTED_PREFIX", "in_step", "latest_table", "reflected", "sync_latest"]
