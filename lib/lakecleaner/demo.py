@@ -151,12 +151,35 @@ def reset_sample_topics(lake: Lake) -> None:
     of the rebuilt topic again."""
     for prefix in _sample_prefixes():
         lake.store.delete_many([obj.key for obj in lake.store.list(prefix)])
+    if any(lake.config.iceberg_enabled(t) for t in (CDC_TOPIC, EVENTS_TOPIC)):
+        from lakecleaner.iceberg.sync import drop_tables
+
+        for topic in (CDC_TOPIC, EVENTS_TOPIC):
+            drop_tables(lake, topic)
 
 
 def mark_sample_topics(lake: Lake) -> None:
     """Record what the demo built (`foreign_content` reads it)."""
     body = {"topics": [CDC_TOPIC, EVENTS_TOPIC], "groups": list(DEMO_GROUPS), "written_ms": wall_clock_ms()}
     lake.store.write(DEMO_MARKER, json.dumps(body).encode())
+
+
+def iceberg_lines(lake: Lake) -> list[str]:
+    """How to read the sample topics' tables with pyiceberg, in three lines (none when the lake
+    keeps no tables)."""
+    if not lake.config.iceberg_enabled(CDC_TOPIC):
+        return []
+    from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
+    from lakecleaner.iceberg.naming import table_name
+
+    properties = {k: v for k, v in catalog_properties(lake.config, lake.store.root_uri).items() if k != "warehouse"}
+    namespace = lake.config.iceberg.namespace
+    return [
+        "from pyiceberg.catalog import load_catalog",
+        f"catalog = load_catalog({CATALOG_NAME!r}, **{properties!r})",
+        f"catalog.load_table({namespace + '.' + table_name(CDC_TOPIC)!r}).scan().to_arrow()"
+        f"  # and {namespace + '.' + table_name(CDC_TOPIC) + '_latest'!r}",
+    ]
 
 
 def topic_snapshot(lake: Lake, name: str) -> dict[str, int]:

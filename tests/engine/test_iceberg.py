@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import struct
 import subprocess
 import sys
 import time
@@ -34,6 +35,7 @@ from lakecleaner.retention import retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import gc_topic
 from tests.engine.helpers import compact, keyed
+from tests.engine.reference_model import beats
 
 pytestmark = pytest.mark.backends("local", "seaweedfs")
 
@@ -70,13 +72,15 @@ def latest_rows(lake: Lake, topic: str) -> list[dict[str, Any]]:
 
 
 def latest_of_the_log(lake: Lake, topic: str) -> list[dict[str, Any]]:
-    """Each partition's live keys with their record at the highest offset (a tombstone: no row),
-    computed from what `consume` reads."""
+    """Each partition's live keys with their winning record (the reference model's KIP-280 rule;
+    a tombstone: no row), computed from what `consume` reads."""
     out = []
+    config = lake.topic(topic).config
     for p in range(lake.topic(topic).partitions):
         last: dict[bytes, dict[str, Any]] = {}
         for row in log_rows(lake, topic, p):
-            last[row["key"]] = row
+            if row["key"] not in last or beats(row, last[row["key"]], config):
+                last[row["key"]] = row
         out += [{"partition": p, **{c: r[c] for c in LATEST_COLUMNS}} for r in last.values() if r["value"] is not None]
     return sorted(out, key=lambda r: (r["partition"], r["key"]))
 
@@ -312,3 +316,21 @@ def test_a_tombstone_takes_the_key_out_of_the_latest_values_and_gc_out_of_their_
     gc_topic(lake, "profiles", wall_clock_ms())
     assert latest_copies() == []
     assert_table_is_the_log(lake, "profiles")
+
+
+def test_the_latest_values_follow_the_topics_compaction_strategy(lake_config: LakeConfig, tmp_path: Path) -> None:
+    """KIP-280's header version: a later record with a lower version does not replace the key's
+    value, as compaction would not keep it."""
+    lake = Lake.open(with_tables(lake_config, tmp_path))
+    config = {"cleanup.policy": "compact", "compaction.strategy": "header", "compaction.strategy.header": "v"}
+    log = lake.create_topic("customers", 1, config).partition(0)
+
+    def versioned(key: str, value: str, version: int) -> pa.Table:
+        headers = [[{"key": "v", "value": struct.pack(">q", version)}]]
+        return pa.table({"key": [key.encode()], "value": [value.encode()], "timestamp": [1000], "headers": headers})
+
+    log.append(versioned("c1", "v5", 5), now_ms=1000)
+    log.append(versioned("c1", "v3 (late, lower version)", 3), now_ms=1001)
+    log.append(versioned("c2", "v1", 1), now_ms=1002)
+    assert [r["value"] for r in latest_rows(lake, "customers")] == [b"v5", b"v1"]
+    assert_table_is_the_log(lake, "customers")

@@ -90,6 +90,11 @@ def demo(
     page = job.render_html(lake.uri, sections, runs)
     lake.store.write("_lakecleaner/report.html", page.encode())
     console.print(f"HTML report: {lake.store.location('_lakecleaner/report.html')}", markup=False)
+    lines = job.iceberg_lines(lake)
+    if lines:
+        console.print("The topics as Iceberg tables, read with pyiceberg:")
+        for line in lines:
+            console.print(f"  {line}", markup=False, highlight=False)
 
 
 def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str | None) -> None:

@@ -1,11 +1,12 @@
 """The latest values of a compacted topic as an Iceberg table, `<table>_latest` (issue 48):
-one row per live key of each partition — the key's record at the highest offset, when that is
-not a tombstone — as Confluent Tableflow's UPSERT mode keeps, without a cloud service.
+one row per live key of each partition — the key's winning record by the topic's compaction
+strategy (the highest offset; or KIP-280's timestamp or header version), when that is not a
+tombstone — as Confluent Tableflow's UPSERT mode keeps, without a cloud service.
 
 It is kept without a second pass over the log. The table records, per partition, the log's next
 offset it reflects (`lakecleaner.latest.next-offset.<p>`); a sync of a partition reads only the
-records from there (what commits appended since), takes each key's last one, and merges them
-into the partition's rows: a key's new record replaces its row, a tombstone removes it. Then rows
+records from there (what commits appended since) and takes each key's winner among them and the
+partition's rows: a new winner replaces its key's row, a winning tombstone removes it. Then rows
 whose offset fell below the log start go (retention and trim removed the key's latest record, so
 the log no longer has the key). Compaction changes neither the next offset nor any key's latest
 record, so it costs nothing here. A partition never synced is read whole once.
@@ -26,6 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 
+from lakecleaner.config import TopicConfig
+from lakecleaner.engine.versions import latest_per_key, order_table
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.iceberg.schema import LATEST_TABLE
 from lakecleaner.iceberg.sync import COMMIT_ATTEMPTS, of_partitions, open_table
@@ -105,27 +108,25 @@ def _merged(
     start = min(start, manifest.next_offset)
     log = lake.topic(topic).partition(partition)
     new = log.read(start, manifest=manifest).select(_COLUMNS)
-    winners = _last_per_key(new)
-    kept = (
-        current.filter(pc.invert(pc.is_in(current.column("key"), value_set=winners.column("key"))))
-        if since is not None
-        else current.slice(0, 0)  # rebuilt from the whole log
-    )
-    live = winners.filter(pc.is_valid(winners.column("value")))
-    fresh = pa.table(
+    kept = current.select(_COLUMNS).cast(new.schema) if since is not None else new.schema.empty_table()
+    winners = _winners(pa.concat_tables([kept, new]), lake.topic(topic).config)
+    in_log = pc.greater_equal(winners.column("offset"), manifest.log_start_offset)
+    live = winners.filter(pc.and_(pc.is_valid(winners.column("value")), in_log))
+    rows = pa.table(
         {"partition": pa.array([partition] * live.num_rows, pa.int32()), **{c: live.column(c) for c in _COLUMNS}}
     ).cast(schema)
-    merged = pa.concat_tables([kept.select(schema.names).cast(schema), fresh])
-    return merged.filter(pc.greater_equal(merged.column("offset"), manifest.log_start_offset)), current.num_rows > 0
+    return rows, current.num_rows > 0
 
 
-def _last_per_key(records: pa.Table) -> pa.Table:
-    """Each key's record at the highest offset (records come in offset order)."""
+def _winners(records: pa.Table, config: TopicConfig) -> pa.Table:
+    """Each key's winning record by the topic's compaction strategy (KIP-280: offset, timestamp
+    or header version, ties to the highest offset), as the compaction keeps it
+    (`engine.versions`). Offsets are unique among them (the rows kept are below the records read)."""
     if records.num_rows == 0:
         return records
-    indexed = records.select(["key"]).append_column("row", pa.array(range(records.num_rows), pa.int64()))
-    last = indexed.group_by("key").aggregate([("row", "max")])
-    return records.take(last.column("row_max"))
+    ordered, _ = order_table(records, config)
+    best = latest_per_key(ordered)
+    return records.filter(pc.is_in(records.column("offset"), value_set=best.column("offset")))
 
 
 def in_step(table: Any, manifests: Mapping[int, Manifest]) -> bool:

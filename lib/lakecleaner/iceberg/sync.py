@@ -36,7 +36,7 @@ from pyiceberg.types import LongType
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.iceberg.catalog import open_catalog
 from lakecleaner.iceberg.naming import TOPIC_PROPERTY, table_identifier
-from lakecleaner.iceberg.schema import LOG_TABLE, OFFSET_ID, TableKind
+from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, OFFSET_ID, TableKind
 from lakecleaner.log.layout import partition_prefix, topic_prefix
 from lakecleaner.log.manifest import Manifest
 
@@ -89,6 +89,16 @@ def open_table(lake: Lake, topic: str, kind: TableKind) -> Any:
             "one table name (docs/architecture.md, Tables out); turn Iceberg off for one (iceberg: {enabled: false})"
         )
     return table
+
+
+def drop_tables(lake: Lake, topic: str) -> None:
+    """Forget the topic's tables in the catalog (its files are the caller's to delete): what a
+    topic deleted and created again under the same name needs, or the catalog would point at
+    metadata that is gone."""
+    catalog = open_catalog(lake.config, lake.store.root_uri)
+    for kind in (LOG_TABLE, LATEST_TABLE):
+        with contextlib.suppress(NoSuchTableError):
+            catalog.drop_table(table_identifier(lake.config.iceberg.namespace, topic, kind.suffix))
 
 
 def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> dict[str, DataFile]:
@@ -171,6 +181,7 @@ __all__ = [
     "COMMIT_ATTEMPTS",
     "SyncResult",
     "data_files",
+    "drop_tables",
     "log_table",
     "of_partitions",
     "open_table",
