@@ -30,6 +30,9 @@ values, 5% tombstones by default), seals every segment, and measures in one proc
       thread per core), no deduplication: the least any compaction must pay to rewrite them.
   (c) DuckDB deduplicating the same files in one query, the script a user would otherwise write:
       the latest record per (partition, key) by offset (QUALIFY row_number() … = 1), to Parquet.
+  (d) with `--iceberg`: (a) on a lake whose topic is an Iceberg table (log and latest values,
+      the embedded catalog), the tables in step before the run: what keeping them in step adds to
+      a compaction (target: at most 10%).
 
 Each of (a), (b) and (c) runs `--runs` times (default 5), in turns, (a) each time on a fresh
 copy of the topic; the median run is reported, and every run's time is printed. For each:
@@ -66,10 +69,11 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.table import Table
 
-from lakecleaner.config import SparkSettings
+from lakecleaner.config import LakeConfig, SparkSettings, parse_config
 from lakecleaner.engine import EngineOptions, RunReport, compact_topic, requests_for
 from lakecleaner.engine.session import build_session, connect_session
 from lakecleaner.engine.sparkio import parallelism
+from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.segment_files import COMPRESSION, ROW_GROUP_SIZE
@@ -320,11 +324,11 @@ def run_once(
     files = segment_files(lake, topic)
     input_bytes = sum(p.stat().st_size for _, p in files)
     input_records = sum(s.record_count for log in topic.partition_logs() for s in log.manifest().segments)
-    runs: dict[str, list[Measure]] = {"a": [], "b": [], "c": []}
+    runs: dict[str, list[Measure]] = {"a": [], "b": [], "c": [], **({"d": []} if args.iceberg else {})}
     phases: list[dict[str, int]] = []
 
-    def compact(copy: Path) -> str:
-        fresh = Lake.open(f"file://{copy}")
+    def compact(copy: Path, iceberg: bool = False) -> str:
+        fresh = Lake.open(tabled(copy) if iceberg else f"file://{copy}")
         report = compact_all(spark, fresh, fresh.topic(topic.name), now, options)
         phases.append(report.phases_ms)
         totals = report.totals
@@ -355,6 +359,12 @@ def run_once(
             timed("(a) lakecleaner compact_topic", input_records, input_bytes, partial(compact, copy), tree=True)
         )
         shutil.rmtree(copy, ignore_errors=True)
+        if args.iceberg:
+            shutil.copytree(source, copy)
+            sync_topic(Lake.open(tabled(copy)), topic.name)  # the tables in step before, as on a live lake
+            name = "(d) lakecleaner compact_topic, tables in step"
+            runs["d"].append(timed(name, input_records, input_bytes, partial(compact, copy, True), tree=True))
+            shutil.rmtree(copy, ignore_errors=True)
     ours, floor, duck = (median_run(runs[k]) for k in "abc")
     median_phases = phases[[m.seconds for m in runs["a"]].index(ours.seconds)]
     result = {
@@ -378,8 +388,21 @@ def run_once(
         "a_over_b": ours.seconds / floor.seconds,
         "a_over_c": ours.seconds / duck.seconds,
     }
+    if args.iceberg:
+        tables = median_run(runs["d"])
+        result["measures"].append(asdict(tables) | {"records_per_s": tables.records_per_s, "mb_per_s": tables.mb_per_s})
+        result["d_over_a"] = tables.seconds / ours.seconds
     result["targets"] = targets(case, result, ours, duck)
     return result
+
+
+#: What keeping the topic's Iceberg tables in step may add to a compaction run (issue 48).
+ICEBERG_MAX_COST = 0.10
+
+
+def tabled(root: Path) -> LakeConfig:
+    """A lake at `root` whose topics are Iceberg tables (the embedded catalog in the lake)."""
+    return parse_config({"lake": {"uri": f"file://{root}"}, "iceberg": {"enabled": True}}, "<bench>")
 
 
 def targets(case: Case, result: dict[str, Any], ours: Measure, duck: Measure) -> list[tuple[str, bool]]:
@@ -425,6 +448,11 @@ def show(result: dict[str, Any], console: Console) -> None:
         f"a/b = {result['a_over_b']:.2f}   a/c = {result['a_over_c']:.2f}",
         highlight=False,
     )
+    if "d_over_a" in result:
+        cost = result["d_over_a"] - 1
+        verdict = "met" if cost <= ICEBERG_MAX_COST else "MISSED"
+        target = f"target <= {ICEBERG_MAX_COST:.0%}: {verdict}"
+        console.print(f"Iceberg tables' cost: {cost:+.1%} ({target})", highlight=False)
     for target, met in result["targets"]:
         console.print(f"target {target}: {'met' if met else 'MISSED'}", highlight=False)
 
@@ -452,6 +480,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="keys of as many lengths as their ids have digits (key-7, key-1234567), not zero-padded to one width",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--iceberg",
+        action="store_true",
+        help="also (d): (a) with the topic's Iceberg tables kept in step (the log's and the latest values')",
+    )
     parser.add_argument("--master", default="local[*]")
     parser.add_argument(
         "--remote",

@@ -4,16 +4,17 @@ strategy (the highest offset; or KIP-280's timestamp or header version), when th
 tombstone — as Confluent Tableflow's UPSERT mode keeps, without a cloud service.
 
 It is kept without a second pass over the log. The table records, per partition, the log's next
-offset it reflects (`lakecleaner.latest.next-offset.<p>`); a sync of a partition reads only the
-records from there (what commits appended since) and takes each key's winner among them and the
-partition's rows: a new winner replaces its key's row, a winning tombstone removes it. Then rows
-whose offset fell below the log start go (retention and trim removed the key's latest record, so
-the log no longer has the key). Compaction changes neither the next offset nor any key's latest
-record, so it costs nothing here. A partition never synced is read whole once.
+offset and log start offset it reflects (`lakecleaner.latest.next-offset.<p>`, `.log-start.<p>`);
+a sync of a partition reads only the records from there (what commits appended since) and takes
+each key's winner among them and the partition's rows: a new winner replaces its key's row, a
+winning tombstone removes it. Then rows whose offset fell below the log start go (retention and
+trim removed the key's winner, so the log no longer has the key). Compaction changes neither
+offset nor any key's winner, so it costs nothing here. A partition never synced is read whole
+once.
 
 A sync rewrites the partition's rows as one file (copy-on-write: a commit costs writing that
 partition's live keys; Iceberg's equality deletes would make it cost the batch only, but
-pyiceberg cannot write delete files yet) and moves the reflected offset in the same snapshot, so
+pyiceberg cannot write delete files yet) and moves the reflected offsets in the same snapshot, so
 a crash leaves either the old rows and offset or the new ones.
 """
 
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
 #: The table property holding the log's next offset a partition's rows reflect.
 REFLECTED_PREFIX = "lakecleaner.latest.next-offset."
+#: ... and the log start offset they were last filtered by.
+REFLECTED_START_PREFIX = "lakecleaner.latest.log-start."
 _COLUMNS = ["key", "offset", "timestamp", "value", "headers"]
 
 
@@ -50,6 +53,11 @@ def reflected(table: Any, partition: int) -> int | None:
     """The log's next offset the partition's rows reflect; None when never synced."""
     value = table.properties.get(f"{REFLECTED_PREFIX}{partition}")
     return None if value is None else int(value)
+
+
+def _reflected_start(table: Any, partition: int) -> int:
+    """The log start offset the partition's rows were last filtered by."""
+    return int(table.properties.get(f"{REFLECTED_START_PREFIX}{partition}", "0"))
 
 
 def sync_latest(lake: Lake, topic: str, manifests: Mapping[int, Manifest]) -> int:
@@ -64,7 +72,7 @@ def _sync_partition(lake: Lake, topic: str, partition: int, manifest: Manifest) 
     for attempt in range(COMMIT_ATTEMPTS):
         table = latest_table(lake, topic)
         since = reflected(table, partition)
-        if since == manifest.next_offset and not _below_log_start(table, partition, manifest):
+        if since == manifest.next_offset and _reflected_start(table, partition) == manifest.log_start_offset:
             return False
         rows, replaced = _merged(lake, topic, table, partition, manifest, since)
         try:
@@ -73,7 +81,12 @@ def _sync_partition(lake: Lake, topic: str, partition: int, manifest: Manifest) 
                     transaction.overwrite(rows, overwrite_filter=of_partitions([partition]))
                 elif rows.num_rows:
                     transaction.append(rows)
-                transaction.set_properties({f"{REFLECTED_PREFIX}{partition}": str(manifest.next_offset)})
+                transaction.set_properties(
+                    {
+                        f"{REFLECTED_PREFIX}{partition}": str(manifest.next_offset),
+                        f"{REFLECTED_START_PREFIX}{partition}": str(manifest.log_start_offset),
+                    }
+                )
         except (CommitFailedException, ValidationException):
             time.sleep(0.05 * (attempt + 1))
             continue
@@ -88,13 +101,6 @@ def _current_rows(table: Any, partition: int) -> pa.Table:
     if table.current_snapshot() is None:
         return table.schema().as_arrow().empty_table()
     return table.scan(row_filter=of_partitions([partition])).to_arrow()
-
-
-def _below_log_start(table: Any, partition: int, manifest: Manifest) -> bool:
-    if manifest.log_start_offset == 0 or table.current_snapshot() is None:
-        return False
-    rows = table.scan(row_filter=of_partitions([partition]), selected_fields=("offset",)).to_arrow()
-    return bool(pc.any(pc.less(rows.column("offset"), manifest.log_start_offset)).as_py() or False)
 
 
 def _merged(
@@ -130,8 +136,11 @@ def _winners(records: pa.Table, config: TopicConfig) -> pa.Table:
 
 
 def in_step(table: Any, manifests: Mapping[int, Manifest]) -> bool:
-    """Whether every partition's rows reflect its committed manifest's next offset."""
-    return all(reflected(table, p) == m.next_offset for p, m in manifests.items())
+    """Whether every partition's rows reflect its committed manifest's next and log start offsets."""
+    return all(
+        (reflected(table, p), _reflected_start(table, p)) == (m.next_offset, m.log_start_offset)
+        for p, m in manifests.items()
+    )
 
 
 __all__ = ["REFLECTED_PREFIX", "in_step", "latest_table", "reflected", "sync_latest"]
