@@ -30,6 +30,7 @@ from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.iceberg.naming import table_name
 from lakecleaner.iceberg.status import table_status
 from lakecleaner.lake import Lake
+from lakecleaner.log.repair import repair_partition
 from lakecleaner.policy.erasure import LIVE, UNREFERENCED
 from lakecleaner.retention import retain_topic
 from lakecleaner.retention.executor import trim_partition
@@ -334,3 +335,22 @@ def test_the_latest_values_follow_the_topics_compaction_strategy(lake_config: La
     log.append(versioned("c2", "v1", 1), now_ms=1002)
     assert [r["value"] for r in latest_rows(lake, "customers")] == [b"v5", b"v1"]
     assert_table_is_the_log(lake, "customers")
+
+
+def test_a_repair_that_rebuilds_a_shorter_log_rebuilds_the_latest_values(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    lake = Lake.open(with_tables(lake_config, tmp_path))
+    topic = lake.create_topic("accounts", 1, {"cleanup.policy": "compact"})
+    log = topic.partition(0)
+    log.append(keyed({"a": "1", "b": "2"}), now_ms=1000)
+    log.roll(now_ms=1000)
+    log.append(keyed({"c": "3"}), now_ms=2000)
+    assert [r["key"] for r in latest_rows(lake, "accounts")] == [b"a", b"b", b"c"]
+    last = log.manifest().segments[-1].files[0].path
+    lake.store.delete(log.prefix + last)  # the last file is lost; repair rebuilds the log without it
+    repair_partition(lake.store, "accounts", 0, topic.config, force=True)
+    assert log.manifest().next_offset == 2
+    sync_topic(lake, "accounts")
+    assert [r["key"] for r in latest_rows(lake, "accounts")] == [b"a", b"b"]
+    assert_table_is_the_log(lake, "accounts")

@@ -74,6 +74,8 @@ def _sync_partition(lake: Lake, topic: str, partition: int, manifest: Manifest) 
         since = reflected(table, partition)
         if since == manifest.next_offset and _reflected_start(table, partition) == manifest.log_start_offset:
             return False
+        if since is not None and since > manifest.next_offset:  # a repair rebuilt the log shorter
+            since = None
         rows, replaced = _merged(lake, topic, table, partition, manifest, since)
         try:
             with table.transaction() as transaction:
