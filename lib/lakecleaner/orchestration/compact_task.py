@@ -225,7 +225,9 @@ class Compact(BaseOperator):
         )
         self._hook = SubprocessHook()
         env = {**os.environ, **self.env}
-        result = self._hook.run_command(command, env={**env, **spark_loopback_env(target.master, env)})
+        # in the task's working directory, as its other steps run: the hook's default is a temporary one,
+        # where a relative lake URI (file://./lake, the sample config's) names another, empty lake
+        result = self._hook.run_command(command, env={**env, **spark_loopback_env(target.master, env)}, cwd=os.getcwd())
         if result.exit_code != 0:
             raise AirflowException(f"spark-submit exited with status {result.exit_code}: {result.output}")
 
