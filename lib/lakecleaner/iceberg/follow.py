@@ -58,7 +58,7 @@ def follow_commit(lake: Lake, topic: str, partition: int, before: Manifest, afte
     """Move the tables after a partition's manifest commit, when the commit changed its files or
     offsets. The commit has happened whatever happens here: a failure is logged, and the tables
     lag until the next sync."""
-    if _file_paths(before) == _file_paths(after) and (before.log_start_offset, before.next_offset) == (
+    if before.live_paths() == after.live_paths() and (before.log_start_offset, before.next_offset) == (
         after.log_start_offset,
         after.next_offset,
     ):
@@ -75,10 +75,6 @@ def follow_commit(lake: Lake, topic: str, partition: int, before: Manifest, afte
             exc,
             topic,
         )
-
-
-def _file_paths(manifest: Manifest) -> set[str]:
-    return {file.path for segment in manifest.segments for file in segment.files}
 
 
 __all__ = ["TopicSync", "follow_commit", "sync_tables", "sync_topic"]

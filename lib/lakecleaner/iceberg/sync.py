@@ -169,7 +169,7 @@ def _commit_difference(
             log.info("Iceberg table %s: another writer committed first (attempt %d); syncing again", name, attempt + 1)
             time.sleep(0.05 * (attempt + 1))
             continue
-        current = log_table(lake, topic).current_snapshot()
+        current = table.current_snapshot()  # the commit moved `table` to the metadata it wrote
         return SyncResult(topic, name, len(added), len(removed), current and current.snapshot_id)
     raise LakeCleanerError(
         f"Iceberg table of topic {topic}: lost {COMMIT_ATTEMPTS} commit races in a row; run "

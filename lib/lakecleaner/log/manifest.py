@@ -224,10 +224,13 @@ class Manifest:
     def with_commit_id(self, commit_id: str) -> Manifest:
         return replace(self, properties={**self.properties, COMMIT_ID: commit_id})
 
+    def live_paths(self) -> set[str]:
+        """The file paths of the log's segments."""
+        return {f.path for s in self.segments for f in s.files}
+
     def referenced_paths(self) -> set[str]:
         """Every file path the log references (segments and pending deletes)."""
-        paths = {f.path for s in self.segments for f in s.files}
-        return paths | {p.path for p in self.pending_deletes}
+        return self.live_paths() | {p.path for p in self.pending_deletes}
 
     # -- building new versions -----------------------------------------------------------
     def next_version(self, now_ms: int, **changes: Any) -> Manifest:

@@ -138,10 +138,6 @@ def ensure_deletes_are_final(lake: Lake) -> None:
         )
 
 
-def _live_paths(manifest: Manifest) -> set[str]:
-    return {f.path for s in manifest.segments for f in s.files}
-
-
 class PartitionNotAsDescribed(LakeCleanerError):
     """The manifest references files the partition does not hold: gc deletes nothing there."""
 
@@ -190,7 +186,7 @@ def collect_garbage(
         if (path := obj.key[len(log.prefix) :]).startswith(("segments/", "_staging/"))
     }
     manifest, etag = log.load()
-    unlisted = sorted(_live_paths(manifest) - files.keys())  # e.g. appended since the listing
+    unlisted = sorted(manifest.live_paths() - files.keys())  # e.g. appended since the listing
     missing = [path for path in unlisted if not lake.store.exists(log.prefix + path)]
     if missing:
         raise PartitionNotAsDescribed(
