@@ -203,17 +203,20 @@ def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
 
 
 def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: ErasureContext) -> Iterator[KeyCopy]:
-    """Files of the topic's Iceberg tables' own folders (metadata, the latest values, another
-    writer's data) that hold the key (`iceberg.search`). In the latest-values table's current
-    snapshot it is the key's live value; in an older snapshot it goes once that snapshot is older
-    than file.delete.delay.ms and gc ran (`iceberg.expiry`); unreached, at the next gc. One the
-    log table's current snapshot reaches (another writer's statistics or data) has no deadline."""
+    """Files of the topic's Iceberg tables' own folders (metadata, the latest values, the log
+    table's copies of trimmed files, another writer's data) that hold the key (`iceberg.search`).
+    In the latest-values table's current snapshot it is the key's live value, and in the log
+    table's a live record of the log (a copy of a segment file the log holds); in an older
+    snapshot it goes once that snapshot is older than file.delete.delay.ms and gc ran
+    (`iceberg.expiry`); unreached, at the next gc. One the log table's current snapshot reaches
+    otherwise (another writer's statistics or data) has no deadline."""
     if not lake.config.iceberg_enabled(topic):
         return
     from lakecleaner.iceberg.expiry import reach_of, table_kinds, table_objects
-    from lakecleaner.iceberg.schema import LATEST_TABLE
+    from lakecleaner.iceberg.schema import LOG_TABLE
     from lakecleaner.iceberg.search import holds_key
     from lakecleaner.iceberg.sync import open_table
+    from lakecleaner.iceberg.trimmed import is_copy
 
     def holds(obj: ObjectInfo) -> bool | str:
         try:
@@ -232,7 +235,7 @@ def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: Erasur
                 audit.unreadable[obj.key] = hit
             elif not hit:
                 continue
-            elif location in reach.current and kind is LATEST_TABLE and "/data/" in obj.key:
+            elif location in reach.current and (is_copy(obj.key) if kind is LOG_TABLE else "/data/" in obj.key):
                 yield KeyCopy(None, obj.key, None, LIVE, None)
             elif location in reach.current:
                 reason = "the Iceberg table's current snapshot reaches it (another writer's statistics or data)"

@@ -29,6 +29,7 @@ from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
 from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.iceberg.naming import table_name
 from lakecleaner.iceberg.status import table_status
+from lakecleaner.iceberg.trimmed import COPIES_FOLDER
 from lakecleaner.lake import Lake
 from lakecleaner.log.repair import repair_partition
 from lakecleaner.policy.erasure import LIVE, UNREFERENCED
@@ -129,6 +130,43 @@ def test_the_table_is_the_committed_log_after_every_kind_of_commit(
     retain_topic(lake, "orders.v1", 20 * HOUR)  # retention.ms: every segment but the active one goes
     gc_topic(lake, "orders.v1", 40 * HOUR)
     assert_table_is_the_log(lake, "orders.v1")
+
+
+def test_a_trim_inside_a_file_leaves_no_record_below_the_log_start_in_the_table(
+    spark: SparkSession, lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    lake = Lake.open(with_tables(lake_config, tmp_path))
+    delay_ms = 2000
+    topic = lake.create_topic("accounts", 1, {"cleanup.policy": "compact", "file.delete.delay.ms": delay_ms})
+    log = topic.partition(0)
+    log.append(keyed({f"k{i}": f"v{i}" for i in range(8)}, 1000), now_ms=wall_clock_ms())
+    (cut,) = log.manifest().segments[0].files
+    assert cut.record_count == 8
+
+    def copies() -> set[str]:
+        return {obj.key for obj in lake.store.list(f"topics/accounts/{COPIES_FOLDER}")}
+
+    trim_partition(lake, "accounts", 0, 3, now_ms=wall_clock_ms())
+    assert_table_is_the_log(lake, "accounts")  # offsets 3.. in the table, k0..k2 in no table
+    (first,) = copies()
+    audit = audit_key(lake, "accounts", b"k5", wall_clock_ms())
+    # The copy is the log's live record of k5.
+    assert [(c.kind, c.deadline) for c in audit.copies if c.object == first] == [(LIVE, None)]
+    trim_partition(lake, "accounts", 0, 5, now_ms=wall_clock_ms())
+    assert_table_is_the_log(lake, "accounts")
+    assert first in copies() and len(copies()) == 2  # an old snapshot's readers still read the first copy
+
+    log.append(keyed({"k6": None, "k9": "v9"}, 2000), now_ms=wall_clock_ms())
+    log.roll(now_ms=wall_clock_ms())
+    compact(spark, lake, topic, now=wall_clock_ms())  # the cut file is rewritten: its copy leaves the table
+    assert_table_is_the_log(lake, "accounts")
+    time.sleep(delay_ms / 1000 + 0.5)
+    gc_topic(lake, "accounts", wall_clock_ms())
+    catalog = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri))
+    reached = _files_of_every_snapshot(catalog, "accounts")
+    assert first not in copies()
+    assert {lake.store.location(key) for key in copies()} <= reached  # the unreachable copies are gone
+    assert_table_is_the_log(lake, "accounts")
 
 
 def test_a_table_that_missed_commits_is_caught_up_by_sync_and_status_says_so(

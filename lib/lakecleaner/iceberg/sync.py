@@ -10,6 +10,8 @@ never leads the log: it only ever takes files a committed manifest holds.
 
 A snapshot registers the segment files where they are, with the Kafka partition as the file's
 partition value and offset bounds from the manifest; no statistics of keys, values or headers.
+The one exception is a file a trim cut, whose records from the log start on the table holds as
+a copy (`iceberg.trimmed`).
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from lakecleaner.errors import LakeCleanerError
 from lakecleaner.iceberg.catalog import open_catalog
 from lakecleaner.iceberg.naming import TOPIC_PROPERTY, table_identifier
 from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, OFFSET_ID, TableKind
+from lakecleaner.iceberg.trimmed import TrimmedCopy, is_cut, write_copy
 from lakecleaner.log.layout import partition_prefix, topic_prefix
-from lakecleaner.log.manifest import Manifest
+from lakecleaner.log.manifest import Manifest, SegmentFile
 
 if TYPE_CHECKING:
     from lakecleaner.lake import Lake
@@ -101,25 +104,45 @@ def drop_tables(lake: Lake, topic: str) -> None:
             catalog.drop_table(table_identifier(lake.config.iceberg.namespace, topic, kind.suffix))
 
 
-def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> dict[str, DataFile]:
-    """The segment files of a committed manifest as Iceberg data files, by path."""
+def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> dict[str, DataFile | TrimmedCopy]:
+    """The segment files of a committed manifest as the table holds them, by location: each as
+    an Iceberg data file, registered in place, but a file the log start cuts (a trim inside it)
+    as the copy of its records from the log start on (`iceberg.trimmed`), which a sync writes."""
     prefix = partition_prefix(topic, partition)
-    out = {}
+    out: dict[str, DataFile | TrimmedCopy] = {}
     for segment in manifest.segments:
         for file in segment.files:
-            path = lake.store.location(prefix + file.path)
-            bounds = file.record_count > 0
-            out[path] = DataFile.from_args(
-                content=DataFileContent.DATA,
-                file_path=path,
-                file_format=FileFormat.PARQUET,
-                partition=Record(partition),
-                record_count=file.record_count,
-                file_size_in_bytes=file.size_bytes,
-                lower_bounds={OFFSET_ID: to_bytes(LongType(), file.base_offset)} if bounds else {},
-                upper_bounds={OFFSET_ID: to_bytes(LongType(), file.next_offset - 1)} if bounds else {},
-            )
+            if is_cut(file, manifest.log_start_offset):
+                copy = TrimmedCopy(topic, partition, file, manifest.log_start_offset)
+                out[lake.store.location(copy.key)] = copy
+            else:
+                path = lake.store.location(prefix + file.path)
+                out[path] = data_file(path, partition, file)
     return out
+
+
+def data_file(location: str, partition: int, file: SegmentFile) -> DataFile:
+    """A segment file at `location` as an Iceberg data file of the Kafka partition, with offset
+    bounds only (no statistics of keys, values or headers)."""
+    bounds = file.record_count > 0
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=location,
+        file_format=FileFormat.PARQUET,
+        partition=Record(partition),
+        record_count=file.record_count,
+        file_size_in_bytes=file.size_bytes,
+        lower_bounds={OFFSET_ID: to_bytes(LongType(), file.base_offset)} if bounds else {},
+        upper_bounds={OFFSET_ID: to_bytes(LongType(), file.next_offset - 1)} if bounds else {},
+    )
+
+
+def _written(lake: Lake, planned: DataFile | TrimmedCopy) -> DataFile:
+    """A planned file of the table as a data file, its trimmed copy written first."""
+    if isinstance(planned, DataFile):
+        return planned
+    copy = write_copy(lake.store, planned)
+    return data_file(lake.store.location(copy.path), planned.partition, copy)
 
 
 def of_partitions(partitions: Iterable[int]) -> Any:
@@ -140,19 +163,21 @@ def sync_partitions(lake: Lake, topic: str, manifests: Mapping[int, Manifest]) -
     """Make the table's files of these partitions the manifests' segment files, in one snapshot
     (none when they already are); a commit another writer beat is redone from the table read
     again."""
-    wanted: dict[str, DataFile] = {}
+    wanted: dict[str, DataFile | TrimmedCopy] = {}
     for partition, manifest in manifests.items():
         wanted.update(data_files(lake, topic, partition, manifest))
     return _commit_difference(lake, topic, manifests, wanted)
 
 
 def _commit_difference(
-    lake: Lake, topic: str, manifests: Mapping[int, Manifest], wanted: dict[str, DataFile]
+    lake: Lake, topic: str, manifests: Mapping[int, Manifest], wanted: dict[str, DataFile | TrimmedCopy]
 ) -> SyncResult:
     for attempt in range(COMMIT_ATTEMPTS):
         table = log_table(lake, topic)
         held = table_files(table, manifests)
-        added = [wanted[path] for path in wanted.keys() - held.keys()]
+        missing = list(wanted.keys() - held.keys())
+        added = [_written(lake, wanted[path]) for path in missing]
+        wanted.update(zip(missing, added, strict=True))  # a copy is written once, whatever races are lost
         removed = [held[path] for path in held.keys() - wanted.keys()]
         name = ".".join(table.name())
         if not added and not removed:
@@ -180,6 +205,7 @@ def _commit_difference(
 __all__ = [
     "COMMIT_ATTEMPTS",
     "SyncResult",
+    "data_file",
     "data_files",
     "drop_tables",
     "log_table",
