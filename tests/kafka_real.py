@@ -1,17 +1,13 @@
 """A real one-node Apache Kafka broker (KRaft) for the end-to-end Kafka tests.
 
-Its jars come from Maven Central (`tests/kafka_broker/pom.xml`: org.apache.kafka:kafka_2.13 and
-its runtime dependencies, copied by `mvn dependency:copy-dependencies`) into a cache under
-~/.cache/lakecleaner (reused by later runs and by .ci/run); the broker is formatted with
-`kafka.tools.StorageTool` and run with `kafka.Kafka` as broker and controller on two free
-loopback ports. The broker's own cleaner runs every half second, so a compacted topic gets gaps
-in its offsets within a test.
+Its jars come from Maven Central (org.apache.kafka:kafka_2.13 and its runtime dependencies,
+`tests/maven.py`); the broker is formatted with `kafka.tools.StorageTool` and run with
+`kafka.Kafka` as broker and controller on two free loopback ports. The broker's own cleaner
+runs every half second, so a compacted topic gets gaps in its offsets within a test.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -19,33 +15,16 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from tests.local_airflow import free_port
+from tests.maven import fetched_jars
 
 KAFKA_VERSION = "4.1.1"
-POM = Path(__file__).parent / "kafka_broker" / "pom.xml"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lakecleaner" / f"kafka-{KAFKA_VERSION}"
+#: The broker and its runtime dependencies; log4j's SLF4J binding keeps its logging in one place.
+ARTIFACTS = (f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}", "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3")
 
 
 def broker_jars() -> Path:
     """The folder of the broker's jars, fetched with Maven the first time."""
-    lib = CACHE / "lib"
-    if (lib / f"kafka_2.13-{KAFKA_VERSION}.jar").exists():
-        return lib
-    if shutil.which("mvn") is None:
-        raise RuntimeError("the Kafka tests need Maven (mvn) to fetch the broker's jars from Maven Central")
-    partial = CACHE / "lib.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    fetched = subprocess.run(
-        ["mvn", "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", f"-DoutputDirectory={partial}"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if fetched.returncode != 0:
-        raise RuntimeError(
-            f"mvn could not fetch Kafka {KAFKA_VERSION}: {fetched.stdout[-2000:]}{fetched.stderr[-2000:]}"
-        )
-    partial.rename(lib)
-    return lib
+    return fetched_jars(f"kafka-{KAFKA_VERSION}", ARTIFACTS)
 
 
 class KafkaBroker:

@@ -24,10 +24,11 @@ from pyspark.sql import SparkSession
 from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
-from lakecleaner.config.iceberg import IcebergSettings
+from lakecleaner.config.iceberg import IcebergSettings, masked
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
 from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.iceberg.naming import table_name
+from lakecleaner.iceberg.spark_catalog import NoSparkEquivalent, spark_catalog_conf
 from lakecleaner.iceberg.status import table_status
 from lakecleaner.iceberg.trimmed import COPIES_FOLDER
 from lakecleaner.lake import Lake
@@ -38,6 +39,7 @@ from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import gc_topic
 from tests.engine.helpers import compact, keyed
 from tests.engine.reference_model import beats
+from tests.spark_iceberg_reader import spark_read
 
 pytestmark = pytest.mark.backends("local", "seaweedfs")
 
@@ -130,6 +132,19 @@ def test_the_table_is_the_committed_log_after_every_kind_of_commit(
     retain_topic(lake, "orders.v1", 20 * HOUR)  # retention.ms: every segment but the active one goes
     gc_topic(lake, "orders.v1", 40 * HOUR)
     assert_table_is_the_log(lake, "orders.v1")
+    assert_spark_reads_the_log(lake, "orders.v1")
+
+
+def assert_spark_reads_the_log(lake: Lake, topic: str) -> None:
+    """Spark with Apache Iceberg's runtime, configured as `iceberg status` says, reads both
+    tables as pyiceberg does: the committed log, and each live key's latest value."""
+    name = f"lakecleaner.{table_name(topic)}"
+    read = spark_read(catalog_properties(lake.config, lake.store.root_uri), [name, name + "_latest"])
+    by_offset = sorted(read[name], key=lambda r: (r["partition"], r["offset"]))
+    partitions = range(lake.topic(topic).partitions)
+    assert by_offset == [{"partition": p, **row} for p in partitions for row in log_rows(lake, topic, p)] and by_offset
+    latest = sorted(read[name + "_latest"], key=lambda r: (r["partition"], r["key"]))
+    assert latest == latest_of_the_log(lake, topic) and latest
 
 
 def test_a_trim_inside_a_file_leaves_no_record_below_the_log_start_in_the_table(
@@ -222,6 +237,10 @@ def test_iceberg_status_and_sync_from_the_cli_mask_secrets(tmp_path: Path) -> No
     shown = json.loads(status.stdout)["topics"][0]
     assert shown["topic"] == "clicks" and shown["tables"] == ["lakecleaner.clicks"] and shown["in_step"]
     assert shown["catalog"]["name"] == "lakecleaner" and shown["catalog"]["s3.secret-access-key"] == "***"
+    spark_conf = shown["spark"]["conf"]
+    assert spark_conf["spark.sql.catalog.lakecleaner.uri"] == f"jdbc:sqlite:{tmp_path / 'cat.db'}"
+    assert spark_conf["spark.sql.catalog.lakecleaner.s3.secret-access-key"] == "***"
+    assert any("iceberg-spark-runtime" in p for p in shown["spark"]["packages"])
     synced = cli("iceberg", "sync", "--topic", "clicks")
     assert synced.returncode == 0 and "in step" in synced.stdout, synced.stderr
     refused = cli("iceberg", "sync", "--topic", "nope")
@@ -230,6 +249,32 @@ def test_iceberg_status_and_sync_from_the_cli_mask_secrets(tmp_path: Path) -> No
 
 def test_topic_names_iceberg_catalogs_refuse_are_mapped() -> None:
     assert table_name("Orders.v1-eu") == "orders_v1_eu"
+
+
+def test_spark_is_told_the_catalog_pyiceberg_reads_with_secrets_masked_in_status() -> None:
+    on_postgres = spark_catalog_conf(
+        {
+            "type": "sql",
+            "uri": "postgresql+psycopg://lake%40ops:s%3Acret@db.internal:5433/iceberg",
+            "warehouse": "s3://bucket/lake",
+            "s3.endpoint": "http://minio:9000",
+            "s3.region": "eu-west-1",
+        }
+    )
+    prefix = "spark.sql.catalog.lakecleaner"
+    assert on_postgres[prefix] == "org.apache.iceberg.spark.SparkCatalog"
+    assert on_postgres[f"{prefix}.type"] == "jdbc"
+    assert on_postgres[f"{prefix}.uri"] == "jdbc:postgresql://db.internal:5433/iceberg"
+    assert (on_postgres[f"{prefix}.jdbc.user"], on_postgres[f"{prefix}.jdbc.password"]) == ("lake@ops", "s:cret")
+    assert on_postgres[f"{prefix}.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert on_postgres[f"{prefix}.client.region"] == "eu-west-1" and f"{prefix}.s3.region" not in on_postgres
+    assert on_postgres[f"{prefix}.s3.path-style-access"] == "true"
+    assert masked(on_postgres)[f"{prefix}.jdbc.password"] == "***"
+    rest = spark_catalog_conf({"type": "rest", "uri": "https://catalog:8181", "credential": "id:secret"})
+    assert (rest[f"{prefix}.type"], rest[f"{prefix}.uri"]) == ("rest", "https://catalog:8181")
+    assert masked(rest)[f"{prefix}.credential"] == "***"
+    with pytest.raises(NoSparkEquivalent, match="oracle"):
+        spark_catalog_conf({"type": "sql", "uri": "oracle://db/x"})
 
 
 def test_gc_deletes_a_file_only_once_no_snapshot_kept_for_readers_references_it(

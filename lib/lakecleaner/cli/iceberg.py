@@ -59,7 +59,8 @@ def iceberg_sync(ctx: Context, topic: str | None) -> None:
 @pass_ctx
 def iceberg_status(ctx: Context, topic: str | None) -> None:
     """Per topic: its tables, the catalog properties a reader passes to pyiceberg's load_catalog
-    (secrets masked), the current snapshot, and whether the table matches the manifests."""
+    and the configuration Spark takes (secrets masked), the current snapshot, and whether the
+    table matches the manifests."""
     from lakecleaner.iceberg.status import table_status
 
     statuses = [table_status(ctx.lake, name) for name in _tabled_topics(ctx, topic)]
@@ -73,6 +74,14 @@ def iceberg_status(ctx: Context, topic: str | None) -> None:
         if statuses:
             console.print("catalog (pyiceberg's load_catalog(name, **properties)):")
             for key, value in statuses[0].catalog.items():
-                console.print(f"  {key}: {value}")
+                console.print(f"  {key}: {value}", markup=False, soft_wrap=True)
+            spark = statuses[0].spark
+            if "error" in spark:
+                console.print(f"Spark: {spark['error']}", markup=False)
+            else:
+                packages = ",".join(spark["packages"])
+                console.print(f"Spark (Iceberg's runtime, for Spark 4.1): --packages {packages}", soft_wrap=True)
+                for key, value in spark["conf"].items():
+                    console.print(f"  --conf {key}={value}", markup=False, soft_wrap=True)
 
     ctx.emit({"topics": [s.to_dict() for s in statuses]}, human)

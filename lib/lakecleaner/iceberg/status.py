@@ -1,5 +1,6 @@
 """`lakecleaner iceberg status`: per topic, its tables, how to reach them (the catalog's
-properties, secrets masked) and whether the table matches the committed manifests."""
+properties for pyiceberg, and Spark's configuration for Iceberg's runtime, secrets masked) and
+whether the table matches the committed manifests."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from lakecleaner.iceberg import latest
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
 from lakecleaner.iceberg.naming import table_identifier
 from lakecleaner.iceberg.schema import LATEST_TABLE
+from lakecleaner.iceberg.spark_catalog import SPARK_PACKAGES, NoSparkEquivalent, spark_catalog_conf
 from lakecleaner.iceberg.sync import data_files, log_table, table_files
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ class TableStatus:
     topic: str
     tables: tuple[str, ...]
     catalog: dict[str, str]
+    spark: dict[str, Any]
     snapshot_id: int | None
     in_step: bool
     missing: int
@@ -38,6 +41,7 @@ class TableStatus:
             "topic": self.topic,
             "tables": list(self.tables),
             "catalog": self.catalog,
+            "spark": self.spark,
             "snapshot_id": self.snapshot_id,
             "in_step": self.in_step,
             "missing_files": self.missing,
@@ -49,6 +53,16 @@ class TableStatus:
 def reader_catalog(lake: Lake) -> dict[str, str]:
     """What a reader passes to pyiceberg's `load_catalog`: the name and the properties, masked."""
     return {"name": CATALOG_NAME, **masked(catalog_properties(lake.config, lake.store.root_uri))}
+
+
+def reader_spark(lake: Lake) -> dict[str, Any]:
+    """What Spark needs to read the tables with Iceberg's runtime: the packages and the
+    `spark.sql.catalog.*` configuration, masked; or why no Java catalog reads them."""
+    try:
+        conf = spark_catalog_conf(catalog_properties(lake.config, lake.store.root_uri))
+    except NoSparkEquivalent as exc:
+        return {"error": str(exc)}
+    return {"packages": list(SPARK_PACKAGES), "conf": masked(conf)}
 
 
 def table_status(lake: Lake, topic: str) -> TableStatus:
@@ -69,6 +83,7 @@ def table_status(lake: Lake, topic: str) -> TableStatus:
         topic,
         tuple(names),
         reader_catalog(lake),
+        reader_spark(lake),
         None if snapshot is None else snapshot.snapshot_id,
         wanted == held and latest_in_step,
         len(wanted - held),
@@ -77,4 +92,4 @@ def table_status(lake: Lake, topic: str) -> TableStatus:
     )
 
 
-__all__ = ["TableStatus", "reader_catalog", "table_status"]
+__all__ = ["TableStatus", "reader_catalog", "reader_spark", "table_status"]
