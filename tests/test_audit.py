@@ -18,9 +18,10 @@ import pytest
 from lakecleaner.audit import audit_key, audit_topic, holds_no_records
 from lakecleaner.config import TopicSpec
 from lakecleaner.engine.spill import spill_path, write_spill
+from lakecleaner.iceberg.expiry import TABLE_FOLDERS
 from lakecleaner.lake import Lake
 from lakecleaner.log.commits import CommitRecord
-from lakecleaner.log.layout import partition_prefix
+from lakecleaner.log.layout import partition_prefix, topic_prefix
 from lakecleaner.log.leases import lease_key
 from lakecleaner.log.records import Record
 from lakecleaner.log.segment_files import new_segment_path
@@ -237,8 +238,9 @@ def _object_writes() -> set[tuple[str, str]]:
 
 #: Every place that writes an object, with a path it writes (relative to a partition, or to the
 #: lake root for the lake's own folders) and how the key audit covers it: `records` objects are
-#: searched as record files (`record_objects`), `metadata` ones hold no key by construction, and
-#: `lake` ones are searched byte for byte (`_lake_folder_hits`).
+#: searched as record files (`record_objects`), `metadata` ones hold no key by construction,
+#: `lake` ones are searched byte for byte (`_lake_folder_hits`), and `table` ones as the Iceberg
+#: tables' files (`table_files`: the folders of a topic's tables).
 WRITERS = {
     ("engine/gate_rows.py", "_spill_keys"): ("records", spill_path("r", "gate")),
     ("engine/offset_map.py", "scatter"): ("records", spill_path("r", "map")),
@@ -264,6 +266,7 @@ WRITERS = {
     ("retention/gc.py", "gc_topic"): ("lake", "_lakecleaner/runs/users/r/gc.json"),
     ("cli/demo.py", "demo"): ("lake", "_lakecleaner/report.html"),
     ("demo.py", "mark_sample_topics"): ("lake", "_lakecleaner/demo.json"),
+    ("iceberg/trimmed.py", "write_copy"): ("table", "topics/users/data/partition=0/x.from-3.parquet"),
 }
 
 
@@ -277,6 +280,8 @@ def test_every_writer_of_the_lake_is_covered_by_the_key_audit() -> None:
             assert not holds_no_records(path), (module, function, path)
         elif kind == "metadata":
             assert holds_no_records(path), (module, function, path)
+        elif kind == "table":
+            assert path.startswith(tuple(topic_prefix("users") + folder for folder in TABLE_FOLDERS)), path
         else:  # the lake's own folders, or topic metadata outside every partition's folder
             assert path.startswith(("_lakecleaner/", "_consumer_offsets/", "topics/users/topic.json"))
 

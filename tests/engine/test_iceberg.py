@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import struct
 import subprocess
 import sys
@@ -23,9 +24,9 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.config import LakeConfig
+from lakecleaner.config import LakeConfig, parse_config
 from lakecleaner.config.iceberg import IcebergSettings, masked
-from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
+from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties, open_catalog
 from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.iceberg.naming import table_name
 from lakecleaner.iceberg.spark_catalog import NoSparkEquivalent, spark_catalog_conf
@@ -275,6 +276,17 @@ def test_spark_is_told_the_catalog_pyiceberg_reads_with_secrets_masked_in_status
     assert masked(rest)[f"{prefix}.credential"] == "***"
     with pytest.raises(NoSparkEquivalent, match="oracle"):
         spark_catalog_conf({"type": "sql", "uri": "oracle://db/x"})
+
+
+def test_a_catalog_is_opened_once_per_process_and_again_when_its_file_was_made_anew(tmp_path: Path) -> None:
+    config = with_tables(parse_config({"lake": {"uri": f"file://{tmp_path / 'lake'}"}}, "<test>"), tmp_path)
+    lake = Lake.open(config)
+    lake.create_topic("a", 1, {})
+    assert open_catalog(config, lake.store.root_uri) is open_catalog(config, lake.store.root_uri)
+    shutil.rmtree(tmp_path / "lake")  # the lake removed and created again, in the same process
+    lake = Lake.open(config)
+    lake.create_topic("a", 1, {}).partition(0).append(keyed({"k": "v"}), now_ms=1000)
+    assert_table_is_the_log(lake, "a")  # through the new file, not a connection to the deleted one
 
 
 def test_gc_deletes_a_file_only_once_no_snapshot_kept_for_readers_references_it(

@@ -7,6 +7,8 @@ section sets them, so readers of the table reach the same store.
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +44,42 @@ def catalog_properties(config: LakeConfig, root_uri: str) -> dict[str, str]:
 
 
 def open_catalog(config: LakeConfig, root_uri: str) -> Any:
-    """The lake's catalog (pyiceberg's `Catalog`); the embedded one's folder is made first."""
+    """The lake's catalog (pyiceberg's `Catalog`), one per set of properties in a process (a SQL
+    catalog holds a database engine and its connection pool; opening one costs a tenth of a
+    second), opened again when its SQLite file was deleted and made anew (a lake removed and
+    created again), so nothing is written through a connection to the deleted file. The embedded
+    catalog's folder is made first."""
+    properties = catalog_properties(config, root_uri)
+    if not config.iceberg.catalog:
+        (Path(root_uri.removeprefix("file://")) / EMBEDDED_FOLDER).mkdir(parents=True, exist_ok=True)
+    key = tuple(sorted(properties.items()))
+    with _OPENED_LOCK:
+        opened = _OPENED.get(key)
+        if opened is not None and opened[0] == _database_file(properties):
+            return opened[1]
+        catalog = _load(properties)
+        _OPENED[key] = (_database_file(properties), catalog)
+        return catalog
+
+
+#: The catalogs opened in this process, by their properties, with their SQLite file's identity.
+_OPENED: dict[tuple[tuple[str, str], ...], tuple[tuple[int, int] | None, Any]] = {}
+_OPENED_LOCK = threading.Lock()
+
+
+def _database_file(properties: dict[str, str]) -> tuple[int, int] | None:
+    """The identity (device, inode) of a SQLite catalog's file; None for other catalogs."""
+    uri = properties.get("uri", "")
+    if properties.get("type") != "sql" or not uri.startswith("sqlite:///"):
+        return None
+    try:
+        stat = os.stat(uri.removeprefix("sqlite:///"))  # sqlite:////abs/path, sqlite:///relative/path
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _load(properties: dict[str, str]) -> Any:
     try:
         from pyiceberg.catalog import load_catalog
     except ImportError as exc:
@@ -50,9 +87,6 @@ def open_catalog(config: LakeConfig, root_uri: str) -> Any:
             "Iceberg tables need pyiceberg: install lakecleaner with the `iceberg` extra "
             "(pip install 'lakecleaner[iceberg]')"
         ) from exc
-    properties = catalog_properties(config, root_uri)
-    if not config.iceberg.catalog:
-        (Path(root_uri.removeprefix("file://")) / EMBEDDED_FOLDER).mkdir(parents=True, exist_ok=True)
     return load_catalog(CATALOG_NAME, **properties)
 
 
