@@ -129,6 +129,11 @@ def test_the_table_is_the_committed_log_after_every_kind_of_commit(
     assert log.manifest().segments[0].base_offset == boundary
     assert_table_is_the_log(lake, "orders.v1")  # trim then retention
 
+    lake.store.write(log.prefix + "manifest.json", b"{ damaged")
+    repair_partition(lake.store, "orders.v1", 1, topic.config, force=True)
+    sync_topic(lake, "orders.v1")  # what `lakecleaner repair` runs after it
+    assert_table_is_the_log(lake, "orders.v1")  # a repaired manifest
+
     topic.partition(0).append(keyed({"late": "1"}, 20 * HOUR), now_ms=20 * HOUR)
     retain_topic(lake, "orders.v1", 20 * HOUR)  # retention.ms: every segment but the active one goes
     gc_topic(lake, "orders.v1", 40 * HOUR)
