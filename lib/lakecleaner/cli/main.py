@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from lakecleaner.cli import (  # noqa: F401  (they register their commands)
+    adopt,
     audit,
     cleaning,
     demo,
@@ -100,6 +101,7 @@ EXTRAS = {
     "jinja2": "airflow",
     "confluent_kafka": "kafka",
     "pyiceberg": "iceberg",
+    "fastavro": "connect",
 }
 
 
