@@ -251,3 +251,24 @@ def test_record_offsets_follow_the_files_drop_re_deliveries_and_merge_tombstones
     assert interleaved_windows([(0, False, 3, 3), (3, True, 2, None)]) == 0
     # after a previous offset (the runs of one adoption)
     assert record_offsets([(10, False, 2, None)], previous=10) == [[11, 12]]
+
+
+def test_a_corrupt_file_stops_its_partition_at_the_file_before_and_the_others_proceed(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    lake = Lake.open(lake_config)
+    source = sink_uri(lake_config, tmp_path, "orders")
+    store = open_store(source, lake.config.storage)
+    config = SinkConfig("avro", ORDER_SCHEMA, flush_size=4)
+    write_sink(store, "", "orders", orders(12), config)
+    damaged = "partition=1/orders+1+0000000004.avro"
+    good = store.read(damaged)
+    store.write(damaged, b"Obj\x01 not avro")
+
+    report = adopt_connect(lake, "orders", ConnectSource(source, settle_ms=0))
+    assert set(report.failures) == {1} and damaged in report.failures[1]
+    assert lake.topic("orders").partition(0).manifest().next_offset == 12
+    assert lake.topic("orders").partition(1).manifest().next_offset == 4  # the file before it
+    store.write(damaged, good)  # the file put right: the next run goes on from there
+    again = adopt_connect(lake, "orders", ConnectSource(source, settle_ms=0))
+    assert not again.failures and consumed(lake, "orders") == held(orders(12))

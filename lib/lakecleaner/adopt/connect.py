@@ -27,7 +27,7 @@ from lakecleaner.adopt.connect_plan import (
     plan_adoption,
     record_offsets,
 )
-from lakecleaner.adopt.connect_read import read_bundle
+from lakecleaner.adopt.connect_read import BundleRecords, read_bundle
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError, TopicNotFound
 from lakecleaner.io import ObjectStore, open_store
@@ -88,6 +88,8 @@ class AdoptionReport:
     plan: AdoptionPlan
     ignored: list[str] = field(default_factory=list)
     partitions: dict[int, PartitionAdoption] = field(default_factory=dict)
+    #: Partitions whose adoption stopped, with why (what they appended before stays).
+    failures: dict[int, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +99,7 @@ class AdoptionReport:
             "plan": self.plan.to_dict(),
             "ignored": self.ignored,
             "partitions": {str(p): a.to_dict() for p, a in sorted(self.partitions.items())},
+            "failures": {str(p): why for p, why in sorted(self.failures.items())},
         }
 
 
@@ -104,7 +107,8 @@ def adopt_connect(
     lake: Lake, topic: str, source: ConnectSource, *, dry_run: bool = False, now_ms: int | None = None
 ) -> AdoptionReport:
     """Adopt what the sink wrote of `topic` since the last run (creating the topic, with as many
-    partitions as the sink's files name, when it does not exist)."""
+    partitions as the sink's files name, when it does not exist). A partition whose files cannot
+    be read stops at the file before (reported in `failures`); the others proceed."""
     store = open_store(source.uri, lake.config.storage)
     files, ignored = _sink_files(store, topic, source)
     log_topic = _topic_for(lake, topic, files, create=not dry_run)
@@ -125,7 +129,10 @@ def adopt_connect(
     if dry_run or log_topic is None:
         return report
     for partition, bundles in sorted(plan.partitions.items()):
-        report.partitions[partition] = _adopt_partition(lake, store, topic, partition, bundles, source)
+        try:
+            report.partitions[partition] = _adopt_partition(lake, store, topic, partition, bundles, source)
+        except LakeCleanerError as exc:  # a damaged file stops its partition; the others proceed
+            report.failures[partition] = str(exc)
     return report
 
 
@@ -171,8 +178,10 @@ def _adopt_partition(
     done = PartitionAdoption(next_offset=position)
     limits = next_of_kind(bundles)
     previous = position - 1
-    for chunk in _chunks(list(zip(bundles, limits, strict=True))):
-        read = [read_bundle(store, b, source.key_field, source.timestamp_field) for b, _ in chunk]
+    failure: LakeCleanerError | None = None
+    for whole in _chunks(list(zip(bundles, limits, strict=True))):
+        read, failure = _read_until_failure(store, [b for b, _ in whole], source)
+        chunk = whole[: len(read)]
         files = [(b.start, b.main.tombstones, len(r.values), limit) for (b, limit), r in zip(chunk, read, strict=True)]
         # The first run of bundles starts with one adopted before: its records below the log's next
         # offset are dropped. Later runs follow the records appended before them.
@@ -199,8 +208,23 @@ def _adopt_partition(
             previous = offsets_in_order[-1]
         done.files += len(chunk)
         done.records += len(kept)
+        if failure is not None:
+            raise failure  # what the files before it held is appended
     done.next_offset = log.manifest().next_offset
     return done
+
+
+def _read_until_failure(
+    store: ObjectStore, bundles: Sequence[Bundle], source: ConnectSource
+) -> tuple[list[BundleRecords], LakeCleanerError | None]:
+    """The bundles' records, up to the first that cannot be read (and why it cannot)."""
+    read = []
+    for bundle in bundles:
+        try:
+            read.append(read_bundle(store, bundle, source.key_field, source.timestamp_field))
+        except LakeCleanerError as exc:
+            return read, exc
+    return read, None
 
 
 def _chunks(items: list[tuple[Bundle, int | None]]) -> Iterator[list[tuple[Bundle, int | None]]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 from rich.table import Table
 
@@ -78,5 +80,9 @@ def adopt_connect_command(
             console.print(f"left for later: {key}: {why}", markup=False)
         if report.ignored:
             console.print(f"not sink files of {topic}: {len(report.ignored)} objects", markup=False)
+        for partition, why in sorted(report.failures.items()):
+            console.print(f"partition {partition} stopped: {why}", markup=False)
 
     ctx.emit(report.to_dict(), human)
+    if report.failures:
+        sys.exit(1)
