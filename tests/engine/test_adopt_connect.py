@@ -19,11 +19,13 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.adopt.connect import ConnectSource, adopt_connect
 from lakecleaner.adopt.connect_plan import interleaved_windows, record_offsets
+from lakecleaner.adopt.originals import originals_key
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.io import open_store
 from lakecleaner.lake import Lake
+from lakecleaner.retention.gc import gc_topic
 from tests.connect_sink import SinkConfig, SinkRecord, write_sink
 from tests.engine.helpers import compact
 
@@ -272,3 +274,36 @@ def test_a_corrupt_file_stops_its_partition_at_the_file_before_and_the_others_pr
     store.write(damaged, good)  # the file put right: the next run goes on from there
     again = adopt_connect(lake, "orders", ConnectSource(source, settle_ms=0))
     assert not again.failures and consumed(lake, "orders") == held(orders(12))
+
+
+def test_gc_deletes_the_sinks_files_once_adopted_and_the_delay_passed_unless_kept(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    lake = Lake.open(lake_config)
+    lake.create_topic("orders", 2, {"file.delete.delay.ms": 60_000})
+    source = sink_uri(lake_config, tmp_path, "orders")
+    store = open_store(source, lake.config.storage)
+    write_sink(store, "", "orders", orders(8), SinkConfig("parquet", ORDER_SCHEMA, flush_size=4))
+    sink_files = {obj.key for obj in store.list("")}
+    adopted_at = wall_clock_ms()
+    adopt_connect(lake, "orders", ConnectSource(source, settle_ms=0))
+    later = [SinkRecord(0, 8, "order-x", {"id": 8, "status": "new"})]
+    write_sink(store, "", "orders", later, SinkConfig("parquet", ORDER_SCHEMA))  # not adopted yet
+
+    assert not gc_topic(lake, "orders", adopted_at + 30_000).originals_deleted  # the delay has not passed
+    assert sink_files <= {obj.key for obj in store.list("")}
+    report = gc_topic(lake, "orders", wall_clock_ms() + 60_000)
+    assert len(report.originals_deleted) == len(sink_files)
+    assert {obj.key for obj in store.list("")} == {
+        "partition=0/orders+0+0000000008.snappy.parquet",
+        "partition=0/orders+0+0000000008.keys.snappy.parquet",
+    }
+    assert consumed(lake, "orders") == held(orders(8))  # the log holds what the files held
+
+    adopt_connect(lake, "orders", ConnectSource(source, settle_ms=0, keep_originals=True))
+    assert not gc_topic(lake, "orders", wall_clock_ms() + 120_000).originals_deleted
+    assert len(store.list("")) == 2
+
+    lake.store.write(originals_key("orders"), b'{"sources": [{"uri": 3}]}')  # damaged: nothing is deleted
+    damaged = gc_topic(lake, "orders", wall_clock_ms() + 120_000)
+    assert not damaged.originals_deleted and any("adopted originals" in w for w in damaged.warnings)

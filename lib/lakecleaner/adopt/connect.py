@@ -7,7 +7,9 @@ commit per `APPEND_RECORDS` records, so a run that stops leaves a log that the n
 from. They are converted, never registered in place: the sink's files hold no offsets, and keys
 and headers only in separate files, so no file is a segment as it is. Once adopted, the topic is
 like any other: compaction, retention, the quality gate and the erasure audit apply unchanged.
-A run reads the files no earlier run adopted and never one younger than the settle time.
+A run reads the files no earlier run adopted and never one younger than the settle time. The
+sink's files it adopted are recorded for gc, which deletes them once due (`adopt.originals`),
+unless `keep_originals`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from lakecleaner.adopt.connect_plan import (
     record_offsets,
 )
 from lakecleaner.adopt.connect_read import BundleRecords, read_bundle
+from lakecleaner.adopt.originals import Original, record_originals
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError, TopicNotFound
 from lakecleaner.io import ObjectStore, open_store
@@ -55,6 +58,8 @@ class ConnectSource:
     timestamp_field: str | None = None
     settle_ms: int = DEFAULT_SETTLE_MS
     tombstone_partition: str = TOMBSTONE_PARTITION
+    #: Whether gc keeps the sink's files after adoption (else it deletes them once due).
+    keep_originals: bool = False
 
 
 @dataclass
@@ -206,6 +211,10 @@ def _adopt_partition(
             table = pa.table({name: [values[i] for i in order] for name, values in rows.items()})
             log.append(table, offsets=offsets_in_order)
             previous = offsets_in_order[-1]
+        if not source.keep_originals:
+            through = log.manifest().next_offset
+            adopted = [Original(f.key, partition, through, wall_clock_ms()) for b, _ in chunk for f in b.objects]
+            record_originals(lake, topic, source.uri, adopted)
         done.files += len(chunk)
         done.records += len(kept)
         if failure is not None:

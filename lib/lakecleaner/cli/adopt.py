@@ -40,6 +40,11 @@ def adopt() -> None:
 @click.option(
     "--tombstone-partition", default="tombstone", show_default=True, help="The connector's tombstone.encoded.partition."
 )
+@click.option(
+    "--keep-originals",
+    is_flag=True,
+    help="Keep the sink's files after adoption (default: gc deletes them file.delete.delay.ms after they are adopted).",
+)
 @click.option("--dry-run", is_flag=True, help="List what would be adopted; write nothing.")
 @pass_ctx
 def adopt_connect_command(
@@ -51,13 +56,16 @@ def adopt_connect_command(
     timestamp_field: str | None,
     settle_seconds: int,
     tombstone_partition: str,
+    keep_originals: bool,
     dry_run: bool,
 ) -> None:
     """Append what Kafka Connect's S3 sink wrote of a topic since the last run, at the records'
     own offsets (creating the topic when it does not exist). Run it again to pick up new files."""
     from lakecleaner.adopt.connect import ConnectSource, adopt_connect
 
-    spec = ConnectSource(source, fmt, key_field, timestamp_field, settle_seconds * 1000, tombstone_partition)
+    spec = ConnectSource(
+        source, fmt, key_field, timestamp_field, settle_seconds * 1000, tombstone_partition, keep_originals
+    )
     report = adopt_connect(ctx.lake, topic, spec, dry_run=dry_run)
 
     def human() -> None:

@@ -103,6 +103,8 @@ class GcRunReport:
     #: What gc could not do beside the partitions' own work, which went on without it (listing
     #: the topic's unfinished uploads, pruning run reports).
     warnings: tuple[str, ...] = ()
+    #: The Kafka Connect sink's files adoption replaced, deleted once due (`adopt.originals`).
+    originals_deleted: tuple[str, ...] = ()
 
     @property
     def files_deleted(self) -> int:
@@ -124,6 +126,7 @@ class GcRunReport:
             "storage_retries": self.storage_retries,
             "run_reports_pruned": self.run_reports_pruned,
             "warnings": list(self.warnings),
+            "originals_deleted": list(self.originals_deleted),
             "partitions": [p.to_dict() for p in self.partitions],
         }
 
@@ -285,6 +288,18 @@ def _held_by_table_readers(
         return None
 
 
+def _adopted_originals(lake: Lake, topic: str, now_ms: int, dry_run: bool, warnings: list[str]) -> list[str]:
+    """Delete the sink's files an adoption replaced, once due (`adopt.originals`); a failure is a
+    warning, and nothing of it is deleted."""
+    from lakecleaner.adopt.originals import delete_due_originals
+
+    try:
+        return delete_due_originals(lake, topic, now_ms, dry_run=dry_run)
+    except LakeCleanerError as exc:
+        warnings.append(f"adopted originals: {exc}")
+        return []
+
+
 def _abandoned(unfinished: Collection[UnfinishedWrite], now_ms: int, min_age_ms: int) -> list[UnfinishedWrite]:
     """The unfinished writes old enough to discard: started at least `min_age_ms` before now (a
     write in progress is seconds old; a live lease on the partition keeps every one)."""
@@ -325,6 +340,7 @@ def gc_topic(
     chosen = sorted(partitions) if partitions is not None else range(topic.partitions)
     results = map_ordered(collect, chosen, lake.config.storage.max_concurrency)
     pruned = _prune_run_reports(lake, topic_name, now, dry_run, warnings)
+    originals = _adopted_originals(lake, topic_name, now, dry_run, warnings)
     run = run_id or new_run_id(now)
     report = GcRunReport(
         topic_name,
@@ -335,5 +351,6 @@ def gc_topic(
         storage_retries=lake.store.retries - retries_before,
         run_reports_pruned=pruned,
         warnings=tuple(warnings),
+        originals_deleted=tuple(originals),
     )
     return replace(report, location=store_report(lake.store, topic_name, run, "gc", report.to_dict()))
