@@ -330,3 +330,42 @@ def test_too_many_aliases_or_too_deep_a_config_is_refused_naming_the_file(tmp_pa
 def test_a_value_in_an_error_is_cut_short() -> None:
     assert len(shown("x" * 10_000)) < 80 and len(shown([list(range(1000))] * 1000)) < 200
     assert shown("compact") == "'compact'" and shown(12) == "12"
+
+
+def test_a_topic_adopted_from_kafka_connect_output_is_configured_and_bad_values_are_named() -> None:
+    config = parse_config(
+        {
+            "topics": {
+                "orders": {
+                    "adopt": {
+                        "connect": {
+                            "from": "s3://sink/topics/orders",
+                            "format": "avro",
+                            "key_field": "after.id",
+                            "settle_seconds": 60,
+                            "keep_originals": True,
+                        }
+                    }
+                }
+            }
+        }
+    )
+    adopt = config.topics["orders"].adopt
+    assert adopt is not None and (adopt.uri, adopt.format, adopt.key_field) == (
+        "s3://sink/topics/orders",
+        "avro",
+        "after.id",
+    )
+    assert (adopt.settle_ms, adopt.keep_originals, adopt.tombstone_partition) == (60_000, True, "tombstone")
+    bad = {"from": "sink/topics/orders", "format": "csv", "settle_seconds": -1, "keep_originals": "yes", "flush": 1}
+    with pytest.raises(ConfigError) as refused:
+        parse_config({"topics": {"orders": {"adopt": {"connect": bad}}}})
+    assert "topics.orders.adopt.connect.from" in str(refused.value)
+    bad["from"] = "s3://sink/topics/orders"
+    with pytest.raises(ConfigError) as refused:
+        parse_config({"topics": {"orders": {"adopt": {"connect": bad}}}})
+    for named in ("format='csv'", "settle_seconds=-1", "keep_originals='yes'", "unknown key 'flush'"):
+        assert named in str(refused.value)
+    both = {"adopt": {"connect": {"from": "s3://s/t"}}, "mirror": {"cluster": "main"}}
+    with pytest.raises(ConfigError, match="mirror and adopt both"):
+        parse_config({"kafka": {"clusters": {"main": {"bootstrap.servers": "k:9092"}}}, "topics": {"orders": both}})

@@ -32,6 +32,7 @@ from tests.conftest import S3Endpoint
 from tests.kafka_mock import MockCluster
 from tests.local_airflow import LocalAirflow
 from tests.scheduler.topics import (
+    ADOPTED,
     BACKFILLED,
     CDC_BACKFILLED,
     CDC_CONFIG,
@@ -108,8 +109,15 @@ def world(
         "mirror": {"cluster": "mock", "topic": mirrored_source},
         "config": {"cleanup.policy": "compact"},  # the mock cluster does not answer DescribeConfigs
     }
-    config_path = home / "lakecleaner.yaml"
     prefix = f"scheduler-{home.name[-12:]}"
+    topics[ADOPTED] = {
+        "schedule": None,
+        "adopt": {
+            "connect": {"from": f"s3://{s3_endpoint.bucket}/{prefix}-sink/topics/{ADOPTED}", "settle_seconds": 0}
+        },
+        "config": {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.01, "segment.bytes": 1024},
+    }
+    config_path = home / "lakecleaner.yaml"
     config_path.write_text(yaml.safe_dump(world_config(s3_endpoint, prefix, topics, kafka_mock.bootstrap)))
     lake = Lake.open(replace(load_config(config_path), storage=s3_endpoint.settings()))
     latest_ms = int(latest.timestamp() * 1000)

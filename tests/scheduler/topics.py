@@ -28,6 +28,7 @@ CDC_REST_NULL = "cdc-rest-null"  # ... with "logical_date": null
 CDC_DASHBOARD = "cdc-dashboard"  # the dashboard's Force button
 CDC_UI = "cdc-ui"  # the Airflow UI's Trigger button
 MIRRORED = "mirrored"  # a Kafka topic of the session's mock cluster, mirrored by the DAG's first task
+ADOPTED = "adopted"  # Kafka Connect S3 sink output beside the lake, adopted by the DAG's first task
 CRON_TOPICS = (CDC_SCHEDULED, CDC_BACKFILLED)
 MANUAL_TOPICS = (CDC_REST, CDC_REST_NULL, CDC_DASHBOARD, CDC_UI)
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakecleaner.adopt.connect_names import TOMBSTONE_PARTITION, NotASinkFile, SinkFile, parse_sink_key
+from lakecleaner.adopt.connect_names import NotASinkFile, SinkFile, parse_sink_key
 from lakecleaner.adopt.connect_plan import (
     AdoptionPlan,
     Bundle,
@@ -32,6 +32,7 @@ from lakecleaner.adopt.connect_plan import (
 from lakecleaner.adopt.connect_read import BundleRecords, read_bundle
 from lakecleaner.adopt.originals import Original, record_originals
 from lakecleaner.clock import wall_clock_ms
+from lakecleaner.config.adopt import ConnectSource
 from lakecleaner.errors import LakeCleanerError, TopicNotFound
 from lakecleaner.io import ObjectStore, open_store
 
@@ -40,26 +41,8 @@ if TYPE_CHECKING:
 
 #: Records per append (one commit each).
 APPEND_RECORDS = 200_000
-#: How long a file must have been left alone before it is adopted, by default.
-DEFAULT_SETTLE_MS = 5 * 60_000
 #: Gaps listed in a report, at most.
 GAPS_SHOWN = 20
-
-
-@dataclass(frozen=True)
-class ConnectSource:
-    """Where the sink wrote a topic and how: the folder (`topics.dir`/<topic>), the value format
-    to read (None: every format adoption reads), the tombstone folder's name, and where keys and
-    timestamps come from when not from the sink's sidecars and files."""
-
-    uri: str
-    format: str | None = None
-    key_field: str | None = None
-    timestamp_field: str | None = None
-    settle_ms: int = DEFAULT_SETTLE_MS
-    tombstone_partition: str = TOMBSTONE_PARTITION
-    #: Whether gc keeps the sink's files after adoption (else it deletes them once due).
-    keep_originals: bool = False
 
 
 @dataclass
@@ -252,7 +235,6 @@ def _chunks(items: list[tuple[Bundle, int | None]]) -> Iterator[list[tuple[Bundl
 
 __all__ = [
     "APPEND_RECORDS",
-    "DEFAULT_SETTLE_MS",
     "AdoptionReport",
     "ConnectSource",
     "PartitionAdoption",

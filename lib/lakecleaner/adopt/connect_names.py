@@ -20,13 +20,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lakecleaner.config.adopt import TOMBSTONE_PARTITION
 from lakecleaner.errors import LakeCleanerError
 
 #: The value formats adoption reads, by the last part of the extension.
 FORMATS = ("parquet", "avro", "json")
 VALUE, KEYS, HEADERS = "value", "keys", "headers"
-#: The connector's default `tombstone.encoded.partition`.
-TOMBSTONE_PARTITION = "tombstone"
 
 _NAME = re.compile(
     r"^(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)\+(?P<start>\d+)"
@@ -98,7 +97,6 @@ __all__ = [
     "FORMATS",
     "HEADERS",
     "KEYS",
-    "TOMBSTONE_PARTITION",
     "VALUE",
     "NotASinkFile",
     "SinkFile",

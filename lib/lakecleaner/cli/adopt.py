@@ -61,7 +61,8 @@ def adopt_connect_command(
 ) -> None:
     """Append what Kafka Connect's S3 sink wrote of a topic since the last run, at the records'
     own offsets (creating the topic when it does not exist). Run it again to pick up new files."""
-    from lakecleaner.adopt.connect import ConnectSource, adopt_connect
+    from lakecleaner.adopt.connect import adopt_connect
+    from lakecleaner.config.adopt import ConnectSource
 
     spec = ConnectSource(
         source, fmt, key_field, timestamp_field, settle_seconds * 1000, tombstone_partition, keep_originals

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lakecleaner.config.adopt import ConnectSource, parse_adopt
 from lakecleaner.config.environment import (
     ENV_DEDUPE_BUFFER_SIZE,
     ENV_LAKE_URI,
@@ -79,6 +80,8 @@ class TopicSpec:
     offsets_cluster: str | None = None
     #: Whether the topic is an Iceberg table (`iceberg: {enabled: …}`); None: the lake's `iceberg.enabled`.
     iceberg: bool | None = None
+    #: Where Kafka Connect's S3 sink writes the topic, if its records come from there (`lakecleaner adopt`).
+    adopt: ConnectSource | None = None
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,16 @@ _TOP_KEYS = {"lake", "defaults", "topics", "spark", "airflow", "cleaner", "kafka
 _CLEANER_KEYS = {"log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor"}
 _LAKE_KEYS = {"uri", "storage", "report_retention_days", "max_partitions_per_topic"}
 _STORAGE_KEYS = {f for f in StorageSettings.__dataclass_fields__}
-_TOPIC_SPEC_KEYS = {"partitions", "schedule", "config", "consumer_groups", "mirror", "consumer_offsets", "iceberg"}
+_TOPIC_SPEC_KEYS = {
+    "partitions",
+    "schedule",
+    "config",
+    "consumer_groups",
+    "mirror",
+    "consumer_offsets",
+    "iceberg",
+    "adopt",
+}
 _SPARK_KEYS = {"master", "conf", "ship_package", "remote"}
 _AIRFLOW_KEYS = {"pool", "pool_slots", "mirror_pool", "mirror_pool_slots"}
 _POOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
@@ -288,7 +300,12 @@ def _parse_topic_spec(name: object, raw: object, where: str, problems: list[str]
         section.get("consumer_offsets"), f"{where}.{topic}.consumer_offsets", problems
     )
     iceberg = parse_topic_iceberg(section.get("iceberg"), f"{where}.{topic}.iceberg", problems)
-    return TopicSpec(topic, partitions, schedule, dict(overrides), tuple(groups), mirror, offsets_cluster, iceberg)
+    adopt = parse_adopt(section.get("adopt"), f"{where}.{topic}.adopt", problems)
+    if adopt is not None and mirror is not None:
+        problems.append(f"{where}.{topic}: mirror and adopt both bring the topic's records; keep one")
+    return TopicSpec(
+        topic, partitions, schedule, dict(overrides), tuple(groups), mirror, offsets_cluster, iceberg, adopt
+    )
 
 
 def _parse_spark(raw: dict[str, Any], source: str, problems: list[str]) -> SparkSettings:

@@ -146,7 +146,19 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
                 print(f"{topic}-{p['partition']}: {p['records']} records, to offset {p['next_offset']}, lag {p['lag']}")
             return report
 
-        @task(trigger_rule=TriggerRule.ALL_DONE if mirrored else TriggerRule.ALL_SUCCESS)
+        adopted = spec.adopt is not None
+
+        @task
+        def adopt() -> dict[str, Any]:
+            """Append what Kafka Connect's S3 sink wrote of the topic since the last run (issue 49)."""
+            with failing_without_retry():
+                check_setup(Variable.get(SETUP_VARIABLE, default=None), config.airflow, mirrored=False)
+            report = tasks.adopt(load_config(config_path), topic)
+            for p, done in report["partitions"].items():
+                print(f"{topic}-{p}: {done['files']} files, {done['records']} records, to offset {done['next_offset']}")
+            return report
+
+        @task(trigger_rule=TriggerRule.ALL_DONE if mirrored or adopted else TriggerRule.ALL_SUCCESS)
         def assess(**context: Any) -> dict[str, Any]:
             """Validate the parameters, roll idle segments, plan, and choose the partitions to compact."""
             with failing_without_retry():
@@ -168,6 +180,8 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         assessed = assess()
         if mirrored:
             mirror() >> assessed
+        if adopted:
+            adopt() >> assessed
         gate = compaction_gate(assessed)  # type: ignore[arg-type]  # XComArg at build time
         compact = Compact(
             task_id="compact",
@@ -222,7 +236,14 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
             """Summarise the run (stored as run.json), log its digest and hand the digest on, and fail
             the run if any step failed."""
             ti = context["ti"]
-            names = ("assess", "compaction_gate", "retention", "physical_deletion", *(("mirror",) if mirrored else ()))
+            names = (
+                "assess",
+                "compaction_gate",
+                "retention",
+                "physical_deletion",
+                *(("mirror",) if mirrored else ()),
+                *(("adopt",) if adopted else ()),
+            )
             config = load_config(config_path)
             pushed = {name: ti.xcom_pull(task_ids=name) for name in names}
             parts = tasks.gather(config, topic, _run_id(context), pushed)

@@ -237,6 +237,20 @@ def mirror(config: LakeConfig, topic_name: str) -> dict[str, Any]:
     return mirror_topic(lake, topic_name, MirrorLimits(once=True, max_seconds=spec.max_seconds)).to_dict()
 
 
+def adopt(config: LakeConfig, topic_name: str) -> dict[str, Any]:
+    """The DAG's `adopt` task: what Kafka Connect's S3 sink wrote of the topic since the last run,
+    appended at the records' offsets (issue 49); the report. A partition that stopped fails the
+    task after the others were adopted."""
+    from lakecleaner.adopt.connect import adopt_connect
+
+    spec = config.topics[topic_name].adopt
+    assert spec is not None, "the DAG has an adopt task only for a topic with adopt:"
+    report = adopt_connect(Lake.open(config), topic_name, spec)
+    if report.failures:
+        raise LakeCleanerError("; ".join(f"partition {p}: {why}" for p, why in sorted(report.failures.items())))
+    return report.to_dict()
+
+
 def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[str, Any]) -> dict[str, Any]:
     """The run's summary (assessment, compaction, retention, gc) stored as run.json, and the run's
     "now" kept in the topic's cleaner state (the latest one: a backfill does not move it back), by
@@ -301,6 +315,8 @@ def failures(summary: Mapping[str, Any]) -> list[str]:
         out.append(f"the Iceberg table could not be synced: {summary['iceberg']['error']}")
     if "mirror" in summary and summary["mirror"] is None:
         out.append("the mirror from Kafka failed; see the mirror task's log")
+    if "adopt" in summary and summary["adopt"] is None:
+        out.append("the adoption of the Kafka Connect sink's files failed; see the adopt task's log")
     for partition, reason in ((summary.get("assess") or {}).get("unreadable") or {}).items():
         out.append(f"{'partitions' if '..' in partition else 'partition'} {partition} could not be read: {reason}")
     return out

@@ -1,0 +1,50 @@
+"""Issue #49: a topic whose records Kafka Connect's S3 sink writes has a DAG that starts with
+`adopt` under the real scheduler: the sink's files written since the last run are appended at
+their offsets before the topic is assessed and compacted, and the run's summary carries what was
+adopted."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from lakecleaner.io import open_store
+from lakecleaner.orchestration.naming import dag_id_of, report_run_id
+from lakecleaner.reports import load_report
+from tests.connect_sink import SinkConfig, SinkRecord, write_sink
+from tests.scheduler.conftest import World
+from tests.scheduler.topics import ADOPTED
+
+ORDER_SCHEMA = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
+
+
+def test_an_adopted_topics_run_adopts_the_sinks_new_files_first_and_compacts_them(world: World) -> None:
+    spec = world.lake.config.topics[ADOPTED].adopt
+    assert spec is not None
+    records = [SinkRecord(0, o, f"k{o % 7}", {"id": o}) for o in range(300)]
+    write_sink(
+        open_store(spec.uri, world.lake.config.storage),
+        "",
+        ADOPTED,
+        records,
+        SinkConfig("parquet", ORDER_SCHEMA, flush_size=10),
+    )
+
+    run_id = world.trigger(ADOPTED, {"logical_date": datetime.now(UTC).isoformat(), "conf": {}})
+    world.airflow.set_paused(dag_id_of(ADOPTED), False)
+    run = world.airflow.wait_for_run(dag_id_of(ADOPTED), run_id, timeout_s=600)
+    assert run["state"] == "success", world.diagnostics()
+    status, body = world.airflow.api(
+        "GET", f"/api/v2/dags/{dag_id_of(ADOPTED)}/dagRuns/{run_id}/taskInstances", user="admin"
+    )
+    assert status == 200
+    states = {t["task_id"]: t["state"] for t in body["task_instances"]}
+    assert states["adopt"] == "success" and states["assess"] == "success"
+    log = world.lake.topic(ADOPTED).partition(0)
+    assert log.manifest().next_offset == 300  # every record, at its own offset
+    rows = log.read().to_pylist()
+    latest = {r["key"]: r["offset"] for r in rows}  # every key's latest record stays
+    assert latest == {f"k{k}".encode(): max(o for o in range(300) if o % 7 == k) for k in range(7)}
+    assert len(rows) < 300  # and compaction took superseded ones out
+    summary = load_report(world.lake.store, ADOPTED, report_run_id(run_id), "run")
+    assert summary["adopt"]["partitions"]["0"]["records"] == 300
+    assert summary["compaction"] is not None  # the adopted records were compacted in the same run
