@@ -199,7 +199,24 @@ def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
         )
     audit.copies.extend(_lake_folder_hits(lake, key, audit))
     audit.copies.extend(table_files(lake, topic_name, key, audit, ctx))
+    audit.copies.extend(sink_files(lake, topic_name, key, audit, ctx))
     return audit
+
+
+def sink_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: ErasureContext) -> Iterator[KeyCopy]:
+    """Files of Kafka Connect's S3 sink the topic was adopted from that hold the key
+    (`adopt.search`): an adopted one goes at the first gc after file.delete.delay.ms from its
+    adoption, as a file that left the log; one not adopted (or kept with --keep-originals) has
+    no deadline, as nothing of lakecleaner's deletes it."""
+    from lakecleaner.adopt.search import sink_copies
+
+    not_deleted = "a file of Kafka Connect's sink not adopted (or kept with --keep-originals): nothing deletes it"
+    for copy in sink_copies(lake, topic, key, audit.unreadable):
+        if copy.original is None:
+            yield KeyCopy(copy.partition, copy.location, None, UNREFERENCED, Deadline(None, not_deleted))
+        else:
+            due = copy.original.adopted_ms + ctx.config.file_delete_delay_ms
+            yield KeyCopy(copy.partition, copy.location, None, LEFT_THE_LOG, left_the_log_deadline(due, ctx))
 
 
 def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: ErasureContext) -> Iterator[KeyCopy]:

@@ -20,11 +20,13 @@ from pyspark.sql import SparkSession
 from lakecleaner.adopt.connect import ConnectSource, adopt_connect
 from lakecleaner.adopt.connect_plan import interleaved_windows, record_offsets
 from lakecleaner.adopt.originals import originals_key
+from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.io import open_store
 from lakecleaner.lake import Lake
+from lakecleaner.policy.erasure import LEFT_THE_LOG, UNREFERENCED
 from lakecleaner.retention.gc import gc_topic
 from tests.connect_sink import SinkConfig, SinkRecord, write_sink
 from tests.engine.helpers import compact
@@ -290,6 +292,16 @@ def test_gc_deletes_the_sinks_files_once_adopted_and_the_delay_passed_unless_kep
     later = [SinkRecord(0, 8, "order-x", {"id": 8, "status": "new"})]
     write_sink(store, "", "orders", later, SinkConfig("parquet", ORDER_SCHEMA))  # not adopted yet
 
+    def sink_copies_of(key: bytes) -> list[tuple[str, str, str | None]]:
+        audit = audit_key(lake, "orders", key, wall_clock_ms())
+        assert not audit.unreadable, audit.unreadable
+        found = [c for c in audit.copies if "sink" in c.object]
+        return sorted((c.object.rsplit("/", 1)[-1], c.kind, c.deadline and c.deadline.overdue) for c in found)
+
+    # The erasure audit finds the key in the sink's files too (order-1 is in every file of both
+    # partitions, value and keys), as files that left the log: gc deletes them after the delay.
+    found = sink_copies_of(b"order-1")
+    assert len(found) == 8 and {kind for _, kind, _ in found} == {LEFT_THE_LOG}
     assert not gc_topic(lake, "orders", adopted_at + 30_000).originals_deleted  # the delay has not passed
     assert sink_files <= {obj.key for obj in store.list("")}
     report = gc_topic(lake, "orders", wall_clock_ms() + 60_000)
@@ -299,6 +311,9 @@ def test_gc_deletes_the_sinks_files_once_adopted_and_the_delay_passed_unless_kep
         "partition=0/orders+0+0000000008.keys.snappy.parquet",
     }
     assert consumed(lake, "orders") == held(orders(8))  # the log holds what the files held
+    assert sink_copies_of(b"order-1") == []  # gone from the sink's files
+    not_adopted = sink_copies_of(b"order-x")  # nothing deletes a file not adopted yet
+    assert [(k, "nothing deletes it" in (why or "")) for _, k, why in not_adopted] == [(UNREFERENCED, True)] * 2
 
     adopt_connect(lake, "orders", ConnectSource(source, settle_ms=0, keep_originals=True))
     assert not gc_topic(lake, "orders", wall_clock_ms() + 120_000).originals_deleted

@@ -194,10 +194,9 @@ def _adopt_partition(
             table = pa.table({name: [values[i] for i in order] for name, values in rows.items()})
             log.append(table, offsets=offsets_in_order)
             previous = offsets_in_order[-1]
-        if not source.keep_originals:
-            through = log.manifest().next_offset
-            adopted = [Original(f.key, partition, through, wall_clock_ms()) for b, _ in chunk for f in b.objects]
-            record_originals(lake, topic, source.uri, adopted)
+        through = log.manifest().next_offset
+        adopted = [Original(f.key, partition, through, wall_clock_ms()) for b, _ in chunk for f in b.objects]
+        record_originals(lake, topic, source, adopted)
         done.files += len(chunk)
         done.records += len(kept)
         if failure is not None:

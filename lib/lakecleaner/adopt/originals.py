@@ -5,8 +5,9 @@ update), the source folder and every object of the bundles it appended, with the
 partition's log must reach for the object's records to be in it and the time of the append. gc
 deletes an object once the log reaches that offset (the segments that replaced it are committed)
 and `file.delete.delay.ms` has passed since, as Kafka deletes a segment file `file.delete.delay.ms`
-after it left the log; then it forgets it. An adoption run with `--keep-originals` records
-nothing, and nothing of that run's is deleted. A record that does not parse is reported and
+after it left the log; then it forgets it. An adoption run with `--keep-originals` records the
+source folder but no original, so nothing of that run's is deleted. The erasure audit reads the
+source folders recorded here (`adopt.search`). A record that does not parse is reported and
 nothing is deleted: storage is untrusted, and a deletion is never made on metadata that looks wrong.
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakecleaner.config.adopt import ConnectSource
 from lakecleaner.errors import LakeCleanerError, ObjectNotFound
 from lakecleaner.io import open_store
 from lakecleaner.io.strict_json import Malformed, load_object
@@ -60,18 +62,37 @@ def originals_key(topic: str) -> str:
     return f"{ORIGINALS_PREFIX}{topic}.json"
 
 
-def record_originals(lake: Lake, topic: str, source: str, originals: Sequence[Original]) -> None:
-    """Add `originals` (of the source folder `source`) to the topic's record."""
-    if not originals:
-        return
+@dataclass(frozen=True)
+class AdoptedSource:
+    """A sink folder a topic was adopted from: how it was read, and its originals gc is to delete."""
 
-    def change(data: bytes | None) -> bytes:
-        sources = {} if data is None else _parse(topic, data)
-        known = {o.key for o in sources.get(source, [])}
-        sources[source] = [*sources.get(source, []), *(o for o in originals if o.key not in known)]
+    source: ConnectSource
+    originals: tuple[Original, ...]
+
+
+def record_originals(lake: Lake, topic: str, source: ConnectSource, originals: Sequence[Original]) -> None:
+    """Record the source folder (how it is read, for the erasure audit) and add `originals` (none
+    with `keep_originals`) to the topic's record."""
+
+    def change(data: bytes | None) -> bytes | None:
+        sources = {} if data is None else read_sources(topic, data)
+        before = sources.get(source.uri)
+        known = {o.key for o in before.originals} if before else set()
+        added = tuple(o for o in originals if o.key not in known and not source.keep_originals)
+        if before is not None and before.source == source and not added:
+            return None
+        sources[source.uri] = AdoptedSource(source, (before.originals if before else ()) + added)
         return _encode(sources)
 
     lake.store.update(originals_key(topic), change, what=f"the adopted originals of {topic}")
+
+
+def adopted_sources(lake: Lake, topic: str) -> list[AdoptedSource]:
+    """The sink folders the topic was adopted from, with their originals not deleted yet."""
+    try:
+        return list(read_sources(topic, lake.store.read(originals_key(topic))).values())
+    except ObjectNotFound:
+        return []
 
 
 def delete_due_originals(lake: Lake, topic: str, now_ms: int, *, dry_run: bool = False) -> list[str]:
@@ -84,47 +105,64 @@ def delete_due_originals(lake: Lake, topic: str, now_ms: int, *, dry_run: bool =
         reached = next_offsets.get(original.partition, -1) >= original.through_offset
         return reached and original.adopted_ms + delay <= now_ms
 
-    try:
-        data = lake.store.read(originals_key(topic))
-    except ObjectNotFound:
-        return []
-    deleted: list[str] = []
-    for source, originals in _parse(topic, data).items():
-        gone = [o.key for o in originals if due(o)]
-        if gone and not dry_run:
-            store = open_store(source, lake.config.storage)
-            store.delete_many(gone)
-        deleted += [f"{source.rstrip('/')}/{key}" for key in gone]
-    if deleted and not dry_run:
-        gone_keys = set(deleted)
+    gone: dict[str, set[str]] = {}
+    for adopted in adopted_sources(lake, topic):
+        keys = [o.key for o in adopted.originals if due(o)]
+        if keys and not dry_run:
+            open_store(adopted.source.uri, lake.config.storage).delete_many(keys)
+        if keys:
+            gone[adopted.source.uri] = set(keys)
+    if gone and not dry_run:
 
         def forget(current: bytes | None) -> bytes | None:
             if current is None:
                 return None
-            left = {
-                s: [o for o in found if f"{s.rstrip('/')}/{o.key}" not in gone_keys]
-                for s, found in _parse(topic, current).items()
-            }
-            return _encode({s: found for s, found in left.items() if found})
+            sources = read_sources(topic, current)
+            for uri, keys in gone.items():
+                if uri in sources:
+                    left = tuple(o for o in sources[uri].originals if o.key not in keys)
+                    sources[uri] = AdoptedSource(sources[uri].source, left)
+            return _encode(sources)
 
         lake.store.update(originals_key(topic), forget, what=f"the adopted originals of {topic}")
-    return deleted
+    return [f"{uri.rstrip('/')}/{key}" for uri, keys in gone.items() for key in sorted(keys)]
 
 
-def _encode(sources: dict[str, list[Original]]) -> bytes:
-    body = {"sources": [{"uri": s, "originals": [o.to_dict() for o in found]} for s, found in sorted(sources.items())]}
+def _encode(sources: dict[str, AdoptedSource]) -> bytes:
+    body = {"sources": [_source_dict(a) for _, a in sorted(sources.items())]}
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def _parse(topic: str, data: bytes) -> dict[str, list[Original]]:
+def _source_dict(adopted: AdoptedSource) -> dict[str, object]:
+    s = adopted.source
+    return {
+        "uri": s.uri,
+        "format": s.format,
+        "key_field": s.key_field,
+        "tombstone_partition": s.tombstone_partition,
+        "keep_originals": s.keep_originals,
+        "originals": [o.to_dict() for o in adopted.originals],
+    }
+
+
+def read_sources(topic: str, data: bytes) -> dict[str, AdoptedSource]:
+    """The topic's record, by source folder; CorruptOriginals when it does not parse."""
     try:
         fields = load_object(data)
-        out: dict[str, list[Original]] = {}
-        for source in fields.objects("sources"):
-            out[source.text("uri")] = [
+        out: dict[str, AdoptedSource] = {}
+        for entry in fields.objects("sources"):
+            source = ConnectSource(
+                uri=entry.text("uri"),
+                format=entry.optional_text("format"),
+                key_field=entry.optional_text("key_field"),
+                tombstone_partition=entry.text("tombstone_partition"),
+                keep_originals=entry.flag("keep_originals"),
+            )
+            originals = tuple(
                 Original(o.text("key"), o.integer("partition"), o.integer("through_offset"), o.integer("adopted_ms"))
-                for o in source.objects("originals")
-            ]
+                for o in entry.objects("originals")
+            )
+            out[source.uri] = AdoptedSource(source, originals)
         return out
     except Malformed as exc:
         raise CorruptOriginals(
@@ -133,4 +171,13 @@ def _parse(topic: str, data: bytes) -> dict[str, list[Original]]:
         ) from exc
 
 
-__all__ = ["CorruptOriginals", "Original", "delete_due_originals", "originals_key", "record_originals"]
+__all__ = [
+    "AdoptedSource",
+    "CorruptOriginals",
+    "Original",
+    "adopted_sources",
+    "delete_due_originals",
+    "originals_key",
+    "read_sources",
+    "record_originals",
+]

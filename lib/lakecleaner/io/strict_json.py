@@ -125,6 +125,10 @@ class Fields:
             raise Malformed(f"field {self._path(key)} has {len(value)} characters, more than {max_chars}")
         return value
 
+    def optional_text(self, key: str) -> str | None:
+        """A string, or None when the field is null or absent."""
+        return None if self._get(key, None) is None else self.text(key)
+
     def flag(self, key: str, *, default: Any = _MISSING) -> bool:
         value = self._get(key, default)
         if not isinstance(value, bool):

@@ -1,0 +1,56 @@
+"""Where the sink's files still hold a key (issue 49), for the erasure audit: every file of the
+source folders a topic was adopted from, whether adopted (gc deletes it once due,
+`adopt.originals`) or not (not yet, kept with `--keep-originals`, or written after the last run)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakecleaner.adopt.connect_names import NotASinkFile, parse_sink_key
+from lakecleaner.adopt.connect_plan import bundles_of
+from lakecleaner.adopt.connect_read import read_bundle
+from lakecleaner.adopt.originals import Original, adopted_sources
+from lakecleaner.errors import LakeCleanerError
+from lakecleaner.io import open_store
+
+if TYPE_CHECKING:
+    from lakecleaner.lake import Lake
+
+
+@dataclass(frozen=True)
+class SinkCopy:
+    """A sink file holding the key: where, its Kafka partition, and its adoption record (None
+    when gc is not to delete it)."""
+
+    location: str
+    partition: int
+    original: Original | None
+
+
+def sink_copies(lake: Lake, topic: str, key: bytes, unreadable: dict[str, str]) -> Iterator[SinkCopy]:
+    """The files of the topic's adopted source folders that hold `key` (as its key): each object
+    of a bundle one of whose records has it. Files that cannot be read go to `unreadable`."""
+    for adopted in adopted_sources(lake, topic):
+        source = adopted.source
+        store = open_store(source.uri, lake.config.storage)
+        files = []
+        for obj in store.list(""):
+            try:
+                files.append(parse_sink_key(obj.key, topic, obj.size, obj.mtime_ms, source.tombstone_partition))
+            except NotASinkFile:
+                continue
+        originals = {o.key: o for o in adopted.originals}
+        for bundle in bundles_of(f for f in files if source.format is None or f.format == source.format):
+            try:
+                records = read_bundle(store, bundle, source.key_field)
+            except LakeCleanerError as exc:
+                unreadable[store.location(bundle.main.key)] = str(exc)
+                continue
+            if key in records.keys:
+                for f in bundle.objects:
+                    yield SinkCopy(store.location(f.key), f.partition, originals.get(f.key))
+
+
+__all__ = ["SinkCopy", "sink_copies"]
