@@ -18,7 +18,8 @@ import yaml
 from pyspark.sql import SparkSession
 
 from lakecleaner.adopt.connect import ConnectSource, adopt_connect
-from lakecleaner.adopt.connect_plan import interleaved_windows, record_offsets
+from lakecleaner.adopt.connect_names import NotASinkFile, SinkFile, parse_sink_key
+from lakecleaner.adopt.connect_plan import interleaved_windows, plan_adoption, record_offsets
 from lakecleaner.adopt.originals import originals_key
 from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
@@ -322,3 +323,31 @@ def test_gc_deletes_the_sinks_files_once_adopted_and_the_delay_passed_unless_kep
     lake.store.write(originals_key("orders"), b'{"sources": [{"uri": 3}]}')  # damaged: nothing is deleted
     damaged = gc_topic(lake, "orders", wall_clock_ms() + 120_000)
     assert not damaged.originals_deleted and any("adopted originals" in w for w in damaged.warnings)
+
+
+def test_the_plan_reads_a_start_offset_written_twice_once_and_stops_a_partition_at_an_unsettled_file() -> None:
+    def sink(key: str, mtime: int) -> SinkFile:
+        return parse_sink_key(key, "orders", 100, mtime)
+
+    files = [
+        sink("year=2026/month=11/day=27/hour=10/orders+0+0000000000.avro", 1000),
+        sink("year=2026/month=11/day=27/hour=10/orders+0+0000000000.keys.avro", 1000),
+        sink("year=2026/month=11/day=27/hour=11/orders+0+0000000000.avro", 2000),  # re-delivered an hour later
+        sink("year=2026/month=11/day=27/hour=11/orders+0+0000000000.keys.avro", 2000),
+        sink("year=2026/month=11/day=27/hour=11/orders+0+0000000005.avro", 3000),  # its keys not written yet
+        sink("year=2026/month=11/day=27/hour=11/orders+0+0000000009.avro", 3000),
+        sink("year=2026/month=11/day=27/hour=11/orders+0+0000000009.keys.avro", 3000),
+        sink("partition=1/orders+1+0000000000.avro", 1000),
+        sink("partition=1/orders+1+0000000000.keys.avro", 1000),
+    ]
+    plan = plan_adoption(files, {}, now_ms=10_000, settle_ms=500, keys_from_sidecars=True)
+    assert [b.main.key for b in plan.partitions[0]] == ["year=2026/month=11/day=27/hour=11/orders+0+0000000000.avro"]
+    assert plan.re_delivered == [(files[2].key, files[0].key)]
+    assert "keys sidecar is missing" in plan.unsettled[files[4].key]
+    assert "not settled" in plan.unsettled[files[5].key]  # nothing after it, or offsets 5.. were lost for good
+    assert [b.main.key for b in plan.partitions[1]] == ["partition=1/orders+1+0000000000.avro"]
+    again = plan_adoption(files, {0: 5, 1: 3}, now_ms=10_000, settle_ms=500, keys_from_sidecars=True)
+    # The last file starting below the position is read again (its records from there on are new).
+    assert [b.start for b in again.partitions[0]] == [0] and again.already_adopted == 0
+    with pytest.raises(NotASinkFile):
+        sink("partition=0/other+0+0000000000.avro", 1)
