@@ -29,7 +29,7 @@ typecheck: setup
 # The whole suite, then the engine's tests again on a Spark Connect session (a server the tests
 # start), on the local lake: the engine must work unchanged on both kinds of session.
 unit: setup
-	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder
+	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder --durations=20
 	LAKECLEANER_TEST_SPARK=connect LAKECLEANER_TEST_BACKENDS=local \
 	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests/engine
 
