@@ -117,6 +117,10 @@ class ObjectStore(ABC):
         """The object's URI, for messages (never carries credentials)."""
         return f"{self.root_uri}/{key}"
 
+    def error_location(self, key: str) -> str:
+        """The object's URI and where the store is, for error messages (never credentials)."""
+        return self.location(key)
+
     # -- retry ------------------------------------------------------------------------------
     def _retrying(self, operation: str, key: str, fn: Callable[[], T]) -> T:
         """Run `fn`, retrying transient errors by `retry_policy`; raise StorageError when its
@@ -131,7 +135,7 @@ class ObjectStore(ABC):
                 if pause is None:
                     raise StorageError(
                         operation,
-                        self.location(key),
+                        self.error_location(key),
                         f"still failing after {attempt + 1} attempts: {exc} ({time.monotonic() - started:.1f} s); "
                         "check that the storage endpoint is reachable",
                     ) from None

@@ -121,6 +121,10 @@ class S3Connection(ObjectStore):
         )
         return fs_args
 
+    def error_location(self, key: str) -> str:
+        """The object's URI and the endpoint that answered (AWS S3, or the lake's endpoint_url)."""
+        return f"{self.location(key)} (endpoint {self.endpoint})"
+
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
@@ -135,7 +139,7 @@ class S3Connection(ObjectStore):
             err = exc.response.get("Error", {})
             status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
             raise reply_error(
-                operation, self.location(key), str(err.get("Code", "")), status, err.get("Message")
+                operation, self.error_location(key), str(err.get("Code", "")), status, err.get("Message")
             ) from None
         except (
             bexc.EndpointConnectionError,
@@ -148,7 +152,7 @@ class S3Connection(ObjectStore):
         except (bexc.NoCredentialsError, bexc.PartialCredentialsError):
             raise StorageError(
                 operation,
-                self.location(key),
+                self.error_location(key),
                 "no credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or lake.storage",
             ) from None
 
@@ -180,7 +184,7 @@ class S3Connection(ObjectStore):
         if 300 <= status < 400:
             return None
         code, message = error_code_and_message(response.content)
-        raise reply_error(operation, self.location(key), code, str(status), message)
+        raise reply_error(operation, self.error_location(key), code, str(status), message)
 
     def _object_url(self, key: str) -> str:
         """The object's URL: the bucket's and the key."""

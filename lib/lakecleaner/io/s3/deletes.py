@@ -109,7 +109,7 @@ class S3Deletes(S3Connection):
             else:
                 if refused:
                     key, code, message = refused[0]
-                    raise StorageError("delete", self.location(key), f"{code}: {message or 'not deleted'}")
+                    raise StorageError("delete", self.error_location(key), f"{code}: {message or 'not deleted'}")
                 return
         map_ordered(self._delete_one, chunk, self._max_concurrency)
 
@@ -152,7 +152,7 @@ class S3Deletes(S3Connection):
         refused: tuple[tuple[str, str, str | None], ...] = ()
         for bucket_key, code, message in errors:
             if not bucket_key:  # not an answer about keys: the store does not take DeleteObjects
-                raise NotSupported("delete", self.location(first), message or "DeleteObjects failed")
+                raise NotSupported("delete", self.error_location(first), message or "DeleteObjects failed")
             key = self._lake_key(bucket_key)
             if code in TRANSIENT_CODES:
                 raise Transient(f"{code} deleting {self.location(key)}")

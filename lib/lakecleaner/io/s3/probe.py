@@ -8,11 +8,14 @@ write to one that does not (`lake.storage.conditional_writes`).
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable
 
-from lakecleaner.errors import ConditionFailed, NotSupported
+from lakecleaner.errors import ConditionFailed, LakeCleanerError, NotSupported
+
+log = logging.getLogger(__name__)
 
 #: (endpoint, bucket) → None when the store honours conditional writes, else what it lacks.
 _PROBED: dict[tuple[str, str], str | None] = {}
@@ -41,8 +44,20 @@ def conditional_writes_lacking(endpoint: str, bucket: str, put: Put, delete: Cal
 def probe(put: Put, delete: Callable[[str], None]) -> str | None:
     """Create a scratch object, then try a create over it, a replace with a stale etag and one with
     the right etag; None when the store refused the first two and took the third, else what it
-    lacks. The scratch object is deleted whatever happened."""
+    lacks. The scratch object is deleted whatever happened; a failure to delete it is a warning,
+    never in place of what the probe found or the error that stopped it (a store that refuses the
+    first write, say, is reported as that)."""
     key = f"_lakecleaner/probe/{uuid.uuid4().hex}"
+    try:
+        return _probe_writes(put, key)
+    finally:
+        try:
+            delete(key)
+        except LakeCleanerError as exc:
+            log.warning("could not delete the probe's scratch object %s: %s", key, exc)
+
+
+def _probe_writes(put: Put, key: str) -> str | None:
     try:
         etag = put("create", key, b"1", IfNoneMatch="*")
         try:
@@ -61,8 +76,6 @@ def probe(put: Put, delete: Callable[[str], None]) -> str | None:
         return "refused a conditional write it should have accepted"
     except NotSupported:
         return "does not implement conditional writes"
-    finally:
-        delete(key)
 
 
 __all__ = ["REFUSAL", "conditional_writes_lacking", "probe"]
