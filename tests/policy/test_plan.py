@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from click.testing import CliRunner
 from rich.console import Console
 
+from lakecleaner.cli import cli
 from lakecleaner.offsets import ConsumedPosition
 from lakecleaner.policy import TopicPlan, plan_partition, plan_topic
 from lakecleaner.policy.cleanable import MAX_COMPACTION_LAG, assess_compaction
@@ -83,3 +85,17 @@ def test_the_rendered_plan_shows_every_partition_and_the_gauges() -> None:
     assert "overdue by 3600 s" in text
     assert "max-compaction-delay-secs=3600" in text and "compaction order: 1, 0" in text
     assert "yes #1" in text and "yes #2" in text
+
+
+def test_the_plan_fits_120_columns_unless_wide_and_its_help_says_what_f_and_u_are() -> None:
+    narrow = Console(record=True, width=120)
+    narrow.print(render_topic_plan(sample_topic_plan()))
+    text = narrow.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "not yet cleanable B" not in text and "retention.ms" in text and "dirty ratio 0.90" in text
+    wide = Console(record=True, width=400)
+    wide.print(render_topic_plan(sample_topic_plan(), wide=True))
+    every = wide.export_text()
+    assert "not yet cleanable B" in every and "max delay s" in every
+    shown = CliRunner().invoke(cli, ["plan", "--help"], terminal_width=120).output
+    assert "firstDirtyOffset" in shown and "firstUncleanableOffset" in shown and "--wide" in shown

@@ -26,11 +26,24 @@ from lakecleaner.cli.output import console, format_bytes
 @click.option("--partition", "partitions", type=int, multiple=True, help="Only these partitions.")
 @click.option("--force", is_flag=True, help="Select every partition with cleanable bytes, ignoring the ratio.")
 @click.option("--max-partitions", type=int, help="Compact at most this many partitions per run.")
+@click.option("--wide", is_flag=True, help="Every column: also the clean and not-yet-cleanable bytes and the delay.")
 @pass_ctx
 def plan(
-    ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ...], force: bool, max_partitions: int | None
+    ctx: Context,
+    topic: str,
+    now_text: str | None,
+    partitions: tuple[int, ...],
+    force: bool,
+    max_partitions: int | None,
+    wide: bool,
 ) -> None:
-    """Show what would be rolled, compacted and deleted, and why. Changes nothing."""
+    """Show what would be rolled, compacted and deleted, and why. Changes nothing.
+
+    F: the first dirty offset (Kafka's firstDirtyOffset: the cleaner checkpoint, or the log start
+    when it is further). U: the first uncleanable offset (firstUncleanableOffset: the active
+    segment's base, or the first segment younger than min.compaction.lag.ms). The cleanable
+    section is [F, U); ratio: its dirty bytes over the log's.
+    """
     from lakecleaner.policy import plan_topic
     from lakecleaner.policy.render import render_topic_plan
 
@@ -47,7 +60,7 @@ def plan(
     )
     ctx.emit(
         {**result.to_dict(), "unreadable": {str(p): e for p, e in read.failures.items()}},
-        lambda: console.print(render_topic_plan(result)),
+        lambda: console.print(render_topic_plan(result, wide=wide)),
     )
     exit_on_failures(unreadable_lines(topic, read.failures))
 

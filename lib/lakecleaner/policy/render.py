@@ -23,21 +23,26 @@ _COLUMNS = (
     "new log start",
 )
 _TEXT_COLUMNS = {"due?", "reason", "roll?", "segments to delete"}
+#: The columns `--wide` adds: what the ratio and KIP-354's delay are made of.
+_WIDE_COLUMNS = {"clean B", "not yet cleanable B", "max delay s"}
 
 
-def render_topic_plan(plan: TopicPlan) -> Table:
-    """One row per partition (due? or uncleanable, reason, F, U, clean/cleanable/not yet cleanable
-    bytes, dirty ratio, KIP-354 delay, roll, segments to delete with their rules, new log start
-    offset); the caption carries the topic's cleaner gauges and the compaction order."""
+def render_topic_plan(plan: TopicPlan, *, wide: bool = False) -> Table:
+    """One row per partition (due? or uncleanable, reason, F, U, cleanable bytes, dirty ratio,
+    roll, segments to delete with their rules, new log start offset; `wide` adds the clean and
+    not-yet-cleanable bytes and KIP-354's delay); the caption carries the topic's cleaner gauges
+    and the compaction order."""
     policy = ",".join(sorted(plan.config.cleanup_policy))
     table = Table(
         title=f"{plan.topic} (cleanup.policy={policy}) at {format_timestamp_ms(plan.now_ms)}",
         caption=_caption(plan),
     )
-    for header in _COLUMNS:
-        table.add_column(header, justify="left" if header in _TEXT_COLUMNS else "right")
+    shown = [i for i, header in enumerate(_COLUMNS) if wide or header not in _WIDE_COLUMNS]
+    for i in shown:
+        table.add_column(_COLUMNS[i], justify="left" if _COLUMNS[i] in _TEXT_COLUMNS else "right")
     for partition in plan.partitions:
-        table.add_row(*_row(plan, partition))
+        row = _row(plan, partition)
+        table.add_row(*(row[i] for i in shown))
     return table
 
 
