@@ -182,7 +182,9 @@ def produce(
             t.partition(p).append(table, offsets=offsets)
             totals[p] = len(part_rows)
     summary = {"topic": topic, "records": sum(totals.values()), "per_partition": totals}
-    ctx.emit(summary, lambda: console.print(f"appended {summary['records']} records to {topic}: {totals}"))
+    per_partition = ", ".join(f"partition {p}: {n}" for p, n in sorted(totals.items()))
+    shown = f"appended {summary['records']} records to {topic} ({per_partition or 'none'})"
+    ctx.emit(summary, lambda: console.print(shown, markup=False))
 
 
 @cli.command()
