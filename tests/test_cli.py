@@ -397,3 +397,41 @@ def test_a_dry_run_of_retention_says_so_in_its_title(tmp_path: Path) -> None:
     assert "DRY RUN" in dry and "would delete" in dry and "nothing was deleted" in dry
     real = run(tmp_path, "retain", "--topic", "t", "--now", "2099-01-01T00:00:00Z").stdout
     assert "DRY RUN" not in real
+
+
+def test_airflow_env_prints_the_exports_airflows_own_commands_need_and_no_secret(tmp_path: Path) -> None:
+    config = tmp_path / "lakecleaner.yaml"
+    config.write_text(f"lake: {{uri: 'file://{tmp_path / 'lake'}'}}\n")
+    secret = '{"conn_type": "spark", "host": "spark://m:7077", "password": "hunter2"}'
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lakecleaner.cli",
+            "--config",
+            str(config),
+            "airflow",
+            "env",
+            "--home",
+            str(tmp_path / "home"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "AIRFLOW_CONN_SPARK_LAKECLEANER": secret},
+    )
+    assert proc.returncode == 0, proc.stderr
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in proc.stdout.splitlines())
+    assert exports["AIRFLOW_HOME"] == str(tmp_path / "home") and exports["LAKECLEANER_CONFIG"] == str(config)
+    assert "AIRFLOW__CORE__DAGS_FOLDER" in exports and "hunter2" not in proc.stdout
+    sourced = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'eval "$({sys.executable} -m lakecleaner.cli --config {config} airflow env)"; echo $AIRFLOW_HOME',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert sourced.stdout.strip() == str((Path.cwd() / "airflow_home").resolve())  # the default: make airflow-ui's

@@ -38,6 +38,32 @@ def airflow_setup(ctx: Context) -> None:
     )
 
 
+@airflow_group.command("env")
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("airflow_home"),
+    show_default=True,
+    help="The Airflow home (make airflow-ui's).",
+)
+@pass_ctx
+def airflow_env_command(ctx: Context, home: Path) -> None:
+    """Print the environment Airflow's own commands need to see the topics' DAGs (the home, the
+    DAG folder, the config file, the SQLite settings), as shell exports:
+    eval "$(lakecleaner airflow env)" before `airflow backfill create ...`. What the environment
+    already holds (a Spark connection with its credentials, say) is not printed."""
+    import shlex
+
+    from lakecleaner.orchestration.local import lakecleaner_airflow_env
+
+    found = find_config(ctx.config_path)
+    if found is None:
+        raise click.UsageError("no config file: pass --config (the DAGs read their topics from it)")
+    env = lakecleaner_airflow_env(home.resolve(), found.resolve())
+    lines = "\n".join(f"export {key}={shlex.quote(value)}" for key, value in sorted(env.items()))
+    ctx.emit(env, lambda: console.print(lines, markup=False, highlight=False, soft_wrap=True))
+
+
 # -- set-up ------------------------------------------------------------------------------------
 @cli.command()
 @click.argument("path", default=LOCAL_CONFIG, type=click.Path(dir_okay=False, path_type=Path))

@@ -41,13 +41,23 @@ class DagRunResult:
     tries: Mapping[str, int]
 
 
+#: The `spark_lakecleaner` connection of a local Airflow: Spark in the task's process.
+LOCAL_SPARK = json.dumps({"conn_type": "spark", "host": "local[2]"})
+
+
 def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a local Airflow: its home, the installed package's DAG folder, the config,
-    a SQLite lock timeout a busy Airflow does not run into and as long a wait for a task's calls to
-    the API server (`orchestration/sqlite.py`), and a local Spark master for the `spark_lakecleaner`
-    connection unless one is set."""
+    """The environment of a local Airflow: the process's, with `lakecleaner_airflow_env`'s and `extra`."""
+    return {**os.environ, **lakecleaner_airflow_env(airflow_home, config_path), **(extra or {})}
+
+
+def lakecleaner_airflow_env(airflow_home: Path, config_path: Path) -> dict[str, str]:
+    """What a local Airflow needs set for the topics' DAGs: its home, the installed package's DAG
+    folder, the config, a SQLite lock timeout a busy Airflow does not run into and as long a wait
+    for a task's calls to the API server (`orchestration/sqlite.py`), and a local Spark master for
+    the `spark_lakecleaner` connection unless the environment has one (`lakecleaner airflow env`
+    prints these)."""
+    spark = {} if "AIRFLOW_CONN_SPARK_LAKECLEANER" in os.environ else {"AIRFLOW_CONN_SPARK_LAKECLEANER": LOCAL_SPARK}
     return {
-        **os.environ,
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder()),
@@ -56,12 +66,9 @@ def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] 
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS",
         "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": str(SQLITE_CONNECT_ARGS["timeout"]),
-        "AIRFLOW_CONN_SPARK_LAKECLEANER": os.environ.get(
-            "AIRFLOW_CONN_SPARK_LAKECLEANER", json.dumps({"conn_type": "spark", "host": "local[2]"})
-        ),
+        **spark,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
-        **(extra or {}),
     }
 
 
