@@ -78,6 +78,19 @@ class World:
         assert status == 200, (status, run)
         return str(run["dag_run_id"])
 
+    def run_now(self, topic: str) -> tuple[str, dict[str, tuple[str, str]]]:
+        """Trigger a run of `topic` now, unpause its DAG and wait until the run succeeded; its id
+        and each task's state and pool."""
+        run_id = self.trigger(topic, {"logical_date": datetime.now(UTC).isoformat(), "conf": {}})
+        self.airflow.set_paused(dag_id_of(topic), False)
+        run = self.airflow.wait_for_run(dag_id_of(topic), run_id, timeout_s=600)
+        assert run["state"] == "success", self.diagnostics()
+        status, body = self.airflow.api(
+            "GET", f"/api/v2/dags/{dag_id_of(topic)}/dagRuns/{run_id}/taskInstances", user="admin"
+        )
+        assert status == 200
+        return run_id, {t["task_id"]: (t["state"], t["pool"]) for t in body["task_instances"]}
+
 
 def world_config(endpoint: S3Endpoint, prefix: str, topics: dict[str, Any], bootstrap: str) -> dict[str, Any]:
     return {

@@ -5,10 +5,8 @@ adopted."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from lakecleaner.io import open_store
-from lakecleaner.orchestration.naming import dag_id_of, report_run_id
+from lakecleaner.orchestration.naming import report_run_id
 from lakecleaner.reports import load_report
 from tests.connect_sink import SinkConfig, SinkRecord, write_sink
 from tests.scheduler.conftest import World
@@ -29,16 +27,8 @@ def test_an_adopted_topics_run_adopts_the_sinks_new_files_first_and_compacts_the
         SinkConfig("parquet", ORDER_SCHEMA, flush_size=10),
     )
 
-    run_id = world.trigger(ADOPTED, {"logical_date": datetime.now(UTC).isoformat(), "conf": {}})
-    world.airflow.set_paused(dag_id_of(ADOPTED), False)
-    run = world.airflow.wait_for_run(dag_id_of(ADOPTED), run_id, timeout_s=600)
-    assert run["state"] == "success", world.diagnostics()
-    status, body = world.airflow.api(
-        "GET", f"/api/v2/dags/{dag_id_of(ADOPTED)}/dagRuns/{run_id}/taskInstances", user="admin"
-    )
-    assert status == 200
-    states = {t["task_id"]: t["state"] for t in body["task_instances"]}
-    assert states["adopt"] == "success" and states["assess"] == "success"
+    run_id, states = world.run_now(ADOPTED)
+    assert states["adopt"][0] == "success" and states["assess"][0] == "success"
     log = world.lake.topic(ADOPTED).partition(0)
     assert log.manifest().next_offset == 300  # every record, at its own offset
     rows = log.read().to_pylist()

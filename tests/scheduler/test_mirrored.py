@@ -5,9 +5,7 @@ partition's lag."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from lakecleaner.orchestration.naming import dag_id_of, report_run_id
+from lakecleaner.orchestration.naming import report_run_id
 from lakecleaner.reports import load_report
 from tests.scheduler.conftest import World
 from tests.scheduler.topics import MIRRORED
@@ -16,15 +14,7 @@ from tests.test_mirror import lake_view, sample
 
 def test_a_mirrored_topics_run_mirrors_first_and_reports_the_lag(world: World) -> None:
     world.kafka.produce(world.mirrored_source, sample(300))
-    run_id = world.trigger(MIRRORED, {"logical_date": datetime.now(UTC).isoformat(), "conf": {}})
-    world.airflow.set_paused(dag_id_of(MIRRORED), False)
-    run = world.airflow.wait_for_run(dag_id_of(MIRRORED), run_id, timeout_s=600)
-    assert run["state"] == "success", world.diagnostics()
-    status, body = world.airflow.api(
-        "GET", f"/api/v2/dags/{dag_id_of(MIRRORED)}/dagRuns/{run_id}/taskInstances", user="admin"
-    )
-    assert status == 200
-    states = {t["task_id"]: (t["state"], t["pool"]) for t in body["task_instances"]}
+    run_id, states = world.run_now(MIRRORED)
     assert states["mirror"] == ("success", "lakecleaner_mirror") and states["assess"][0] == "success"
     kafka_view, lake = world.kafka.read_all(world.mirrored_source), lake_view(world.lake, MIRRORED)
     for p, records in kafka_view.items():  # mirrored byte for byte, then compacted by the same run
