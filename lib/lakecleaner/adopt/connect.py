@@ -37,7 +37,8 @@ from lakecleaner.errors import LakeCleanerError, TopicNotFound
 from lakecleaner.io import ObjectStore, open_store
 
 if TYPE_CHECKING:
-    from lakecleaner.lake import Lake
+    from lakecleaner.lake import Lake, Topic
+    from lakecleaner.log.partition import PartitionLog
 
 #: Records per append (one commit each).
 APPEND_RECORDS = 200_000
@@ -98,7 +99,7 @@ def adopt_connect(
     partitions as the sink's files name, when it does not exist). A partition whose files cannot
     be read stops at the file before (reported in `failures`); the others proceed."""
     store = open_store(source.uri, lake.config.storage)
-    files, ignored = _sink_files(store, topic, source)
+    files, ignored = sink_files(store, topic, source)
     log_topic = _topic_for(lake, topic, files, create=not dry_run)
     compacted = log_topic.config.compact if log_topic is not None else lake.config.topic_config(topic).compact
     has_sidecars = any(f.view == "keys" for f in files)
@@ -117,14 +118,17 @@ def adopt_connect(
     if dry_run or log_topic is None:
         return report
     for partition, bundles in sorted(plan.partitions.items()):
+        log = log_topic.partition(partition)
         try:
-            report.partitions[partition] = _adopt_partition(lake, store, topic, partition, bundles, source)
+            report.partitions[partition] = _adopt_partition(lake, store, log, next_offsets[partition], bundles, source)
         except LakeCleanerError as exc:  # a damaged file stops its partition; the others proceed
             report.failures[partition] = str(exc)
     return report
 
 
-def _sink_files(store: ObjectStore, topic: str, source: ConnectSource) -> tuple[list[SinkFile], list[str]]:
+def sink_files(store: ObjectStore, topic: str, source: ConnectSource) -> tuple[list[SinkFile], list[str]]:
+    """The source folder's files the sink wrote for `topic` in the source's format, and the keys of
+    the other objects there."""
     files, ignored = [], []
     for obj in store.list(""):
         try:
@@ -139,7 +143,7 @@ def _sink_files(store: ObjectStore, topic: str, source: ConnectSource) -> tuple[
     return files, ignored
 
 
-def _topic_for(lake: Lake, topic: str, files: Sequence[SinkFile], *, create: bool) -> Any:
+def _topic_for(lake: Lake, topic: str, files: Sequence[SinkFile], *, create: bool) -> Topic | None:
     """The lake's topic, created for the sink's partitions when missing (unless a dry run); one
     with fewer partitions than the sink's files name is refused."""
     needed = max((f.partition for f in files), default=0) + 1
@@ -159,10 +163,10 @@ def _topic_for(lake: Lake, topic: str, files: Sequence[SinkFile], *, create: boo
 
 
 def _adopt_partition(
-    lake: Lake, store: ObjectStore, topic: str, partition: int, bundles: Sequence[Bundle], source: ConnectSource
+    lake: Lake, store: ObjectStore, log: PartitionLog, position: int, bundles: Sequence[Bundle], source: ConnectSource
 ) -> PartitionAdoption:
-    log = lake.topic(topic).partition(partition)
-    position = log.manifest().next_offset
+    """Append the bundles' records from the log's next offset `position` on (`previous` is the
+    last offset appended: the log's next offset is always previous + 1)."""
     done = PartitionAdoption(next_offset=position)
     limits = next_of_kind(bundles)
     previous = position - 1
@@ -194,14 +198,14 @@ def _adopt_partition(
             table = pa.table({name: [values[i] for i in order] for name, values in rows.items()})
             log.append(table, offsets=offsets_in_order)
             previous = offsets_in_order[-1]
-        through = log.manifest().next_offset
-        adopted = [Original(f.key, partition, through, wall_clock_ms()) for b, _ in chunk for f in b.objects]
-        record_originals(lake, topic, source, adopted)
+        adopted_ms = wall_clock_ms()
+        adopted = [Original(f.key, log.partition, previous + 1, adopted_ms) for b, _ in chunk for f in b.objects]
+        record_originals(lake, log.topic, source, adopted)
         done.files += len(chunk)
         done.records += len(kept)
+        done.next_offset = previous + 1
         if failure is not None:
             raise failure  # what the files before it held is appended
-    done.next_offset = log.manifest().next_offset
     return done
 
 
@@ -238,4 +242,5 @@ __all__ = [
     "ConnectSource",
     "PartitionAdoption",
     "adopt_connect",
+    "sink_files",
 ]

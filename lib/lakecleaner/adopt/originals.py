@@ -98,15 +98,19 @@ def adopted_sources(lake: Lake, topic: str) -> list[AdoptedSource]:
 def delete_due_originals(lake: Lake, topic: str, now_ms: int, *, dry_run: bool = False) -> list[str]:
     """Delete the adopted originals whose records the log holds and whose delay has passed
     (the rule above), and forget them; returns their locations."""
-    delay = lake.topic(topic).config.file_delete_delay_ms
-    next_offsets = {log.partition: log.manifest().next_offset for log in lake.topic(topic).partition_logs()}
+    sources = adopted_sources(lake, topic)
+    if not any(adopted.originals for adopted in sources):
+        return []  # a topic never adopted (every gc run asks): no manifest is read
+    log_topic = lake.topic(topic)
+    delay = log_topic.config.file_delete_delay_ms
+    next_offsets = {log.partition: log.manifest().next_offset for log in log_topic.partition_logs()}
 
     def due(original: Original) -> bool:
         reached = next_offsets.get(original.partition, -1) >= original.through_offset
         return reached and original.adopted_ms + delay <= now_ms
 
     gone: dict[str, set[str]] = {}
-    for adopted in adopted_sources(lake, topic):
+    for adopted in sources:
         keys = [o.key for o in adopted.originals if due(o)]
         if keys and not dry_run:
             open_store(adopted.source.uri, lake.config.storage).delete_many(keys)

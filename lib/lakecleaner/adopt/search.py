@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lakecleaner.adopt.connect_names import NotASinkFile, parse_sink_key
+from lakecleaner.adopt.connect import sink_files
 from lakecleaner.adopt.connect_plan import bundles_of
 from lakecleaner.adopt.connect_read import read_bundle
 from lakecleaner.adopt.originals import Original, adopted_sources
@@ -35,14 +35,9 @@ def sink_copies(lake: Lake, topic: str, key: bytes, unreadable: dict[str, str]) 
     for adopted in adopted_sources(lake, topic):
         source = adopted.source
         store = open_store(source.uri, lake.config.storage)
-        files = []
-        for obj in store.list(""):
-            try:
-                files.append(parse_sink_key(obj.key, topic, obj.size, obj.mtime_ms, source.tombstone_partition))
-            except NotASinkFile:
-                continue
+        files, _ = sink_files(store, topic, source)
         originals = {o.key: o for o in adopted.originals}
-        for bundle in bundles_of(f for f in files if source.format is None or f.format == source.format):
+        for bundle in bundles_of(files):
             try:
                 records = read_bundle(store, bundle, source.key_field)
             except LakeCleanerError as exc:
