@@ -36,8 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -48,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.conftest, when run as a script
 
-import boto3
+from bench.s3_servers import LatencyProxy, S3Server, start_moto, start_seaweedfs
 from click.testing import CliRunner
 from rich.console import Console
 from rich.table import Table
@@ -62,7 +60,6 @@ from lakecleaner.workload import WorkloadSpec, generate
 TARGET_S = 5.0
 BIG = "big"
 GROUPS = ("billing", "analytics", "audit")
-ACCESS_KEY, SECRET_KEY, BUCKET = "bench-access", "bench-secret", "lakecleaner-bench"  # moto's
 SEGMENTS = 3
 RECORDS_PER_SEGMENT = 20
 NOW_MS = 1_800_000_000_000
@@ -96,56 +93,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command; the median is the figure")
     return parser.parse_args(argv)
-
-
-@dataclass(frozen=True)
-class S3Server:
-    url: str
-    access_key: str
-    secret_key: str
-    bucket: str
-    stop: Callable[[], None]
-
-
-def start_moto() -> S3Server:
-    """moto's S3 server in a process of its own (so its CPU is not this process's)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    client = boto3.client(
-        "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            client.create_bucket(Bucket=BUCKET)
-            break
-        except Exception:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise
-            time.sleep(0.3)
-
-    def stop() -> None:
-        process.terminate()
-        process.wait()
-
-    return S3Server(url, ACCESS_KEY, SECRET_KEY, BUCKET, stop)
-
-
-def start_seaweedfs(work: Path) -> S3Server:
-    """SeaweedFS as the test suite runs it (tests/conftest.py)."""
-    from tests.conftest import SeaweedFS
-
-    server = SeaweedFS(work / "seaweedfs")
-    endpoint = server.start()
-    return S3Server(endpoint.url, endpoint.access_key, endpoint.secret_key, endpoint.bucket, server.stop)
 
 
 def write_config(path: Path, server: S3Server, endpoint: str, partitions: int, small_topics: int) -> Path:
@@ -195,29 +142,6 @@ def build_lake(config: LakeConfig, partitions: int, small_topics: int) -> None:
             topic.partition(p).append(batches[0], now_ms=NOW_MS - 3_600_000)
 
     map_ordered(small, range(small_topics), 64)
-
-
-class LatencyProxy:
-    """bench/latency_proxy.py in a process of its own, holding every request `latency_ms`."""
-
-    def __init__(self, target: str, latency_ms: float) -> None:
-        command = [sys.executable, str(Path(__file__).with_name("latency_proxy.py")), target]
-        command += ["--latency-ms", str(latency_ms)]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.process.stdout is not None
-        self.url = self.process.stdout.readline().strip()
-
-    @property
-    def requests(self) -> int:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write("requests\n")
-        self.process.stdin.flush()
-        return int(self.process.stdout.readline())
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait()
 
 
 def timed(proxy: LatencyProxy, name: str, action: Callable[[], str], repeat: int = 1) -> Figure:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import threading
 from urllib.parse import urlparse
@@ -44,9 +45,12 @@ class LatencyProxy:
         except OSError:
             client_writer.close()
             return
-        await asyncio.gather(
-            self.delayed(client_reader, store_writer), self.passed(store_reader, client_writer), return_exceptions=True
-        )
+        with contextlib.suppress(asyncio.CancelledError):  # stopping: a cancelled connection is logged as an error
+            await asyncio.gather(
+                self.delayed(client_reader, store_writer),
+                self.passed(store_reader, client_writer),
+                return_exceptions=True,
+            )
         for writer in (client_writer, store_writer):
             writer.close()
 

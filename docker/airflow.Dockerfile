@@ -7,11 +7,11 @@
 #   - lakecleaner[all] from its wheel, with every dependency at exactly the version of uv.lock
 #     (pyspark 4.x included, so the Spark driver in Airflow and the executors on the worker run
 #     the same Spark and Python);
-#   - the DAG file copied from the installed package into /opt/airflow/dags (Airflow's default
-#     dags_folder), so the image runs the DAGs without compose; the dashboard plugin is found
+#   - the DAG files written into /opt/airflow/dags (Airflow's default dags_folder) by
+#     `lakecleaner airflow dag-files`, so the image runs the DAGs without compose; the dashboard plugin is found
 #     through the package's `airflow.plugins` entry point.
 # docker-compose.yml mounts the project's ./dags over /opt/airflow/dags and ./config at
-# /opt/lakecleaner/config: the DAG file and config a reader of the repository sees are the ones run.
+# /opt/lakecleaner/config: the DAG files and config a reader of the repository sees are the ones run.
 # Build context: the project root (docker compose build does this).
 
 ARG AIRFLOW_IMAGE=apache/airflow:3.3.2-python3.11
@@ -41,7 +41,6 @@ COPY --from=wheel /tmp/lakecleaner/requirements.txt /tmp/lakecleaner-requirement
 COPY --from=wheel /tmp/lakecleaner/dist/ /tmp/lakecleaner-dist/
 RUN pip install --no-cache-dir -r /tmp/lakecleaner-requirements.txt \
  && pip install --no-cache-dir --no-deps /tmp/lakecleaner-dist/*.whl \
- && cp "$(lakecleaner --json paths | python -c 'import json, sys; print(json.load(sys.stdin)["dags_folder"])')/lakecleaner_topics.py" \
-      /opt/airflow/dags/ \
+ && lakecleaner airflow dag-files /opt/airflow/dags \
  && java -version \
  && python -c "import lakecleaner, pyspark, pyarrow; print('pyspark', pyspark.__version__, 'pyarrow', pyarrow.__version__)"

@@ -435,3 +435,16 @@ def test_airflow_env_prints_the_exports_airflows_own_commands_need_and_no_secret
         timeout=60,
     )
     assert sourced.stdout.strip() == str((Path.cwd() / "airflow_home").resolve())  # the default: make airflow-ui's
+
+
+def test_airflow_dag_files_writes_the_files_and_removes_those_of_another_count(tmp_path: Path) -> None:
+    """Issue 50: `lakecleaner airflow dag-files DIR --files N` writes N files, and run again with
+    another N removes the old ones (a DAG in two files would be Airflow's duplicate-DAG error)."""
+    folder = tmp_path / "dags"
+    first = run(tmp_path, "--json", "airflow", "dag-files", str(folder), "--files", "3")
+    assert json.loads(first.stdout)["written"] == [f"lakecleaner_topics_{i}_of_3.py" for i in range(3)]
+    second = run(tmp_path, "airflow", "dag-files", str(folder), "--files", "12").stdout
+    assert f"12 DAG files in {folder}" in second and "removed lakecleaner_topics_0_of_3.py" in second
+    assert sorted(p.name for p in folder.iterdir()) == [f"lakecleaner_topics_{i:02d}_of_12.py" for i in range(12)]
+    refused = run(tmp_path, "airflow", "dag-files", str(folder), "--files", "0", ok=False)
+    assert refused.returncode == 2 and "--files" in refused.stderr

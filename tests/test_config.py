@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -325,6 +326,37 @@ def test_too_many_aliases_or_too_deep_a_config_is_refused_naming_the_file(tmp_pa
     path.write_text("x: " + "[" * 100_000 + "\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(path)
+
+
+def test_a_share_of_the_topics_is_read_as_the_whole_file_restricted_to_it(tmp_path: Path) -> None:
+    """Issue 50: `load_config(keep_topic=...)` (a DAG file's share) gives the config the whole file
+    gives, with only the topics accepted; the other topics are not validated; the bounds hold in a
+    share too; and an alias to an anchor in a topic left out keeps every topic (nothing changes
+    meaning)."""
+    path = tmp_path / "lakecleaner.yaml"
+    topics = "".join(f"  t{i}:\n    partitions: {i + 1}\n    config: {{cleanup.policy: compact}}\n" for i in range(6))
+    path.write_text(f"lake: {{uri: 'file://{tmp_path}/lake'}}\ndefaults: {{log.retention.hours: 5}}\ntopics:\n{topics}")
+    whole = load_config(path)
+    share = load_config(path, lambda t: t in {"t1", "t4"})
+    assert share.topics == {t: whole.topics[t] for t in ("t1", "t4")}
+    assert dataclasses.replace(share, topics=whole.topics) == whole
+
+    path.write_text(path.read_text() + "  broken: {config: {cleanup.policy: sometimes}}\n")
+    assert set(load_config(path, lambda t: t != "broken").topics) == {f"t{i}" for i in range(6)}
+    with pytest.raises(ConfigError, match="broken"):
+        load_config(path)
+
+    path.write_text(
+        "topics:\n  a: &shared {partitions: 3}\n  b: *shared\n  c: {partitions: 1, extra: ["
+        + ", ".join(["*shared"] * 1001)
+        + "]}\n"
+    )
+    with pytest.raises(ConfigError, match="more than 1000 aliases"):
+        load_config(path, lambda t: t == "a")
+    path.write_text("topics:\n  a: &shared {partitions: 3}\n  b: *shared\n  c: {partitions: 1}\n")
+    assert set(load_config(path, lambda t: t == "b").topics) == {"a", "b", "c"}  # b needs a's anchor
+    assert set(load_config(path, lambda t: t == "c").topics) == {"c"}
+    assert load_config(path, lambda t: t == "b").topics["b"].partitions == 3
 
 
 def test_a_value_in_an_error_is_cut_short() -> None:

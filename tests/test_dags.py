@@ -7,10 +7,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from lakecleaner.orchestration.dag_files import DEFAULT_DAG_FILES, DagFileShare, file_index_of, write_dag_files
 from lakecleaner.orchestration.dags import dags_folder
+from lakecleaner.orchestration.naming import dag_id_of
 from tests.conftest import write_sample
 
 PROBE = """
@@ -86,8 +89,6 @@ def test_a_topic_airflow_rejects_is_an_import_error_naming_it_and_the_others_kee
     prefix) gets a stable shortened id; topics with a schedule Airflow rejects are the DAG file's
     import error in Airflow's DagBag, naming each of them and the config file; no other topic's
     DAG is lost."""
-    from lakecleaner.orchestration.naming import dag_id_of
-
     long_name = "t" * 249
     config = tmp_path / "lakecleaner.yaml"
     config.write_text(
@@ -107,13 +108,126 @@ def test_a_topic_airflow_rejects_is_an_import_error_naming_it_and_the_others_kee
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    (error,) = result["errors"].values()
-    assert "the DAGs of 2 topic(s) could not be built" in error and f"fix them in {config}" in error
-    assert "topic bad-schedule: AirflowTimetableInvalid" in error and "topic worse-schedule: " in error
+    # the two topics are in different DAG files (dag_files.py), and each file names its own
+    errors = {Path(path).name: error for path, error in result["errors"].items()}
+    bad, worse = (
+        DagFileShare(file_index_of(t, DEFAULT_DAG_FILES), DEFAULT_DAG_FILES) for t in ("bad-schedule", "worse-schedule")
+    )
+    assert set(errors) == {bad.file_name, worse.file_name}
+    assert "the DAGs of 1 topic(s) could not be built" in errors[bad.file_name]
+    assert "topic bad-schedule: AirflowTimetableInvalid" in errors[bad.file_name]
+    assert "topic worse-schedule: " in errors[worse.file_name] and f"fix them in {config}" in errors[worse.file_name]
     long_id = dag_id_of(long_name)
     assert len(long_id) == 250 and long_id == dag_id_of(long_name)  # stable
     assert set(result["dags"]) == {long_id, "lakecleaner__fine"}
     assert "compact" in result["dags"][long_id]["tasks"] and "compact" in result["dags"]["lakecleaner__fine"]["tasks"]
+
+
+FILES_PROBE = """
+import json, sys
+from pathlib import Path
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+files = {d: Path(dag.fileloc).name for d, dag in bag.dags.items()}
+print(json.dumps({"errors": {Path(k).name: str(v) for k, v in bag.import_errors.items()}, "files": files}))
+"""
+
+
+def _dag_files_of(tmp_path: Path, folder: Path, config: Path, **env: str) -> dict[str, Any]:
+    """What Airflow's DagBag (safe mode, as the dag-processor) finds in `folder`: each DAG's file, and
+    the import errors by file name."""
+    script = tmp_path / "files_probe.py"
+    script.write_text(FILES_PROBE)
+    environ = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    environ.update(AIRFLOW__CORE__UNIT_TEST_MODE="True", LAKECLEANER_CONFIG=str(config), **env)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(folder)], env=environ, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _topics_config(path: Path, lake: Path, topics: list[str], extra: str = "") -> Path:
+    lines = [f"lake: {{uri: 'file://{lake}'}}", "topics:"] + [f"  {t}: {{partitions: 2}}" for t in topics]
+    path.write_text("\n".join(lines) + "\n" + extra)
+    return path
+
+
+def test_the_dags_are_spread_over_the_files_by_topic_and_a_new_topic_moves_no_other(tmp_path: Path) -> None:
+    """Issue 50: each topic's DAG is in the file crc32(topic) mod N names, every file builds only its
+    share, a topic added to the config lands in one file and no other DAG moves or is renamed, and
+    rewriting the folder for another N removes the old files (no DAG in two files)."""
+    topics = [f"team{i % 3}.orders-{i}" for i in range(24)]
+    folder = tmp_path / "dags"
+    written, removed = write_dag_files(folder, 4)
+    assert [p.name for p in written] == [DagFileShare(i, 4).file_name for i in range(4)] and removed == []
+    config = _topics_config(tmp_path / "lakecleaner.yaml", tmp_path / "lake", topics)
+    first = _dag_files_of(tmp_path, folder, config)
+    assert first["errors"] == {}
+    assert first["files"] == {dag_id_of(t): DagFileShare(file_index_of(t, 4), 4).file_name for t in topics}
+    assert len(set(first["files"].values())) == 4  # 24 topics reach every file
+
+    _topics_config(config, tmp_path / "lake", [*topics, "added-later"])
+    second = _dag_files_of(tmp_path, folder, config)
+    assert second["files"] == {
+        **first["files"],
+        dag_id_of("added-later"): DagFileShare(file_index_of("added-later", 4), 4).file_name,
+    }
+
+    (folder / "lakecleaner_topics.py").write_text("# the one DAG file of earlier versions\n")
+    written, removed = write_dag_files(folder, 2)
+    assert sorted(p.name for p in removed) == sorted(
+        ["lakecleaner_topics.py", *(DagFileShare(i, 4).file_name for i in range(4))]
+    )
+    third = _dag_files_of(tmp_path, folder, config)
+    assert third["errors"] == {} and set(third["files"]) == set(second["files"])  # the same DAG ids
+    assert set(third["files"].values()) == {DagFileShare(0, 2).file_name, DagFileShare(1, 2).file_name}
+
+
+def test_a_dag_file_reads_only_its_own_topics_and_a_worker_builds_only_the_dag_it_runs(tmp_path: Path) -> None:
+    """Issue 50: a topic whose settings are invalid takes down the DAGs of its own file only (the other
+    files do not read it), and with Airflow's parsing context (set when a worker parses the file to run
+    a task) a file builds that one DAG and reads no other topic's settings."""
+    topics = [f"orders-{i}" for i in range(12)]
+    broken = "broken-topic"
+    folder = tmp_path / "dags"
+    write_dag_files(folder, 4)
+    bad_entry = f"  {broken}: {{config: {{cleanup.policy: sometimes}}}}\n"
+    config = _topics_config(tmp_path / "lakecleaner.yaml", tmp_path / "lake", topics, bad_entry)
+    found = _dag_files_of(tmp_path, folder, config)
+    broken_file = DagFileShare(file_index_of(broken, 4), 4).file_name
+    assert set(found["errors"]) == {broken_file} and "cleanup.policy" in found["errors"][broken_file]
+    assert set(found["files"]) == {dag_id_of(t) for t in topics if file_index_of(t, 4) != file_index_of(broken, 4)}
+
+    neighbour = next(t for t in topics if file_index_of(t, 4) == file_index_of(broken, 4))
+    one = _dag_files_of(tmp_path, folder / broken_file, config, _AIRFLOW_PARSING_CONTEXT_DAG_ID=dag_id_of(neighbour))
+    assert one == {"errors": {}, "files": {dag_id_of(neighbour): broken_file}}
+
+
+def test_the_dag_folders_shipped_are_what_the_command_writes(tmp_path: Path) -> None:
+    """The checkout's dags/ and the package's DAG folder hold exactly what `lakecleaner airflow
+    dag-files` writes (the checkout's reading ../config/lakecleaner.yaml without $LAKECLEANER_CONFIG)."""
+    for shipped, beside in ((Path(__file__).parents[1] / "dags", True), (dags_folder(), False)):
+        fresh = tmp_path / shipped.name
+        write_dag_files(fresh, DEFAULT_DAG_FILES, config_beside=beside)
+        expected = {p.name: p.read_text() for p in fresh.glob("*.py")}
+        assert {p.name: p.read_text() for p in shipped.glob("*.py")} == expected
+
+
+def test_the_dag_files_benchmark_runs(tmp_path: Path) -> None:
+    """bench/dags.py at 30 topics, as a smoke check (no timing assertions): both layouts build every
+    topic's DAG without import errors, and a task's parse builds one DAG."""
+    bench = Path(__file__).parents[1] / "bench" / "dags.py"
+    out = tmp_path / "figures.json"
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow")}
+    command = [sys.executable, str(bench), "--topics", "30", "--files", "3", "--dir", str(tmp_path), "--json", str(out)]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (figures,) = json.loads(out.read_text())
+    assert figures["ours"]["dags"] == figures["one_file"]["dags"] == 30
+    assert len(figures["ours"]["files"]) == 3 and figures["ours"]["errors"] == figures["one_file"]["errors"] == []
+    assert figures["task"]["dags"] == 1
+    assert "slowest file" in proc.stdout
 
 
 def test_a_spark_connect_connection_gives_the_providers_url_and_back() -> None:

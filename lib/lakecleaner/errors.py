@@ -20,6 +20,10 @@ class ConfigError(LakeCleanerError):
         super().__init__("\n".join(problems))
 
 
+class InvalidRunParams(LakeCleanerError, ValueError):
+    """A DAG run's trigger parameter that cannot be used; the message names it and says why."""
+
+
 class InvalidTopicName(LakeCleanerError, ValueError):
     """A topic name that breaks Kafka's naming rule."""
 

@@ -9,6 +9,8 @@ from types import ModuleType
 
 from pyspark.sql import SparkSession
 
+from tests.conftest import S3Endpoint
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "compaction.py"
 
 
@@ -61,3 +63,22 @@ def test_the_incremental_case_measures_the_second_compaction(spark: SparkSession
     assert floor["detail"] == f"{kept_first + 4000} records copied"
     assert ours["detail"].startswith("ok:")
     assert [name for name, _ in result["targets"]] == ["a/b <= 1.25", "a/c <= 1.0"]
+
+
+def test_the_benchmark_runs_on_s3_through_the_latency_proxy(
+    spark: SparkSession, seaweedfs_endpoint: S3Endpoint, tmp_path: Path
+) -> None:
+    """`--store s3` (issue 50): the lake, the copy floor and DuckDB on the same bucket of SeaweedFS,
+    through the latency proxy."""
+    from bench.s3_servers import S3Server
+
+    e = seaweedfs_endpoint
+    server = S3Server(e.url, e.access_key, e.secret_key, e.bucket, stop=lambda: None, pid=None)
+    argv = ["--store", "s3", "--latency-ms", "2", "--records", "40000", "--keys", "4000", "--partitions", "2"]
+    argv += ["--segment-bytes", "1000000", "--batch-records", "10000", "--runs", "1", "--dir", str(tmp_path)]
+    (result,) = _bench().main(argv, spark=spark, s3_server=server)
+    ours, floor, duck = result["measures"]
+    assert result["store"] == "s3" and result["latency_ms"] == 2
+    assert ours["detail"].startswith("ok: 4000 records kept")
+    assert floor["detail"] == "40000 records copied"
+    assert duck["detail"] == "4000 records kept"

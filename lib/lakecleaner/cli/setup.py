@@ -1,4 +1,4 @@
-"""`lakecleaner init`, `paths`, `airflow setup` and `connect-server`: setting lakecleaner up."""
+"""`lakecleaner init`, `paths`, `airflow setup|env|dag-files` and `connect-server`: setting lakecleaner up."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from lakecleaner.config import (
     find_config,
     sample_config_text,
 )
+from lakecleaner.orchestration.dag_files import DEFAULT_DAG_FILES, MAX_DAG_FILES, write_dag_files
 
 
 @cli.group("airflow")
@@ -62,6 +63,36 @@ def airflow_env_command(ctx: Context, home: Path) -> None:
     env = lakecleaner_airflow_env(home.resolve(), found.resolve())
     lines = "\n".join(f"export {key}={shlex.quote(value)}" for key, value in sorted(env.items()))
     ctx.emit(env, lambda: console.print(lines, markup=False, highlight=False, soft_wrap=True))
+
+
+@airflow_group.command("dag-files")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--files",
+    "count",
+    type=click.IntRange(1, MAX_DAG_FILES),
+    default=DEFAULT_DAG_FILES,
+    show_default=True,
+    help="How many files to spread the topics' DAGs over (see bench/README.md for parse times).",
+)
+@click.option(
+    "--config-beside",
+    is_flag=True,
+    help="Without $LAKECLEANER_CONFIG, the files read ../config/lakecleaner.yaml (a checkout's dags/ folder).",
+)
+@pass_ctx
+def airflow_dag_files(ctx: Context, folder: Path, count: int, config_beside: bool) -> None:
+    """Write the DAG files into FOLDER (Airflow's dags_folder): the topics' DAGs spread over --files
+    files by a hash of the topic's name, so each parses quickly and Airflow parses them in parallel.
+    A topic added later lands in one file; DAG ids never depend on the file. The folder's DAG files
+    of another count are removed, so no DAG is in two files."""
+    written, removed = write_dag_files(folder, count, config_beside)
+    data = {"folder": str(folder.resolve()), "written": [p.name for p in written], "removed": [p.name for p in removed]}
+    gone = f"; removed {', '.join(data['removed'])}" if removed else ""
+    ctx.emit(
+        data,
+        lambda: console.print(f"{len(written)} DAG files in {data['folder']}{gone}", markup=False, highlight=False),
+    )
 
 
 # -- set-up ------------------------------------------------------------------------------------

@@ -4,14 +4,15 @@ bounds on its size, aliases and nesting, and the packaged sample."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from lakecleaner.config.environment import ENV_CONFIG_PATH
 from lakecleaner.config.settings import LakeConfig, parse_config
+from lakecleaner.config.yaml_select import read_yaml
 from lakecleaner.errors import ConfigError
 
 #: The config file looked for in the working directory when neither --config nor
@@ -46,44 +47,21 @@ def locate_config(path: str | Path | None = None) -> Path:
     return found
 
 
-#: Bounds on a config file, which is input like any other: a 1 KB "billion laughs" of nested aliases
-#: expands to gigabytes wherever the value is walked or printed, and deep nesting exhausts the stack.
-MAX_CONFIG_BYTES = 1 << 20
-MAX_CONFIG_ALIASES = 1000
-MAX_CONFIG_DEPTH = 50
+#: A config file of 10,000 topics is about 2 MB; the bound keeps a mistaken path (a segment file, a
+#: log) from being read whole. Aliases and nesting are bounded by `yaml_select`.
+MAX_CONFIG_BYTES = 32 << 20
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing more than MAX_CONFIG_ALIASES aliases and nesting deeper than
-    MAX_CONFIG_DEPTH."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.aliases, self.depth = 0, 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-            if self.aliases > MAX_CONFIG_ALIASES:
-                raise yaml.YAMLError(f"more than {MAX_CONFIG_ALIASES} aliases (*name): a config file needs far fewer")
-        self.depth += 1
-        try:
-            if self.depth > MAX_CONFIG_DEPTH:
-                raise yaml.YAMLError(f"nested deeper than {MAX_CONFIG_DEPTH} levels")
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-
-def load_config(path: str | Path | None = None) -> LakeConfig:
-    """Load and validate the config file `locate_config(path)` finds (bounded: MAX_CONFIG_BYTES,
-    MAX_CONFIG_ALIASES, MAX_CONFIG_DEPTH)."""
+def load_config(path: str | Path | None = None, keep_topic: Callable[[str], bool] | None = None) -> LakeConfig:
+    """Load and validate the config file `locate_config(path)` finds (bounded: MAX_CONFIG_BYTES, and
+    `yaml_select`'s bounds on aliases and nesting). With `keep_topic`, the config holds only the
+    topics it accepts, and the others are neither read nor validated (a DAG file's share, issue 50)."""
     chosen = locate_config(path)
     text = chosen.read_text()
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError([f"{chosen}: {len(text)} characters, more than a config file may have ({MAX_CONFIG_BYTES})"])
     try:
-        data = yaml.load(text, Loader=_BoundedLoader)  # a SafeLoader, with bounds
+        data = read_yaml(text, keep_topic)
     except (yaml.YAMLError, RecursionError) as exc:
         raise ConfigError([f"{chosen}: not valid YAML: {str(exc)[:500]}"]) from None
     return parse_config(data or {}, str(chosen))

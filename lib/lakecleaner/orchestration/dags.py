@@ -29,33 +29,35 @@
   `report` fails the run afterwards, naming the failures.
 * A topic whose DAG cannot be built is left out and reported as the DAG file's import error
   (`config_error_placeholder`); the other topics keep their DAGs.
-* Building the DAGs reads only the local config file: no storage or network I/O at parse time.
+* Building the DAGs reads only the local config file: no storage or network I/O at parse time,
+  and the tasks' modules (storage clients, pyarrow: 0.8 s) are imported when a task runs, not when
+  Airflow parses a DAG file.
+  The topics are spread over several DAG files (`dag_files.py`), each building its share.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, Param, TriggerRule, Variable, task
+from airflow.sdk import DAG, Asset, Param, TriggerRule, Variable, get_parsing_context, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from lakecleaner.clock import epoch_ms
-from lakecleaner.config import LakeConfig, TopicSpec, load_config, locate_config
-from lakecleaner.errors import ConfigError
-from lakecleaner.metrics import emit_topic_metrics
-from lakecleaner.orchestration import tasks
+from lakecleaner.config import ENV_CONFIG_PATH, LakeConfig, TopicSpec, load_config, locate_config
+from lakecleaner.errors import ConfigError, InvalidRunParams
 from lakecleaner.orchestration.airflow_setup import SETUP_VARIABLE, AirflowNotSetUp, check_setup
 from lakecleaner.orchestration.compact_task import Compact
+from lakecleaner.orchestration.dag_files import DagFileShare
 from lakecleaner.orchestration.naming import dag_id_of, report_run_id
-from lakecleaner.orchestration.tasks import InvalidRunParams
 from lakecleaner.spark_jobs import compact_topic_path
 
 SPARK_CONN_ID = "spark_lakecleaner"
@@ -139,6 +141,8 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         @task(pool=config.airflow.mirror_pool)
         def mirror() -> dict[str, Any]:
             """Bring the Kafka topic's new records into the lake at their offsets (issue 47)."""
+            from lakecleaner.orchestration import tasks
+
             with failing_without_retry():
                 check_setup(Variable.get(SETUP_VARIABLE, default=None), config.airflow, mirrored=True)
             report = tasks.mirror(load_config(config_path), topic)
@@ -151,6 +155,8 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         @task
         def adopt() -> dict[str, Any]:
             """Append what Kafka Connect's S3 sink wrote of the topic since the last run (issue 49)."""
+            from lakecleaner.orchestration import tasks
+
             with failing_without_retry():
                 check_setup(Variable.get(SETUP_VARIABLE, default=None), config.airflow, mirrored=False)
             report = tasks.adopt(load_config(config_path), topic)
@@ -161,6 +167,8 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         @task(trigger_rule=TriggerRule.ALL_DONE if mirrored or adopted else TriggerRule.ALL_SUCCESS)
         def assess(**context: Any) -> dict[str, Any]:
             """Validate the parameters, roll idle segments, plan, and choose the partitions to compact."""
+            from lakecleaner.orchestration import tasks
+
             with failing_without_retry():
                 check_setup(Variable.get(SETUP_VARIABLE, default=None), config.airflow, mirrored=mirrored)
                 result = tasks.assess(load_config(config_path), topic, now_ms_of(context), dict(context["params"]))
@@ -210,6 +218,8 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def retention(**context: Any) -> dict[str, Any]:
             """Apply time, size and consumed retention to every partition."""
+            from lakecleaner.orchestration import tasks
+
             assessment = context["ti"].xcom_pull(task_ids="assess")
             if not assessment:
                 raise AirflowSkipException("the assessment failed; see the assess task")
@@ -221,6 +231,8 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def physical_deletion(**context: Any) -> dict[str, Any]:
             """Delete files whose file.delete.delay.ms has passed, and old orphans."""
+            from lakecleaner.orchestration import tasks
+
             assessment = context["ti"].xcom_pull(task_ids="assess")
             if not assessment:
                 raise AirflowSkipException("the assessment failed; see the assess task")
@@ -235,6 +247,9 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         def report(**context: Any) -> dict[str, Any]:
             """Summarise the run (stored as run.json), log its digest and hand the digest on, and fail
             the run if any step failed."""
+            from lakecleaner.metrics import emit_topic_metrics
+            from lakecleaner.orchestration import tasks
+
             ti = context["ti"]
             names = (
                 "assess",
@@ -274,16 +289,22 @@ def _run_id(context: Any) -> str:
 
 
 def dags_folder() -> Path:
-    """The installed folder holding the DAG file (`lakecleaner_topics.py`): point Airflow's
-    `dags_folder` at it, or copy the file into yours."""
+    """The installed folder holding the DAG files (DEFAULT_DAG_FILES of them, dag_files.py): point
+    Airflow's `dags_folder` at it, or write them into yours with `lakecleaner airflow dag-files`."""
     return Path(str(files("lakecleaner").joinpath("airflow_dags")))
 
 
-def build_dags(config_file: str | None = None) -> dict[str, DAG]:
-    """Every topic's DAG, keyed by dag_id. A topic whose DAG cannot be built is left out and named
-    by one placeholder (`config_error_placeholder`) that Airflow reports as the file's import error."""
+def build_dags(
+    config_file: str | None = None,
+    keep_topic: Callable[[str], bool] | None = None,
+    errors_dag_id: str = "lakecleaner_config_errors",
+) -> dict[str, DAG]:
+    """The DAGs of the config file's topics (those `keep_topic` accepts, when given; the others are
+    not read), keyed by dag_id. A topic whose DAG cannot be built is left out and named by one
+    placeholder, `errors_dag_id` (`config_error_placeholder`), that Airflow reports as the file's
+    import error."""
     path = str(locate_config(config_file))
-    config = load_config(path)
+    config = load_config(path, keep_topic)
     dags, errors = {}, {}
     for name, spec in config.topics.items():
         try:
@@ -295,26 +316,38 @@ def build_dags(config_file: str | None = None) -> dict[str, DAG]:
             continue
         dags[dag.dag_id] = dag
     if errors:
-        placeholder = config_error_placeholder(path, errors)
+        placeholder = config_error_placeholder(path, errors, errors_dag_id)
         dags[placeholder.dag_id] = placeholder
     return dags
 
 
-CONFIG_ERRORS_DAG_ID = "lakecleaner_config_errors"  # one underscore: no topic's DAG id (lakecleaner__<topic>)
+def build_dag_file(index: int, count: int, fallback_config: str | Path | None = None) -> dict[str, DAG]:
+    """The DAGs DAG file `index` of `count` exports (orchestration/dag_files.py): its share of the
+    topics, or, when a worker parses the file to run one DAG's task (Airflow's parsing context), that
+    DAG alone. The config file is $LAKECLEANER_CONFIG, else `fallback_config`, else `locate_config`'s."""
+    share = DagFileShare(index, count)
+    wanted = get_parsing_context().dag_id
+
+    def keep(topic: str) -> bool:
+        return share.holds(topic) and (wanted is None or dag_id_of(topic) == wanted)
+
+    named = os.environ.get(ENV_CONFIG_PATH) or (str(fallback_config) if fallback_config else None)
+    return build_dags(named, keep, errors_dag_id=f"lakecleaner_config_errors_{index}_of_{count}")
 
 
 class TopicDagsRejected(Exception):
     """The DAGs of some topics could not be built (Airflow shows it as the DAG file's import error)."""
 
 
-def config_error_placeholder(config_path: str, errors: dict[str, str]) -> DAG:
+def config_error_placeholder(config_path: str, errors: dict[str, str], dag_id: str) -> DAG:
     """A DAG that Airflow never keeps: the DAG processor validates every DAG a file exports before
     keeping it, and this one fails validation with every rejected topic's error. Airflow records
     that as the DAG file's import error (shown at the top of its UI) and keeps the other topics'
-    DAGs; the rejected topics have no DAG until the config file is fixed."""
+    DAGs; the rejected topics have no DAG until the config file is fixed. Its id has one underscore
+    after `lakecleaner`, so no topic's DAG (`lakecleaner__<topic>`) can have it."""
     lines = "; ".join(f"topic {topic}: {error}" for topic, error in sorted(errors.items()))
     message = f"the DAGs of {len(errors)} topic(s) could not be built ({lines}); fix them in {config_path}"
-    dag = DAG(dag_id=CONFIG_ERRORS_DAG_ID, schedule=None, start_date=START_DATE, auto_register=False)
+    dag = DAG(dag_id=dag_id, schedule=None, start_date=START_DATE, auto_register=False)
 
     def reject() -> None:
         raise TopicDagsRejected(message)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lakecleaner.config import LakeConfig, load_config
-from lakecleaner.errors import LakeCleanerError, ObjectNotFound
+from lakecleaner.errors import InvalidRunParams, LakeCleanerError, ObjectNotFound
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, PartitionManifests, Topic, failure_runs, partitions_label
@@ -22,10 +22,6 @@ from lakecleaner.policy import plan_topic
 from lakecleaner.policy.roll import apply_roll, plan_roll
 from lakecleaner.reports import load_report, store_report
 from lakecleaner.retention import gc_topic, retain_topic
-
-
-class InvalidRunParams(LakeCleanerError, ValueError):
-    """A trigger parameter that cannot be used; the message names it and says why."""
 
 
 @dataclass(frozen=True)
