@@ -1,6 +1,6 @@
 """Benchmark: parsing the topics' DAG files at 1,000 and 10,000 topics, as Airflow's dag-processor does.
 
-    uv run python bench/dags.py                      # 1,000 and 10,000 topics, 16 files
+    uv run python bench/dags.py                      # 1,000 and 10,000 topics, 32 files
     uv run python bench/dags.py --topics 10000 --files 32
     uv run python bench/dags.py --help
 
@@ -41,7 +41,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from lakecleaner.orchestration.dag_files import DagFileShare, file_index_of, write_dag_files
+from lakecleaner.orchestration.dag_files import DEFAULT_DAG_FILES, DagFileShare, file_index_of, write_dag_files
 from lakecleaner.orchestration.naming import dag_id_of
 
 TARGET_S = 5.0
@@ -51,7 +51,7 @@ TEAMS = 50
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--topics", type=int, nargs="+", default=[1000, 10000], help="numbers of topics")
-    parser.add_argument("--files", type=int, default=16, help="DAG files of layout (a)")
+    parser.add_argument("--files", type=int, default=DEFAULT_DAG_FILES, help="DAG files of layout (a)")
     parser.add_argument("--parallel", type=int, default=2, help="files parsed at once (parsing_processes)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the one-file layout (b)")
     parser.add_argument("--dir", help="work directory (default: a temporary one)")
