@@ -6,7 +6,8 @@
 2. Runs both topics' DAGs in real Airflow (SQLite metadata DB, `dag.test()`), twice: at now,
    and two hours later, so tombstones stamped by the first pass expire in the second.
 3. Prints a before/after summary (records, bytes, keys, tombstones stamped and removed,
-   segments deleted by which rule, quality results) and writes an HTML report.
+   segments replaced by compaction and deleted by retention, quality results) and writes an HTML
+   report with the dashboard's history charts and links to each run's reports and DAG run.
 """
 
 from __future__ import annotations
@@ -16,16 +17,21 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from urllib.parse import quote
 
 import pyarrow.compute as pc
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
+from lakecleaner.dashboard.history import MAX_RUNS, history_points
+from lakecleaner.dashboard.history_charts import history_charts, rendered
+from lakecleaner.dashboard.runs import AirflowRun, RunRecord, runs_since
 from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.lake import Lake
 from lakecleaner.offsets import OFFSETS_PREFIX
-from lakecleaner.reports import load_report, runs_prefix
+from lakecleaner.orchestration.naming import dag_id_of
+from lakecleaner.policy.text import format_timestamp_ms
+from lakecleaner.reports import runs_prefix
 from lakecleaner.workload import WorkloadSpec, generate
 
 CDC_TOPIC = "customers-cdc"
@@ -196,29 +202,31 @@ def topic_snapshot(lake: Lake, name: str) -> dict[str, int]:
     return out
 
 
-def run_summaries(lake: Lake, name: str) -> list[dict[str, Any]]:
-    """The DAG runs' summaries (run.json) of a topic, oldest first."""
-    run_ids = sorted({o.key.split("/")[3] for o in lake.store.list(runs_prefix(name)) if o.key.endswith("/run.json")})
-    return [load_report(lake.store, name, run_id, "run") for run_id in run_ids]
+def topic_runs(lake: Lake, name: str, airflow_runs: list[AirflowRun]) -> list[RunRecord]:
+    """The topic's runs with their reports, joined with the DAG runs the demo made, oldest first."""
+    return runs_since(lake.store, name, airflow_runs, 0, MAX_RUNS, lake.config.storage.max_concurrency)
 
 
-def summary_rows(before: dict[str, int], after: dict[str, int], runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """The before → after lines of one topic, plus what the runs did."""
+def summary_rows(before: dict[str, int], after: dict[str, int], runs: list[RunRecord]) -> list[tuple[str, str]]:
+    """The before → after lines of one topic, plus what the runs did: segments replaced by
+    compaction and segments deleted by retention are counted apart."""
     rows = [(k, f"{before[k]:,} → {after[k]:,}") for k in ("records", "bytes", "segments", "keys", "tombstones")]
-    stamped = removed = superseded = 0
+    stamped = removed = superseded = replaced = written = 0
     rules: dict[str, int] = {}
     quality: list[str] = []
     for run in runs:
-        compaction = run.get("compaction") or {}
-        for p in compaction.get("partitions") or []:
+        summary = run.summary or {}
+        for p in (summary.get("compaction") or {}).get("partitions") or []:
             stamped += p["stats"]["tombstones_stamped"]
             removed += p["stats"]["tombstones_removed"]
             superseded += p["stats"]["records_superseded"]
+            replaced += int(p.get("segments_replaced") or 0)
+            written += int(p.get("segments_written") or 0)
             if p.get("quality"):
                 quality.append(
                     f"compaction p{p.get('partition')}: {'passed' if p['quality'].get('success') else 'FAILED'}"
                 )
-        for p in (run.get("retention") or {}).get("partitions") or []:
+        for p in (summary.get("retention") or {}).get("partitions") or []:
             for rule, counts in (p.get("deleted_by_rule") or {}).items():
                 rules[rule] = rules.get(rule, 0) + int(counts["segments"])
             if p.get("quality"):
@@ -227,34 +235,84 @@ def summary_rows(before: dict[str, int], after: dict[str, int], runs: list[dict[
         ("records dropped as superseded", f"{superseded:,}"),
         ("tombstones stamped", f"{stamped:,}"),
         ("tombstones removed", f"{removed:,}"),
-        ("segments deleted", ", ".join(f"{n} by {r}" for r, n in rules.items()) or "none"),
+        ("segments replaced by compaction", f"{replaced:,} (by {written:,} cleaned segments)" if replaced else "none"),
+        ("segments deleted by retention", ", ".join(f"{n:,} by {r}" for r, n in rules.items()) or "none"),
         ("quality checks", "; ".join(sorted(set(quality))) or "none ran"),
     ]
     return rows
 
 
-def render_html(
-    lake_uri: str, sections: dict[str, list[tuple[str, str]]], runs: dict[str, list[dict[str, Any]]]
-) -> str:
-    """A self-contained HTML page of the summary (no external assets)."""
+#: Where `make airflow-ui` serves the demo's Airflow (the same home and database).
+AIRFLOW_UI = "http://localhost:8080"
+
+
+def run_links(topic: str, run: RunRecord) -> list[tuple[str, str]]:
+    """(label, href) of a run's reports, relative to the report page (`_lakecleaner/report.html`),
+    and of its DAG run in the Airflow UI."""
+    links = [(f"{name}.json", f"runs/{quote(topic)}/{quote(run.run_id)}/{name}.json") for name in run.reports]
+    if run.airflow is not None:
+        dag_run = f"{AIRFLOW_UI}/dags/{quote(dag_id_of(topic), safe='')}/runs/{quote(run.airflow.run_id, safe='')}"
+        links.append(("DAG run in Airflow", dag_run))
+    return links
+
+
+def topic_charts(runs: list[RunRecord], compacted: bool, min_cleanable_ratio: float) -> list[str]:
+    """The dashboard's history charts of the topic (`dashboard/history_charts.py`) over its runs."""
+    points = history_points(runs)
+    if not points:
+        return []
+    start = min(p.time_ms for p in points) - 10 * 60_000
+    end = max(p.time_ms for p in points) + 10 * 60_000
+    return rendered(history_charts(points, None, start, end, compacted, min_cleanable_ratio))
+
+
+@dataclass(frozen=True)
+class TopicReport:
+    """One topic's section of the report."""
+
+    rows: list[tuple[str, str]]
+    runs: list[RunRecord]
+    charts: list[str]
+
+
+def render_html(lake_uri: str, topics: dict[str, TopicReport]) -> str:
+    """A self-contained HTML page of the summary (no external assets): per topic its figures before
+    and after, its history charts, and each run with its outcome and links."""
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>lakecleaner run report</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}"
-        "td,th{border:1px solid #ccc;padding:4px 10px;text-align:left}th{background:#eee}</style></head><body>",
+        "td,th{border:1px solid #ccc;padding:4px 10px;text-align:left}th{background:#eee}"
+        ".chart-box svg{max-width:100%;height:auto}</style></head><body>",
         f"<h1>lakecleaner run report</h1><p>lake: <code>{html.escape(lake_uri)}</code></p>",
     ]
-    for topic, rows in sections.items():
+    for topic, section in topics.items():
         parts.append(f"<h2>{html.escape(topic)}</h2><table><tr><th>figure</th><th>before → after</th></tr>")
-        parts += [f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in rows]
-        parts.append("</table><h3>runs</h3><ul>")
-        for run in runs[topic]:
+        parts += [f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in section.rows]
+        parts.append("</table>")
+        parts += [f"<div class='chart-box'>{svg}</div>" for svg in section.charts]
+        parts.append("<h3>runs</h3><ul>")
+        for run in section.runs:
+            now = "" if run.now_ms is None else f" at {html.escape(format_timestamp_ms(run.now_ms))}"
+            links = ", ".join(
+                f"<a href='{html.escape(href)}'>{html.escape(label)}</a>" for label, href in run_links(topic, run)
+            )
             parts.append(
-                f"<li><code>{html.escape(str(run.get('run_id')))}</code>: report at "
-                f"<code>{html.escape(str(run.get('location')))}</code></li>"
+                f"<li><code>{html.escape(run.run_id)}</code>{now}: {html.escape(run.result)}"
+                f"{' (' + links + ')' if links else ''}</li>"
             )
         parts.append("</ul>")
+    parts.append(
+        f"<p>The Airflow links work while <code>make airflow-ui</code> serves the demo's Airflow at {AIRFLOW_UI}.</p>"
+    )
     parts.append("</body></html>")
     return "".join(parts)
+
+
+def produced_line(written: dict[str, int]) -> str:
+    """ "produced 200,000 records to customers-cdc and 100,000 to page-views"."""
+    first, *rest = written.items()
+    more = "".join(f" and {n:,} to {t}" for t, n in rest)
+    return f"produced {first[1]:,} records to {first[0]}{more}"
 
 
 def iso(ms: int) -> str:

@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from lakecleaner.dashboard.data import load_topic, partition_view, topic_overview
-from lakecleaner.dashboard.pages import human_bytes, human_seconds
 from lakecleaner.dashboard.svg import render_partition_svg
+from lakecleaner.dashboard.units import human_bytes, human_seconds
 from lakecleaner.lake import Lake
 from lakecleaner.policy import plan_topic
 from lakecleaner.policy.retention import CONSUMED, RETENTION_MS

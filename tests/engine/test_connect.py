@@ -185,3 +185,11 @@ def test_the_demo_runs_its_dags_with_the_compact_tasks_on_a_connect_server(
     assert holding == []
     printed = (done.stdout + done.stderr).encode()  # the DAG runs' task logs go to the demo's output
     assert record["key"] not in printed and record["value"] not in printed
+    # Issue 51: the report has the history charts, each run's reports and DAG run linked, segments
+    # replaced and deleted counted apart, and neither it nor the console shows a Python repr or None
+    page = (tmp_path / "lake" / "_lakecleaner" / "report.html").read_text()
+    assert page.count('data-chart="log size"') == 2 and 'data-chart="run duration and outcome"' in page
+    assert "href='runs/customers-cdc/" in page and "/run.json'" in page and "DAG run in Airflow" in page
+    assert "segments replaced by compaction" in page and "segments deleted by retention" in page
+    assert "None" not in page and "produced 20,000 records to customers-cdc" in done.stderr
+    assert "produced {" not in done.stdout + done.stderr

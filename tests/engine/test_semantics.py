@@ -109,6 +109,11 @@ def _check_pass(spark: SparkSession, lake: Lake, topic: Topic, now: int, options
         live = {f.path for s in after.segments for f in s.files}
         replaced = {f.path for s in before.segments for f in s.files} - live
         assert replaced <= {d.path for d in after.pending_deletes}
+        before_ids, after_ids = {s.id for s in before.segments}, {s.id for s in after.segments}
+        assert (part.segments_replaced, part.segments_written) == (
+            len(before_ids - after_ids),
+            len(after_ids - before_ids),
+        )
 
 
 @settings(

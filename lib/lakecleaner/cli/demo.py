@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -12,12 +14,15 @@ from lakecleaner.cli.base import Context, cli, pass_ctx
 from lakecleaner.cli.output import console, err_console
 from lakecleaner.cli.setup import write_sample_config
 from lakecleaner.cli.status import show_status
-from lakecleaner.clock import wall_clock_ms
+from lakecleaner.clock import epoch_ms, wall_clock_ms
 from lakecleaner.config import (
     LOCAL_CONFIG,
     find_config,
 )
 from lakecleaner.errors import LakeCleanerError
+
+if TYPE_CHECKING:
+    from lakecleaner.dashboard.runs import AirflowRun
 
 
 @cli.command()
@@ -73,21 +78,26 @@ def demo(
     now = wall_clock_ms() // job.HOUR_MS * job.HOUR_MS
     err_console.print(f"lake: {lake.uri}")
     written = job.build_sample_topics(lake, sizes, now_ms=now)
-    err_console.print(f"produced {written}")
+    err_console.print(job.produced_line(written), highlight=False)
     if no_airflow:
         show_status(ctx, [job.CDC_TOPIC, job.EVENTS_TOPIC])
         return
     before = {t: job.topic_snapshot(lake, t) for t in (job.CDC_TOPIC, job.EVENTS_TOPIC)}
-    _run_demo_dags(ctx, Path(airflow_home).resolve(), now, spark_remote)
+    dag_runs = _run_demo_dags(ctx, Path(airflow_home).resolve(), now, spark_remote)
     after = {t: job.topic_snapshot(lake, t) for t in before}
-    runs = {t: job.run_summaries(lake, t) for t in before}
-    sections = {t: job.summary_rows(before[t], after[t], runs[t]) for t in before}
-    for topic, rows in sections.items():
+    sections = {}
+    for topic in before:
+        runs = job.topic_runs(lake, topic, dag_runs.get(topic, []))
+        config = lake.topic(topic).config
+        charts = job.topic_charts(runs, config.compact, config.min_cleanable_dirty_ratio)
+        sections[topic] = job.TopicReport(job.summary_rows(before[topic], after[topic], runs), runs, charts)
         table = Table("figure", "before → after", title=f"topic {topic}")
-        for row in rows:
+        for row in sections[topic].rows:
             table.add_row(*row)
         console.print(table)
-    page = job.render_html(lake.uri, sections, runs)
+        for run in runs:
+            console.print(f"  run {run.run_id}: {run.result}", markup=False, highlight=False)
+    page = job.render_html(lake.uri, sections)
     lake.store.write("_lakecleaner/report.html", page.encode())
     console.print(f"HTML report: {lake.store.location('_lakecleaner/report.html')}", markup=False)
     lines = job.iceberg_lines(lake)
@@ -97,9 +107,11 @@ def demo(
             console.print(f"  {line}", markup=False, highlight=False)
 
 
-def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str | None) -> None:
-    """Both DAGs at now and two hours later (tombstones stamped in the first run expire in the second)."""
+def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str | None) -> dict[str, list[AirflowRun]]:
+    """Both DAGs at now and two hours later (tombstones stamped in the first run expire in the
+    second); the DAG runs made, by topic."""
     from lakecleaner import demo as job
+    from lakecleaner.dashboard.runs import AirflowRun
     from lakecleaner.orchestration.compact_task import connection_of_url
     from lakecleaner.orchestration.local import DagRunRequest, DagRunResult, prepare_airflow, run_dags
 
@@ -126,3 +138,10 @@ def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str
     if results[-1].state != "success":  # the runs stop at the first that fails
         failed = requests[len(results) - 1]
         raise LakeCleanerError(f"the DAG run {failed.dag_id} failed; its log:\n{results[-1].log[-3000:]}")
+    made: dict[str, list[AirflowRun]] = {}
+    for request, result in zip(requests, results, strict=True):
+        topic = request.dag_id.removeprefix("lakecleaner__")
+        when = epoch_ms(datetime.fromisoformat(request.logical_date))
+        run = AirflowRun(result.run_id, result.state, "manual", {}, when, result.start_ms, result.end_ms, when)
+        made.setdefault(topic, []).append(run)
+    return made

@@ -28,6 +28,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from lakecleaner.clock import parse_time_ms, wall_clock_ms
 from lakecleaner.config import load_config
 from lakecleaner.dashboard import URL_PREFIX
+from lakecleaner.dashboard.history import DEFAULT_RANGE, RANGES, HistoryRange
 from lakecleaner.dashboard.pages import PageContext, Pages
 from lakecleaner.dashboard.runs import AirflowRun, valid_run_id
 from lakecleaner.errors import InvalidTopicName, LakeCleanerError, TopicNotFound
@@ -64,10 +65,15 @@ def parse_now(now: str | None) -> int:
     """`?now=` as epoch ms: ISO-8601 (naive means UTC) or epoch milliseconds; absent means the wall clock."""
     if now is None or not now.strip():
         return wall_clock_ms()
+    return parse_time_param("now", now)
+
+
+def parse_time_param(name: str, value: str) -> int:
+    """A time query parameter (ISO-8601, naive means UTC, or epoch ms) as epoch ms; 400 naming it."""
     try:
-        return parse_time_ms(now)
+        return parse_time_ms(value)
     except ValueError as exc:
-        raise HTTPException(400, f"now: {exc}") from None
+        raise HTTPException(400, f"{name}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,7 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         return Pages(host.open_lake(), context, host.dag_runs)
 
     Reader = Annotated[Viewer, Depends(viewer)]
+    RangeParam = Annotated[HistoryRange, Query(alias="range")]
     TopicReader = Annotated[Viewer, Depends(topic_viewer)]
 
     @app.exception_handler(LakeCleanerError)
@@ -130,14 +137,16 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         return pages(request, who).overview_html()
 
     @app.get("/topics/{topic}", response_class=HTMLResponse)
-    def topic_page(request: Request, topic: str, who: TopicReader) -> str:
+    def topic_page(request: Request, topic: str, who: TopicReader, history_range: RangeParam = DEFAULT_RANGE) -> str:
         view = pages(request, who)
-        return view.guarded_html(topic, lambda: view.topic_html(topic))
+        return view.guarded_html(topic, lambda: view.topic_html(topic, history_range))
 
     @app.get("/topics/{topic}/partitions/{partition}", response_class=HTMLResponse)
-    def partition_page(request: Request, topic: str, partition: int, who: TopicReader) -> str:
+    def partition_page(
+        request: Request, topic: str, partition: int, who: TopicReader, history_range: RangeParam = DEFAULT_RANGE
+    ) -> str:
         view = pages(request, who)
-        return view.guarded_html(topic, lambda: view.partition_html(topic, partition))
+        return view.guarded_html(topic, lambda: view.partition_html(topic, partition, history_range))
 
     @app.get("/topics/{topic}/runs/{run_id}", response_class=HTMLResponse)
     def run_page(request: Request, topic: str, run_id: str, who: TopicReader) -> str:
@@ -155,6 +164,15 @@ def create_app(backend: Backend | None = None) -> FastAPI:
     @app.get("/api/topics/{topic}/partitions/{partition}")
     def partition_json(request: Request, topic: str, partition: int, who: TopicReader) -> dict[str, Any]:
         return pages(request, who).partition(topic, partition).to_dict()
+
+    @app.get("/api/topics/{topic}/history")
+    def history_json(
+        request: Request, topic: str, who: TopicReader, since: Annotated[str | None, Query()] = None
+    ) -> dict[str, Any]:
+        """The topic's figures at each run since `since` (ISO-8601 or epoch ms; default: 7 days
+        before the request's now), topic points (`partition` null) and partition points."""
+        since_ms = who.now_ms - RANGES[DEFAULT_RANGE] if since is None else parse_time_param("since", since)
+        return pages(request, who).history(topic, since_ms)
 
     @app.get("/api/topics/{topic}/runs")
     def runs_json(request: Request, topic: str, who: TopicReader) -> list[dict[str, Any]]:

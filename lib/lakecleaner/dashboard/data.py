@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lakecleaner.cleaner_state import CleanerState
+from lakecleaner.dashboard.history import history_points
 from lakecleaner.dashboard.runs import RunRecord
 from lakecleaner.lake import Lake, failure_runs, partitions_label
 from lakecleaner.log.manifest import Manifest, Segment
@@ -141,7 +142,17 @@ def topic_overview(state: TopicState, runs: Sequence[RunRecord]) -> dict[str, An
             "bytes": sum(r.bytes for r in recent),
             "records": sum(r.records for r in recent),
         },
+        "trend": trend(runs, plan.config.compact),
     }
+
+
+def trend(runs: Sequence[RunRecord], compacted: bool) -> dict[str, Any]:
+    """The overview's sparkline: the topic's dirty ratio (compacted) or log size at each of the runs
+    already read for the row (no further reads), oldest first."""
+    metric = "dirty_ratio" if compacted else "size_bytes"
+    points = [p for p in history_points(list(reversed(runs))) if p.partition is None]
+    values = [v for p in points if (v := getattr(p, metric)) is not None]
+    return {"metric": metric, "values": values}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from lakecleaner.audit import PartitionErasure, partition_erasures
+from lakecleaner.dashboard.charts import render_sparkline
 from lakecleaner.dashboard.data import (
     PartitionView,
     TopicState,
@@ -25,8 +26,11 @@ from lakecleaner.dashboard.data import (
     partition_view,
     topic_overview,
 )
+from lakecleaner.dashboard.history import DEFAULT_RANGE, MAX_RUNS, RANGES, HistoryRange, topic_history
+from lakecleaner.dashboard.history_charts import history_charts, rendered
 from lakecleaner.dashboard.runs import AirflowRun, RunRecord, run_history, run_record, run_reports
 from lakecleaner.dashboard.svg import legend, render_partition_svg
+from lakecleaner.dashboard.units import human_bytes, human_seconds
 from lakecleaner.errors import LakeCleanerError, TopicNotFound
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake
@@ -37,34 +41,21 @@ from lakecleaner.policy.text import format_timestamp_ms
 RUN_HISTORY = 20
 
 
-def human_bytes(count: int | None) -> str:
-    """1234567 → "1.2 MB" (decimal units, as object stores bill)."""
-    if count is None:
-        return "–"
-    units, value, index = ("B", "kB", "MB", "GB", "TB"), float(count), 0
-    while abs(value) >= 1000 and index + 1 < len(units):
-        value, index = value / 1000, index + 1
-    return f"{count} B" if index == 0 else f"{value:.1f} {units[index]}"
-
-
-def human_seconds(seconds: int | None) -> str:
-    """A duration in the two largest units ("2 d 3 h", "5 min 2 s"); negative durations are "… ago"."""
-    if seconds is None:
-        return "–"
-    left = abs(seconds)
-    parts: list[str] = []
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
-        if left >= size or (unit == "s" and not parts):
-            parts.append(f"{left // size} {unit}")
-            left %= size
-    text = " ".join(parts[:2])
-    return f"{text} ago" if seconds < 0 else text
-
-
 _ENV = Environment(
     loader=PackageLoader("lakecleaner.dashboard", "templates"), autoescape=True, undefined=StrictUndefined
 )
-_ENV.filters.update(bytes=human_bytes, duration=human_seconds, ts=format_timestamp_ms, num="{:,}".format)
+
+
+def _sparkline(trend: dict[str, Any]) -> Markup:
+    """The overview's sparkline of a topic's `trend` (`data.trend`)."""
+    what = "dirty ratio" if trend["metric"] == "dirty_ratio" else "log size"
+    title = f"{what} at the last {len(trend['values'])} runs with figures"
+    return Markup(render_sparkline(trend["values"], title=title))
+
+
+_ENV.filters.update(
+    bytes=human_bytes, duration=human_seconds, ts=format_timestamp_ms, num="{:,}".format, sparkline=_sparkline
+)
 
 
 @dataclass(frozen=True)
@@ -174,12 +165,43 @@ class Pages:
 
     def partition(self, topic: str, partition: int) -> PartitionView:
         """One partition's view (404 when the topic has no such partition)."""
-        state = self._state(topic)
+        return self._partition_view(self._state(topic), topic, partition)
+
+    @staticmethod
+    def _partition_view(state: TopicState, topic: str, partition: int) -> PartitionView:
         if partition in state.unreadable:
             raise HTTPException(503, f"partition {topic}-{partition} cannot be read: {state.unreadable[partition]}")
         if partition not in state.manifests:
             raise HTTPException(404, f"topic {topic} has no partition {partition}")
         return partition_view(state, partition)
+
+    def history(self, topic: str, since_ms: int) -> dict[str, Any]:
+        """The topic's and its partitions' figures at each run whose "now" is at or after `since_ms`
+        (`dashboard/history.py`), oldest first."""
+        if topic not in self.lake.config.topics:
+            self.lake.topic(topic)  # a topic only in the lake: TopicNotFound (404) when it is not there either
+        airflow_runs = self.dag_runs(dag_id_of(topic), MAX_RUNS)
+        points = topic_history(self.lake.store, topic, airflow_runs, since_ms, self.lake.config.storage.max_concurrency)
+        return {"topic": topic, "since_ms": since_ms, "points": [p.to_dict() for p in points]}
+
+    def _history_section(
+        self, topic: str, range_name: HistoryRange, partition: int | None, compacted: bool, ratio: float
+    ) -> dict[str, Any]:
+        """The charts of the topic's page (`partition` None) or a partition's over the range, and
+        the links to the other ranges."""
+        start = self.context.now_ms - RANGES[range_name]
+        airflow_runs = self.dag_runs(dag_id_of(topic), MAX_RUNS)
+        concurrency = self.lake.config.storage.max_concurrency
+        points = topic_history(self.lake.store, topic, airflow_runs, start, concurrency, until_ms=self.context.now_ms)
+        charts = history_charts(points, partition, start, self.context.now_ms, compacted, ratio)
+        keep = {"now": self.context.explicit_now} if self.context.explicit_now else {}
+        links = {name: "?" + urlencode({**keep, "range": name}) for name in RANGES}
+        return {
+            "range": range_name,
+            "links": links,
+            "runs": len({p.run_id for p in points}),
+            "charts": [Markup(svg) for svg in rendered(charts)],
+        }
 
     def run(self, topic: str, run_id: str) -> dict[str, Any]:
         """One run: its figures and every report it stored (404 when unknown)."""
@@ -215,11 +237,13 @@ class Pages:
     def overview_html(self) -> str:
         return self._render("overview.html", page=self.overview())
 
-    def topic_html(self, topic: str) -> str:
+    def topic_html(self, topic: str, range_name: HistoryRange = DEFAULT_RANGE) -> str:
         state, runs, views = self._topic_parts(topic)
         bars = {v.plan.partition: Markup(render_partition_svg(v, width=360, compact=True)) for v in views}
+        config = state.plan.config
         return self._render(
             "topic.html",
+            history=self._history_section(topic, range_name, None, config.compact, config.min_cleanable_dirty_ratio),
             topic=topic_overview(state, runs),
             plan=state.plan,
             views=views,
@@ -229,10 +253,15 @@ class Pages:
             has_dag=self._has_dag(topic),
         )
 
-    def partition_html(self, topic: str, partition: int) -> str:
-        view = self.partition(topic, partition)
+    def partition_html(self, topic: str, partition: int, range_name: HistoryRange = DEFAULT_RANGE) -> str:
+        state = self._state(topic)
+        view = self._partition_view(state, topic, partition)
+        config = state.plan.config
         return self._render(
             "partition.html",
+            history=self._history_section(
+                topic, range_name, partition, config.compact, config.min_cleanable_dirty_ratio
+            ),
             topic=topic,
             dag_id=dag_id_of(topic),
             view=view.to_dict(),

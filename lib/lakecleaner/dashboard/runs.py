@@ -246,6 +246,27 @@ def run_history(
     return sorted(records, key=lambda r: r.time_ms, reverse=True)[:limit]
 
 
+def runs_since(
+    store: ObjectStore, topic: str, airflow_runs: Sequence[AirflowRun], since_ms: int, limit: int, concurrency: int
+) -> list[RunRecord]:
+    """The topic's runs that decided with a "now" at or after `since_ms`, oldest first, at most
+    `limit` (the newest): one listing of the topic's run folders, then only the summaries of runs
+    whose reports were written since then (a run's reports are written after its "now"), read
+    concurrently. Runs without reports (not yet at `report`, or whose reports were pruned) are left out."""
+    stored = {k: v for k, v in _stored_runs(store, topic).items() if v.written_ms >= since_ms}
+    airflow = {report_run_id(run.run_id): run for run in airflow_runs}
+    newest = sorted(stored.items(), key=lambda item: item[1].written_ms, reverse=True)[:limit]
+
+    def record(item: tuple[str, _StoredRun]) -> RunRecord:
+        key, found = item
+        return _checked(
+            key, airflow.get(key), lambda: _summary(store, topic, key, found.reports), found.reports, found.written_ms
+        )
+
+    records = [r for r in map_ordered(record, newest, concurrency) if r.now_ms is not None and r.now_ms >= since_ms]
+    return sorted(records, key=lambda r: (r.now_ms or 0, r.time_ms))
+
+
 def run_record(store: ObjectStore, topic: str, run_id: str, airflow_runs: Sequence[AirflowRun]) -> RunRecord | None:
     """One run by its report run id (None when neither the lake nor Airflow knows it)."""
     stored = _stored_runs(store, topic).get(run_id)
@@ -296,5 +317,6 @@ __all__ = [
     "run_history",
     "run_record",
     "run_reports",
+    "runs_since",
     "valid_run_id",
 ]

@@ -86,6 +86,9 @@ class PartitionReport:
     #: offset map one of them held, in bytes.
     key_buckets: int = 0
     max_map_bytes: int = 0
+    #: Segments the commit took out of the log, and the cleaned segments it put in their place.
+    segments_replaced: int = 0
+    segments_written: int = 0
 
     @property
     def failed(self) -> bool:
@@ -107,6 +110,8 @@ class PartitionReport:
             "duration_ms": self.duration_ms,
             "key_buckets": self.key_buckets,
             "max_map_bytes": self.max_map_bytes,
+            "segments_replaced": self.segments_replaced,
+            "segments_written": self.segments_written,
         }
 
 

@@ -620,7 +620,7 @@ class _Run:
             after = self.candidate(state, current)
             if unchanged and current.cleaner_checkpoint == after.cleaner_checkpoint:
                 return None
-            wrote[:] = [after]
+            wrote[:] = [current, after]
             return after
 
         try:
@@ -632,6 +632,9 @@ class _Run:
             return FAILED, str(exc), None
         if not wrote:
             return NOTHING_TO_DO, "every group was already clean", None
+        before_ids, after_ids = ({s.id for s in m.segments} for m in wrote)
+        state.report.segments_replaced = len(before_ids - after_ids)
+        state.report.segments_written = len(after_ids - before_ids)
         message = "every group was already clean: only the cleaner checkpoint moved" if unchanged else ""
         return COMMITTED, message, committed.version
 

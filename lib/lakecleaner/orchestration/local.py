@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lakecleaner.clock import epoch_ms
 from lakecleaner.orchestration.dags import build_dags, dags_folder
 from lakecleaner.orchestration.sqlite import SQLITE_CONNECT_ARGS, use_write_ahead_log
 
@@ -31,7 +32,8 @@ RESULT_PREFIX = "RESULT "
 
 @dataclass(frozen=True)
 class DagRunResult:
-    """The end of one DAG run: its state, each task's state and try number, and the run's output."""
+    """The end of one DAG run: its state, each task's state and try number, the run's output, and
+    its Airflow run id."""
 
     state: str
     tasks: Mapping[str, str]
@@ -39,6 +41,9 @@ class DagRunResult:
     # task_id -> the task instance's try number: 1 when it ran once (no retry), n after n - 1
     # retries, 0 when it never ran (e.g. upstream_failed).
     tries: Mapping[str, int]
+    run_id: str = ""
+    start_ms: int | None = None
+    end_ms: int | None = None
 
 
 #: The `spark_lakecleaner` connection of a local Airflow: Spark in the task's process.
@@ -147,7 +152,17 @@ def run_dags(
                     output.append(line)
                     continue
                 found = json.loads(line[len(RESULT_PREFIX) :])
-                results.append(DagRunResult(found["state"], found["tasks"], "".join(output), found["tries"]))
+                results.append(
+                    DagRunResult(
+                        found["state"],
+                        found["tasks"],
+                        "".join(output),
+                        found["tries"],
+                        found["run_id"],
+                        found["start_ms"],
+                        found["end_ms"],
+                    )
+                )
                 output.clear()
                 if on_result is not None:
                     on_result(requests[len(results) - 1], results[-1])
@@ -165,6 +180,10 @@ def run_dags(
     return results
 
 
+def _ms(when: datetime | None) -> int | None:
+    return None if when is None else epoch_ms(when)
+
+
 def main() -> None:
     config_path, requests = sys.argv[1], json.loads(sys.argv[2])
     dags = build_dags(config_path)
@@ -175,7 +194,9 @@ def main() -> None:
         instances = run.get_task_instances()
         states = {ti.task_id: str(ti.state) for ti in instances}
         tries = {ti.task_id: int(ti.try_number) for ti in instances}
-        result = RESULT_PREFIX + json.dumps({"state": str(run.state), "tasks": states, "tries": tries})
+        found = {"state": str(run.state), "tasks": states, "tries": tries, "run_id": run.run_id}
+        found |= {"start_ms": _ms(run.start_date), "end_ms": _ms(run.end_date)}
+        result = RESULT_PREFIX + json.dumps(found)
         sys.stdout.write(result + "\n")
         sys.stdout.flush()
         if str(run.state) != "success":

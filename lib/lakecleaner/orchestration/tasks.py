@@ -19,6 +19,7 @@ from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, PartitionManifests, Topic, failure_runs, partitions_label
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy import plan_topic
+from lakecleaner.policy.figures import partition_figures
 from lakecleaner.policy.roll import apply_roll, plan_roll
 from lakecleaner.reports import load_report, store_report
 from lakecleaner.retention import gc_topic, retain_topic
@@ -92,7 +93,8 @@ def open_lake(config_path: str | None) -> Lake:
 def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping[str, Any]) -> dict[str, Any]:
     """Validate the trigger parameters, roll idle active segments (★ KIP-354 for silent
     partitions; not in a dry run), plan the topic, and return which partitions to compact and why,
-    and which are skipped as uncleanable (a failed compaction, Kafka's uncleanable partitions).
+    and which are skipped as uncleanable (a failed compaction, Kafka's uncleanable partitions), with
+    each partition's figures (`PartitionFigures`, which the dashboard's history charts draw).
     A partition whose manifest cannot be read is left out of the plan and listed in `unreadable`
     with the reason (the report fails the run for it); the others are planned as usual."""
     lake = Lake.open(config)
@@ -125,6 +127,7 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
         "unreadable": {partitions_label(first, last): reason for first, last, reason in failure_runs(unreadable)},
         "uncleanable": uncleanable,
         "metrics": plan.metrics.to_dict(),
+        "figures": [partition_figures(p, manifests[p.partition]).to_dict() for p in plan.partitions],
     }
 
 

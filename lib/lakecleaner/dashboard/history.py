@@ -1,0 +1,138 @@
+"""A topic's history: its figures at each run, from the run reports the lake keeps (issue 51).
+
+Kafka users read the cleaner's gauges as time series (JMX into Grafana); the dashboard draws the
+same from the reports: each DAG run's assessment stores every partition's figures
+(`policy.figures.PartitionFigures`) at the run's "now", so a point is a run. A topic's point sums
+sizes, records and tombstones over its partitions, takes the highest dirty ratio (Kafka's
+max-dirty-percent) and the nearest deadline. Runs older than `lake.report_retention_days` are
+pruned by gc, so reading a range costs one listing of the topic's runs plus the reports in it
+(`runs_since`), bounded by MAX_RUNS however long the topic has run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from lakecleaner.dashboard.runs import AirflowRun, RunRecord, runs_since
+from lakecleaner.io import ObjectStore
+from lakecleaner.policy.figures import PartitionFigures
+
+#: The most runs one history reads: 30 days of runs every 15 minutes, and then some.
+MAX_RUNS = 3000
+#: The ranges a topic's or partition's page offers (`?range=`), in ms.
+HistoryRange = Literal["24h", "7d", "30d"]
+RANGES: dict[HistoryRange, int] = {"24h": 86_400_000, "7d": 7 * 86_400_000, "30d": 30 * 86_400_000}
+DEFAULT_RANGE: HistoryRange = "7d"
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """A topic's (`partition` None) or a partition's figures at one run's "now" (`time_ms`), with the
+    run's duration (Airflow's start to end, None when unknown) and outcome. A run whose report has no
+    figures (written before issue 51, or by a command-line run) has a topic point with what its
+    report does say."""
+
+    time_ms: int
+    partition: int | None
+    dirty_ratio: float | None
+    size_bytes: int | None
+    records: int | None
+    tombstones: int | None
+    nearest_deadline_ms: int | None
+    run_id: str
+    duration_s: float | None
+    outcome: str
+    mirror_lag: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_outcome(record: RunRecord) -> str:
+    """A run's outcome in one word: failed, dry-run, ok, or Airflow's state while it runs."""
+    if record.error is not None or record.failures:
+        return "failed"
+    if record.airflow is not None and record.airflow.state not in {"success", "failed"}:
+        return record.airflow.state
+    if record.airflow is not None and record.airflow.state == "failed":
+        return "failed"
+    return "dry-run" if record.params.get("dry_run") else "ok"
+
+
+def run_duration_s(record: RunRecord) -> float | None:
+    run = record.airflow
+    if run is None or run.start_ms is None or run.end_ms is None:
+        return None
+    return (run.end_ms - run.start_ms) / 1000
+
+
+def stored_figures(record: RunRecord) -> list[PartitionFigures]:
+    """The partition figures a run's assessment stored (none for a report without them); ValueError
+    for figures of a shape no writer makes."""
+    assess = (record.summary or {}).get("assess")
+    raw = assess.get("figures") if isinstance(assess, Mapping) else None
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(f, Mapping) for f in raw):
+        raise ValueError(f"assess.figures of run {record.run_id}: must be a list of objects")
+    return [PartitionFigures.from_dict(f) for f in raw]
+
+
+def _topic_point(record: RunRecord, time_ms: int, figures: Sequence[PartitionFigures]) -> HistoryPoint:
+    run = (record.run_id, run_duration_s(record), run_outcome(record))
+    if not figures:
+        assess = (record.summary or {}).get("assess")
+        metrics = assess.get("metrics") if isinstance(assess, Mapping) else None
+        percent = metrics.get("max-dirty-percent") if isinstance(metrics, Mapping) else None
+        ratio = percent / 100 if isinstance(percent, int) and not isinstance(percent, bool) else None
+        return HistoryPoint(time_ms, None, ratio, None, None, None, None, *run, mirror_lag=record.mirror_lag)
+    ratios = [f.dirty_ratio for f in figures if f.dirty_ratio is not None]
+    deadlines = [f.nearest_deadline_ms for f in figures if f.nearest_deadline_ms is not None]
+    return HistoryPoint(
+        time_ms,
+        None,
+        max(ratios) if ratios else None,
+        sum(f.size_bytes for f in figures),
+        sum(f.records for f in figures),
+        sum(f.tombstones for f in figures),
+        min(deadlines) if deadlines else None,
+        *run,
+        mirror_lag=record.mirror_lag,
+    )
+
+
+def history_points(records: Sequence[RunRecord]) -> list[HistoryPoint]:
+    """Each run's topic point, then its partitions' points, in the runs' order. A run whose figures
+    cannot be read gives a topic point with its outcome only ("failed" when the report is unreadable)."""
+    points = []
+    for record in records:
+        time_ms = record.now_ms if record.now_ms is not None else record.time_ms
+        try:
+            figures = stored_figures(record)
+        except ValueError:
+            figures = []
+        points.append(_topic_point(record, time_ms, figures))
+        run = (record.run_id, run_duration_s(record), run_outcome(record))
+        points += [
+            HistoryPoint(
+                time_ms, f.partition, f.dirty_ratio, f.size_bytes, f.records, f.tombstones, f.nearest_deadline_ms, *run
+            )
+            for f in figures
+        ]
+    return points
+
+
+def topic_history(
+    store: ObjectStore,
+    topic: str,
+    airflow_runs: Sequence[AirflowRun],
+    since_ms: int,
+    concurrency: int,
+    until_ms: int | None = None,
+) -> list[HistoryPoint]:
+    """The topic's history points of the runs whose "now" is at or after `since_ms` (and at or before
+    `until_ms`, when given), oldest first."""
+    records = runs_since(store, topic, airflow_runs, since_ms, MAX_RUNS, concurrency)
+    return history_points([r for r in records if until_ms is None or (r.now_ms or 0) <= until_ms])
