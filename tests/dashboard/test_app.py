@@ -46,12 +46,17 @@ class StandInAccess:
         return user in TRIGGERERS
 
 
-def client(scene: Scene, dag_runs: Callable[[str, int], list[AirflowRun]] | None = None) -> TestClient:
+def client(
+    scene: Scene,
+    dag_runs: Callable[[str, int], list[AirflowRun]] | None = None,
+    dag_paused: Callable[[str], bool | None] = lambda dag_id: None,
+) -> TestClient:
     backend = Backend(
         current_user=signed_in,
         access=StandInAccess(),
         dag_runs=dag_runs or (lambda dag_id, limit: []),
         open_lake=lambda: Lake.open(load_config(scene.config_path)),
+        dag_paused=dag_paused,
     )
     return TestClient(create_app(backend))
 
@@ -145,6 +150,25 @@ def history(tmp_path: Path) -> tuple[Scene, list[AirflowRun]]:
         AirflowRun(MANUAL, "success", "manual", params, scene.now_ms - 1000),
     ]
     return scene, runs
+
+
+def test_a_paused_dag_says_so_and_its_buttons_unpause_it_first(scene: Scene) -> None:
+    """Issue 51: a DAG created paused queued the dashboard's runs forever; now its row and page say
+    it is paused, and its buttons say they unpause it (the page's script PATCHes is_paused first)."""
+    paused = {"lakecleaner__customers": True, "lakecleaner__page-views": False}
+    app = client(scene, dag_paused=lambda dag_id: paused.get(dag_id))
+    rows = {t["topic"]: t for t in app.get("/api/topics", headers=as_user("admin")).json()["topics"]}
+    assert (rows["customers"]["paused"], rows["page-views"]["paused"], rows["scratch"]["paused"]) == (True, False, None)
+    assert app.get("/api/topics/customers", headers=as_user("admin")).json()["paused"] is True
+    page = app.get("/topics/customers", headers=as_user("admin")).text
+    assert 'data-paused-pill="lakecleaner__customers"' in page
+    assert page.count('data-paused="true"') == 2 and ">Unpause and dry run<" in page
+    assert ">Unpause and force compaction<" in page and "unpauses it first" in page
+    other = app.get("/topics/page-views", headers=as_user("admin")).text
+    assert 'data-paused="true"' not in other and ">Dry run<" in other and 'data-paused-pill="' not in other
+    overview = app.get("/", headers=as_user("admin")).text
+    assert overview.count('data-paused-pill="lakecleaner__customers"') == 1
+    assert "/api/v2/dags/" in page and "update_mask=is_paused" in page  # the script unpauses through Airflow's API
 
 
 def test_the_run_history_joins_reports_and_airflow_runs(history: tuple[Scene, list[AirflowRun]]) -> None:

@@ -102,8 +102,16 @@ def test_a_partitions_drawing_matches_its_manifest(page: Page, airflow: LocalAir
 def test_a_dry_run_started_from_the_dashboard_runs_in_airflow(
     page: Page, airflow: LocalAirflow, statsd: StatsdListener
 ) -> None:
+    """The DAG is paused (Airflow creates DAGs paused): the page says so, its button offers to unpause
+    it, and accepting unpauses it through Airflow's API before starting the run (issue 51)."""
+    assert airflow.api("PATCH", f"/api/v2/dags/{DAG}", user="admin", body={"is_paused": True})[0] == 200
     page.goto(f"{airflow.base_url}/lakecleaner/topics/page-views")
-    page.locator("button[data-trigger=dry_run]").click()
+    button = page.locator("button[data-trigger=dry_run]")
+    assert button.inner_text() == "Unpause and dry run"
+    assert page.locator(f"[data-paused-pill='{DAG}']").count() == 1
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    button.click()
     result = page.locator("#trigger-result a")
     result.wait_for()
     run_id = page.locator("#trigger-result").get_attribute("data-run-id") or ""
@@ -111,8 +119,9 @@ def test_a_dry_run_started_from_the_dashboard_runs_in_airflow(
     status, run = airflow.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{quote(run_id, safe='')}", user="admin")
     assert status == 200 and run["conf"] == {"dry_run": True, "force": False, "partitions": []}
     page.screenshot(path=ARTIFACTS / "trigger-dry-run.png")
-
-    assert airflow.api("PATCH", f"/api/v2/dags/{DAG}", user="admin", body={"is_paused": False})[0] == 200
+    assert asked and "is paused" in asked[0]
+    assert airflow.api("GET", f"/api/v2/dags/{DAG}", user="admin")[1]["is_paused"] is False
+    assert button.inner_text() == "Dry run" and page.locator(f"[data-paused-pill='{DAG}']").count() == 0
     finished = airflow.wait_for_run(DAG, run_id, timeout_s=240)
     assert finished["state"] == "success"
 

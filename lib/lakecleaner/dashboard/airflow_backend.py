@@ -67,6 +67,13 @@ def recent_dag_runs(dag_id: str, limit: int) -> list[AirflowRun]:
         ]
 
 
+def dag_paused(dag_id: str) -> bool | None:
+    """Whether the DAG is paused in Airflow's metadata database (None when Airflow does not know it)."""
+    with create_session() as session:
+        paused = session.scalar(select(DagModel.is_paused).where(DagModel.dag_id == dag_id))
+    return None if paused is None else bool(paused)
+
+
 def airflow_backend() -> Backend:
     """The dashboard's backend inside Airflow's API server."""
-    return Backend(current_user=get_user, access=AirflowAccess(), dag_runs=recent_dag_runs)
+    return Backend(current_user=get_user, access=AirflowAccess(), dag_runs=recent_dag_runs, dag_paused=dag_paused)

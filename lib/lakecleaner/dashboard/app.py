@@ -18,6 +18,7 @@ buttons call Airflow's own REST API from the browser, with the user's own Airflo
 
 # No `from __future__ import annotations` here: FastAPI reads the routes' annotations at runtime, and
 # those name types local to `create_app`.
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
@@ -53,12 +54,15 @@ def open_configured_lake() -> Lake:
 @dataclass(frozen=True)
 class Backend:
     """Everything the app needs from its host: `current_user` is a FastAPI dependency returning the
-    signed-in user or raising 401; `dag_runs(dag_id, limit)` lists a DAG's recent runs."""
+    signed-in user or raising 401; `dag_runs(dag_id, limit)` lists a DAG's recent runs; `dag_paused`
+    says whether a DAG is paused."""
 
     current_user: Callable[..., Any]
     access: Access
     dag_runs: Callable[[str, int], list[AirflowRun]]
     open_lake: Callable[[], Lake] = open_configured_lake
+    #: Whether Airflow has a DAG paused (None when it does not know the DAG).
+    dag_paused: Callable[[str], bool | None] = lambda dag_id: None
 
 
 def parse_now(now: str | None) -> int:
@@ -120,6 +124,7 @@ def create_app(backend: Backend | None = None) -> FastAPI:
             explicit_now=who.explicit_now,
             can_read=lambda dag_id: host.access.can_read(who.user, dag_id),
             can_trigger=lambda dag_id: host.access.can_trigger(who.user, dag_id),
+            paused=functools.cache(host.dag_paused),
         )
         return Pages(host.open_lake(), context, host.dag_runs)
 

@@ -69,6 +69,8 @@ class PageContext:
     explicit_now: str | None
     can_read: Callable[[str], bool]
     can_trigger: Callable[[str], bool]
+    #: Whether Airflow has the DAG paused (None: Airflow does not know the DAG yet).
+    paused: Callable[[str], bool | None]
 
     @property
     def query(self) -> str:
@@ -106,7 +108,9 @@ class Pages:
         self, topic: str, in_lake: bool, state: TopicState | str | None, airflow_runs: list[AirflowRun]
     ) -> dict[str, Any]:
         has_dag = self._has_dag(topic)
-        row = {"topic": topic, "dag_id": dag_id_of(topic), "has_dag": has_dag, "in_lake": in_lake, "error": None}
+        paused = self.context.paused(dag_id_of(topic)) if has_dag else None
+        row = {"topic": topic, "dag_id": dag_id_of(topic), "has_dag": has_dag, "paused": paused, "in_lake": in_lake}
+        row["error"] = None
         if not in_lake:
             return row
         if not isinstance(state, TopicState):
@@ -150,6 +154,7 @@ class Pages:
             **self._header(),
             **topic_overview(state, runs),
             "has_dag": self._has_dag(topic),
+            "paused": self.context.paused(dag_id_of(topic)) if self._has_dag(topic) else None,
             "config": state.plan.config.to_kafka_dict(),
             "partition_views": [v.to_dict() for v in views],
             "erasure": {str(p): e.to_dict() for p, e in self._erasure(topic, state).items()},
@@ -220,6 +225,7 @@ class Pages:
             header=self._header(),
             dag_run_url=context.dag_run_url,
             can_trigger=context.can_trigger,
+            paused=context.paused,
             **values,
         )
 
