@@ -40,29 +40,31 @@ test: lint typecheck unit
 # compact tasks' pool). Every component listens on 127.0.0.1 only: the API
 # server by --host, and the scheduler and triggerer serve no logs (their log servers bind every
 # address; the API server reads the task logs from airflow_home/logs). Ctrl-C or SIGTERM stops them all.
+AIRFLOW_UI_HOME ?= $(CURDIR)/airflow_home
+AIRFLOW_UI_PORT ?= 8080
 airflow-ui: setup
-	mkdir -p airflow_home
-	AIRFLOW_HOME=$(CURDIR)/airflow_home \
+	mkdir -p $(AIRFLOW_UI_HOME)
+	AIRFLOW_HOME=$(AIRFLOW_UI_HOME) \
 	AIRFLOW__CORE__LOAD_EXAMPLES=False \
 	AIRFLOW__CORE__EXECUTOR=LocalExecutor \
 	AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags \
 	AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins \
 	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin \
-	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$(CURDIR)/airflow_home/passwords.json \
+	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$(AIRFLOW_UI_HOME)/passwords.json \
 	AIRFLOW__API__HOST=127.0.0.1 \
-	AIRFLOW__API__PORT=8080 \
-	AIRFLOW__API__BASE_URL=http://127.0.0.1:8080 \
-	AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:8080/execution/ \
+	AIRFLOW__API__PORT=$(AIRFLOW_UI_PORT) \
+	AIRFLOW__API__BASE_URL=http://127.0.0.1:$(AIRFLOW_UI_PORT) \
+	AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:$(AIRFLOW_UI_PORT)/execution/ \
 	AIRFLOW_CONN_SPARK_LAKECLEANER='{"conn_type": "spark", "host": "local[*]"}' \
 	LAKECLEANER_CONFIG=$(CURDIR)/config/lakecleaner.yaml \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS=lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS \
 	AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=60 \
-	$(UV) run sh -c 'test -f airflow_home/passwords.json || echo "{\"admin\": \"admin\"}" > airflow_home/passwords.json; \
+	$(UV) run sh -c 'test -f $(AIRFLOW_UI_HOME)/passwords.json || echo "{\"admin\": \"admin\"}" > $(AIRFLOW_UI_HOME)/passwords.json; \
 	  airflow db migrate >/dev/null && lakecleaner airflow setup || exit 1; \
 	  trap "trap - INT TERM EXIT; kill 0" INT TERM EXIT; \
 	  airflow scheduler --skip-serve-logs & airflow dag-processor & airflow triggerer --skip-serve-logs & \
-	  airflow api-server --host 127.0.0.1 --port 8080 & \
-	  echo "Airflow: http://127.0.0.1:8080 (admin / admin); Ctrl-C stops it"; wait'
+	  airflow api-server --host 127.0.0.1 --port $(AIRFLOW_UI_PORT) & \
+	  echo "Airflow: http://127.0.0.1:$(AIRFLOW_UI_PORT) (admin / admin); Ctrl-C stops it"; wait'
 
 # A Spark Connect server from pyspark's own distribution, set up for lakecleaner (`lakecleaner
 # connect-server`), on local[*] at sc://127.0.0.1:15002, its logs and pid under .spark-connect/:
