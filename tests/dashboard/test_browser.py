@@ -130,6 +130,16 @@ def test_a_dry_run_started_from_the_dashboard_runs_in_airflow(
     assert "dry run" in row.inner_text()
     assert row.locator("a.dag-run-link").get_attribute("href") == f"/dags/{DAG}/runs/{quote(run_id, safe='')}"
     page.screenshot(path=ARTIFACTS / "run-history.png", full_page=True)
+    # Issue 51: the run is a point of the history charts, at the run's "now", with the run's figures
+    status, history = airflow.api("GET", "/lakecleaner/api/topics/page-views/history", user="admin")
+    assert status == 200
+    (point,) = [p for p in history["points"] if p["run_id"] == report_run_id(run_id) and p["partition"] is None]
+    size = page.locator("svg[data-chart='log size'] circle[data-run-id='" + report_run_id(run_id) + "']")
+    assert size.count() == 1
+    assert int(size.get_attribute("data-time-ms") or 0) == point["time_ms"]
+    assert float(size.get_attribute("data-value") or 0) == point["size_bytes"] > 0
+    assert (size.locator("title").text_content() or "").startswith("topic size: ")  # shown on hover
+    page.locator("#history").screenshot(path=ARTIFACTS / "history.png")
     row.locator("a").first.click()
     page.locator("#quality").wait_for()
     page.screenshot(path=ARTIFACTS / "run-report.png", full_page=True)

@@ -15,7 +15,7 @@ from html import escape
 
 from lakecleaner.policy.text import format_timestamp_ms
 
-_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 12, 12, 22
+_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 12, 26, 22
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def _bounds(chart: Chart) -> tuple[float, float]:
     return (low, high if high > low else low + 1.0)
 
 
-def render_chart(chart: Chart, *, width: int = 900, height: int = 180) -> str:
+def render_chart(chart: Chart, *, width: int = 900, height: int = 190) -> str:
     """The chart as an `<svg>` element (see the module docstring)."""
     low, high = _bounds(chart)
     span_ms = max(chart.end_ms - chart.start_ms, 1)
@@ -75,6 +75,7 @@ def render_chart(chart: Chart, *, width: int = 900, height: int = 180) -> str:
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(chart.title)}" '
         f'data-chart="{escape(chart.title)}">',
         f"<title>{escape(chart.title)}</title>",
+        f'<text x="{_LEFT}" y="16" font-size="13" font-weight="600" fill="#263238">{escape(chart.title)}</text>',
         f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#cfd8dc"/>',
     ]
     for value in (low, (low + high) / 2, high):

@@ -19,7 +19,7 @@ def _percent(value: float) -> str:
 
 
 def _count(value: float) -> str:
-    return f"{value:,.0f}"
+    return f"{value:,.0f}" if value == int(value) or abs(value) >= 10 else f"{value:.1f}"
 
 
 def _bytes(value: float) -> str:
