@@ -7,6 +7,7 @@ Airflow then runs. Screenshots of every page go to tests/artifacts/dashboard/.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -130,15 +131,28 @@ def test_a_dry_run_started_from_the_dashboard_runs_in_airflow(
     assert "dry run" in row.inner_text()
     assert row.locator("a.dag-run-link").get_attribute("href") == f"/dags/{DAG}/runs/{quote(run_id, safe='')}"
     page.screenshot(path=ARTIFACTS / "run-history.png", full_page=True)
-    # Issue 51: the run is a point of the history charts, at the run's "now", with the run's figures
+    # Issue 51: a second run at an earlier "now" (a logical date two hours back); both runs are
+    # points of the topic page's charts, each at its run's "now" with the figures its report stored
+    earlier = (datetime.now(UTC) - timedelta(hours=2)).replace(microsecond=0).isoformat()
+    status, second = airflow.api(
+        "POST", f"/api/v2/dags/{DAG}/dagRuns", user="admin", body={"logical_date": earlier, "conf": {"dry_run": True}}
+    )
+    assert status == 200, second
+    assert airflow.wait_for_run(DAG, second["dag_run_id"], timeout_s=240)["state"] == "success"
+    page.reload()
     status, history = airflow.api("GET", "/lakecleaner/api/topics/page-views/history", user="admin")
     assert status == 200
-    (point,) = [p for p in history["points"] if p["run_id"] == report_run_id(run_id) and p["partition"] is None]
-    size = page.locator("svg[data-chart='log size'] circle[data-run-id='" + report_run_id(run_id) + "']")
-    assert size.count() == 1
-    assert int(size.get_attribute("data-time-ms") or 0) == point["time_ms"]
-    assert float(size.get_attribute("data-value") or 0) == point["size_bytes"] > 0
-    assert (size.locator("title").text_content() or "").startswith("topic size: ")  # shown on hover
+    topic_points = {p["run_id"]: p for p in history["points"] if p["partition"] is None}
+    ours = [report_run_id(run_id), report_run_id(second["dag_run_id"])]
+    assert set(ours) <= set(topic_points) and topic_points[ours[0]]["time_ms"] > topic_points[ours[1]]["time_ms"]
+    for key in ours:
+        report = airflow.api("GET", f"/lakecleaner/api/topics/page-views/runs/{key}", user="admin")[1]
+        figures = report["reports_content"]["run"]["assess"]["figures"]
+        size = page.locator(f"svg[data-chart='log size'] circle[data-run-id='{key}']")
+        assert size.count() == 1
+        assert int(size.get_attribute("data-time-ms") or 0) == report["now_ms"] == topic_points[key]["time_ms"]
+        assert float(size.get_attribute("data-value") or 0) == sum(f["size_bytes"] for f in figures) > 0
+        assert (size.locator("title").text_content() or "").startswith("topic size: ")  # shown on hover
     page.locator("#history").screenshot(path=ARTIFACTS / "history.png")
     row.locator("a").first.click()
     page.locator("#quality").wait_for()
