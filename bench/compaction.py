@@ -64,6 +64,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.s3_servers, when run as a script
 
 import boto3
+import botocore.config
 import psutil
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -262,6 +263,10 @@ class LocalLakes:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+#: Server-side copies of a lake's objects at once (`S3Lakes.copy`), and the client's connections for them.
+COPY_THREADS = 16
+
+
 class S3Lakes:
     """Lakes under prefixes of a bucket of SeaweedFS on 127.0.0.1 (`--store s3`), reached through the
     latency proxy when `latency_ms` > 0. lakecleaner, the copy floor and DuckDB (through pyarrow's S3
@@ -275,6 +280,7 @@ class S3Lakes:
         self.endpoint = self.proxy.url if self.proxy else self.server.url
         self.client = boto3.client(
             "s3",
+            config=botocore.config.Config(max_pool_connections=COPY_THREADS),
             endpoint_url=self.server.url,
             region_name="us-east-1",
             aws_access_key_id=self.server.access_key,
@@ -309,7 +315,7 @@ class S3Lakes:
                 Bucket=bucket, Key=target + key[len(source) :], CopySource={"Bucket": bucket, "Key": key}
             )
 
-        with ThreadPoolExecutor(16) as pool:
+        with ThreadPoolExecutor(COPY_THREADS) as pool:
             list(pool.map(one, self._keys(source)))
 
     def remove(self, name: str) -> None:
