@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from lakecleaner.orchestration.dag_files import DEFAULT_DAG_FILES, DagFileShare, file_index_of, write_dag_files
 from lakecleaner.orchestration.dags import dags_folder
@@ -148,8 +149,12 @@ def _dag_files_of(tmp_path: Path, folder: Path, config: Path, **env: str) -> dic
 
 
 def _topics_config(path: Path, lake: Path, topics: list[str], extra: str = "") -> Path:
-    lines = [f"lake: {{uri: 'file://{lake}'}}", "topics:"] + [f"  {t}: {{partitions: 2}}" for t in topics]
-    path.write_text("\n".join(lines) + "\n" + extra)
+    """A config of `topics` sharing one settings mapping, which yaml.safe_dump writes once as an anchor
+    that the other topics alias (as the scheduler tests' configs have it)."""
+    shared = {"partitions": 2, "config": {"cleanup.policy": "delete"}}
+    text = yaml.safe_dump({"lake": {"uri": f"file://{lake}"}, "topics": dict.fromkeys(topics, shared)})
+    assert "&id001" in text and "*id001" in text
+    path.write_text(text + extra)
     return path
 
 

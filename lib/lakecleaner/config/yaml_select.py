@@ -8,8 +8,9 @@ stream by, and only then is a document composed.
 
 A DAG file builds the DAGs of its share of the topics (issue 50), so it asks for those topics only:
 every other entry under `topics:` is dropped at the event level, before anything is composed,
-constructed or validated. An alias to an anchor inside a dropped topic keeps every topic (the
-document must mean what it says).
+constructed or validated. When an alias refers to an anchor inside a dropped topic (as
+`yaml.safe_dump` writes repeated settings), the whole document is composed and the other topics are
+dropped from it instead: the document means what it says, and the share is still the share.
 """
 
 from __future__ import annotations
@@ -132,6 +133,16 @@ def read_yaml(text: str, keep_topic: Callable[[str], bool] | None = None) -> Any
     selection = _Selection(keep_topic)
     for event in yaml.parse(text, Loader=_LOADER):
         selection.take(event)
-    if keep_topic is None or selection.kept_aliases & selection.dropped_anchors:
+    if keep_topic is None:
         return yaml.load(text, Loader=_LOADER)  # within the bounds: libyaml composes faster than _Replay
+    if selection.kept_aliases & selection.dropped_anchors:
+        return _only_topics(yaml.load(text, Loader=_LOADER), keep_topic)
     return _Replay(selection.kept).get_single_data()
+
+
+def _only_topics(document: Any, keep_topic: Callable[[str], bool]) -> Any:
+    """The whole document (its aliases resolved) less the `topics:` entries `keep_topic` refuses."""
+    if isinstance(document, dict) and isinstance(document.get("topics"), dict):
+        topics = document["topics"]
+        document["topics"] = {k: v for k, v in topics.items() if not isinstance(k, str) or keep_topic(k)}
+    return document
