@@ -29,6 +29,13 @@ the compaction runs once.
 
 Target (issue 17): every figure under 5 s at 1,000 partitions and 20 ms a request. Prints a table
 with met / MISSED; `--json FILE` also writes the figures.
+
+    uv run python bench/control_plane.py --topics 1000             # 1,000 topics x 100 partitions
+
+`--topics N` measures another shape instead (bench/lake_of_topics.py, issue 50): the dashboard's
+overview of N topics of `--topic-partitions` partitions read from their summaries (target 5 s),
+again after `--stale-share` of the partitions were committed since (their manifests are read),
+and of 10 topics (1,000 partitions: target 1 s), from summaries and from the manifests.
 """
 
 from __future__ import annotations
@@ -71,10 +78,18 @@ class Figure:
     seconds: float
     requests: int
     detail: str = ""
+    #: The figure's target (None: a baseline, with none).
+    target_s: float | None = TARGET_S
 
     @property
     def met(self) -> bool:
-        return self.seconds < TARGET_S
+        return self.target_s is None or self.seconds < self.target_s
+
+    @property
+    def verdict(self) -> str:
+        if self.target_s is None:
+            return "baseline"
+        return f"{'met' if self.met else 'MISSED'} (< {self.target_s:g} s)"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -92,6 +107,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--dir", help="work directory (default: a temporary one)")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command; the median is the figure")
+    parser.add_argument(
+        "--topics",
+        type=int,
+        help="the overview of a lake of this many topics read from their summaries (issue 50), instead of the above",
+    )
+    parser.add_argument("--idle-wait-s", type=float, default=180.0, help="longest wait for the machine to go idle")
+    parser.add_argument("--topic-partitions", type=int, default=100, help="partitions of each topic, with --topics")
+    parser.add_argument(
+        "--stale-share",
+        type=float,
+        default=0.01,
+        help="share of partitions committed since, with --topics",
+    )
     return parser.parse_args(argv)
 
 
@@ -289,12 +317,25 @@ def gc_run(proxy: LatencyProxy, config_file: Path) -> Figure:
     return timed(proxy, "gc --topic big (deleting)", run)
 
 
-def main(argv: Sequence[str] | None = None) -> list[Figure]:
+def main(argv: Sequence[str] | None = None, given_server: S3Server | None = None) -> list[Figure]:
+    """The figures; `given_server` (a running S3 server, e.g. the tests') is used instead of starting one."""
     args = parse_args(argv)
     console = Console()
     work = Path(args.dir or f"/tmp/lakecleaner-bench-cp-{uuid.uuid4().hex[:8]}")
     work.mkdir(parents=True, exist_ok=True)
-    server = start_seaweedfs(work) if args.server == "seaweedfs" else start_moto()
+    if given_server is None:
+        server = start_seaweedfs(work) if args.server == "seaweedfs" else start_moto()
+    else:
+        server = replace(given_server, stop=lambda: None)
+    if args.topics:
+        try:
+            figures = topics_figures(args, console, work, server)
+        finally:
+            server.stop()
+        print_table(console, args, figures)
+        if args.json:
+            Path(args.json).write_text(json.dumps([f.__dict__ for f in figures], indent=1))
+        return figures
     figures: list[Figure] = []
     try:
         started = time.perf_counter()
@@ -305,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> list[Figure]:
             f"{args.small_topics} topics x 10 partitions in {time.perf_counter() - started:.0f} s",
             highlight=False,
         )
-        wait_until_idle(console)
+        wait_until_idle(console, args.idle_wait_s)
         proxy = LatencyProxy(server.url, args.latency_ms)
         try:
             config_file = write_config(work / "lakecleaner.yaml", server, proxy.url, args.partitions, args.small_topics)
@@ -352,17 +393,78 @@ def main(argv: Sequence[str] | None = None) -> list[Figure]:
     return figures
 
 
+def topics_figures(args: argparse.Namespace, console: Console, work: Path, server: S3Server) -> list[Figure]:
+    """The `--topics` shape (bench/lake_of_topics.py): the overview of `--topics` topics from their
+    summaries (target 5 s), then with `--stale-share` of the partitions committed since (their
+    manifests read instead), and the overview of 10 topics (1,000 partitions at 100 each: target
+    1 s) from summaries and, as the baseline, from the manifests."""
+    from bench import lake_of_topics as shape
+
+    per = args.topic_partitions
+    big = [f"t-{i:05d}" for i in range(args.topics)]
+    small = [f"ten-{i:02d}" for i in range(shape.SMALL_TOPICS)]
+    started = time.perf_counter()
+    run = uuid.uuid4().hex[:8]  # the lakes' prefixes in the bucket, fresh each run
+    big_lake, small_lake = f"{shape.BIG_LAKE}-{run}", f"{shape.SMALL_LAKE}-{run}"
+    direct_big = shape.write_config(work / "direct-big.yaml", server, server.url, big_lake, big, per)
+    direct_small = shape.write_config(work / "direct-small.yaml", server, server.url, small_lake, small, per)
+    written = shape.build(shape.lake_config(direct_big), big, per, NOW_MS, summaries=True)
+    written += shape.build(shape.lake_config(direct_small), small, per, NOW_MS, summaries=True)
+    console.print(
+        f"built {len(big)} topics x {per} partitions and {len(small)} x {per} ({written:,} objects) "
+        f"in {time.perf_counter() - started:.0f} s",
+        highlight=False,
+    )
+    wait_until_idle(console, args.idle_wait_s)
+    figures: list[Figure] = []
+    proxy = LatencyProxy(server.url, args.latency_ms)
+    try:
+        config_big = shape.write_config(work / "big.yaml", server, proxy.url, big_lake, big, per)
+        config_small = shape.write_config(work / "small.yaml", server, proxy.url, small_lake, small, per)
+        client_big, client_small = dashboard_client(config_big), dashboard_client(config_small)
+        whole = f"{len(big):,} topics x {per}"
+        steps: list[tuple[str, Callable[[], str], float]] = [
+            (f"overview JSON, {whole} (summaries)", shape.overview_check(client_big, NOW_MS, len(big), 0), TARGET_S),
+            (f"overview HTML, {whole} (summaries)", dashboard_action(client_big, "/"), TARGET_S),
+        ]
+        for name, action, target in steps:
+            figures.append(replace(timed(proxy, name, action, args.repeat), target_s=target))
+            show_last(console, figures[-1])
+        stale = shape.mark_committed(shape.lake_config(direct_big), big, per, args.stale_share, NOW_MS)
+        name = f"overview JSON, {whole}, {stale:,} partitions committed since"
+        check = shape.overview_check(client_big, NOW_MS, len(big), stale)
+        figures.append(replace(timed(proxy, name, check, args.repeat), target_s=TARGET_S))
+        show_last(console, figures[-1])
+        ten = f"{len(small)} topics x {per}"
+        check = shape.overview_check(client_small, NOW_MS, len(small), 0)
+        figures.append(replace(timed(proxy, f"overview JSON, {ten} (summaries)", check, args.repeat), target_s=1.0))
+        show_last(console, figures[-1])
+        shape.drop_summaries(shape.lake_config(direct_small), small)
+        check = shape.overview_check(client_small, NOW_MS, len(small), len(small) * per)
+        figures.append(
+            replace(timed(proxy, f"overview JSON, {ten} (manifests: baseline)", check, args.repeat), target_s=None)
+        )
+        show_last(console, figures[-1])
+    finally:
+        proxy.close()
+    return figures
+
+
 def show_last(console: Console, figure: Figure) -> None:
     console.print(f"  {figure.name}: {figure.seconds:.2f} s, {figure.requests} requests", highlight=False)
 
 
 def print_table(console: Console, args: argparse.Namespace, figures: list[Figure]) -> None:
-    shape = f"{args.partitions} partitions + {args.small_topics} topics x 10"
+    shape = (
+        f"{args.topics} topics x {args.topic_partitions}"
+        if args.topics
+        else f"{args.partitions} partitions + {args.small_topics} topics x 10"
+    )
     table = Table(title=f"{shape} on {args.server}, {args.latency_ms:g} ms a request")
-    for column in ("command", "seconds", "requests", f"< {TARGET_S:g} s", "detail"):
+    for column in ("command", "seconds", "requests", "target", "detail"):
         table.add_column(column)
     for f in figures:
-        table.add_row(f.name, f"{f.seconds:.2f}", str(f.requests), "met" if f.met else "MISSED", f.detail)
+        table.add_row(f.name, f"{f.seconds:.2f}", str(f.requests), f.verdict, f.detail)
     console.print(table)
 
 

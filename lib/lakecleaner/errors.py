@@ -116,3 +116,7 @@ class KafkaUnavailable(LakeCleanerError):
 class MirrorMismatch(LakeCleanerError):
     """The Kafka topic and the lake topic mirroring it disagree (fewer partitions, a log end the
     cluster no longer has): nothing is written until someone decides."""
+
+
+class CorruptSummary(LakeCleanerError):
+    """A topic's summary (issue 50) that cannot be parsed: the views read its manifests instead."""

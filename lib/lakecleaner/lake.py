@@ -38,6 +38,7 @@ from lakecleaner.log.partition import PartitionLog
 from lakecleaner.names import validate_partition, validate_topic_name
 from lakecleaner.offsets import OffsetStore
 from lakecleaner.reports import RUNS_PREFIX
+from lakecleaner.summaries.layout import config_marker_key
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +297,7 @@ class Lake:
         now = wall_clock_ms() if now_ms is None else now_ms
         metadata = TopicMetadata(name, count, overrides, now)
         try:
-            self.store.create(topic_metadata_key(name), metadata.to_json())
+            self._put_metadata(name, metadata, None)
         except ConditionFailed:
             if not exist_ok:
                 raise TopicExists(f"topic {name} already exists in {self.uri}") from None
@@ -318,7 +319,7 @@ class Lake:
             )
         if count > current.partitions:
             grown = TopicMetadata(current.name, count, current.overrides, current.created_ms)
-            self.store.replace(topic_metadata_key(name), grown.to_json(), etag)
+            self._put_metadata(name, grown, etag)
             current = grown
         topic = Topic(self, current)
         now = wall_clock_ms() if now_ms is None else now_ms
@@ -332,11 +333,26 @@ class Lake:
         merged = {k: v for k, v in merged.items() if v is not None}
         self.config.topic_config(name, merged)
         updated = TopicMetadata(current.name, current.partitions, merged, current.created_ms)
-        self.store.replace(topic_metadata_key(name), updated.to_json(), etag)
+        self._put_metadata(name, updated, etag)
         return Topic(self, updated)
+
+    def _put_metadata(self, name: str, metadata: TopicMetadata, etag: str | None) -> None:
+        """Write topic.json conditionally (create when `etag` is None), after the pending marker
+        that tells the topic's summary readers it may be stale (summaries.layout)."""
+        data = metadata.to_json()
+        self.store.write(config_marker_key(name, data), b"")
+        if etag is None:
+            self.store.create(topic_metadata_key(name), data)
+        else:
+            self.store.replace(topic_metadata_key(name), data, etag)
 
     def _read_metadata(self, name: str) -> tuple[TopicMetadata, str]:
         """The topic's validated topic.json and its etag."""
+        metadata, etag, _ = self.read_metadata(name)
+        return metadata, etag
+
+    def read_metadata(self, name: str) -> tuple[TopicMetadata, str, bytes]:
+        """The topic's validated topic.json, its etag and its bytes (TopicNotFound when absent)."""
         validate_topic_name(name)
         key = topic_metadata_key(name)
         try:
@@ -345,7 +361,8 @@ class Lake:
             raise TopicNotFound(
                 f"topic {name} does not exist in {self.uri}; create it with `lakecleaner topics create {name}`"
             ) from None
-        return TopicMetadata.from_json(data, self.store.location(key), name, self.config.max_partitions_per_topic), etag
+        metadata = TopicMetadata.from_json(data, self.store.location(key), name, self.config.max_partitions_per_topic)
+        return metadata, etag, data
 
     def repair_metadata(self, name: str, *, now_ms: int | None = None) -> TopicMetadataRepair | None:
         """Rebuild a missing or damaged topic.json from the partitions found in storage (`lakecleaner
@@ -376,10 +393,7 @@ class Lake:
         metadata = TopicMetadata(
             name, max(found) + 1, overrides, created or (wall_clock_ms() if now_ms is None else now_ms)
         )
-        if etag is None:
-            self.store.create(key, metadata.to_json())
-        else:
-            self.store.replace(key, metadata.to_json(), etag)
+        self._put_metadata(name, metadata, etag)
         return TopicMetadataRepair(metadata, "missing" if data is None else "damaged", kept)
 
     def _load_metadata(self, name: str) -> TopicMetadata:

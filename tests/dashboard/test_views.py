@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from lakecleaner.dashboard.data import load_topic, partition_view, topic_overview
+from lakecleaner.dashboard.data import facts_of_state, load_topic, partition_view, topic_overview
 from lakecleaner.dashboard.svg import render_partition_svg
 from lakecleaner.dashboard.units import human_bytes, human_seconds
 from lakecleaner.lake import Lake
@@ -37,7 +37,7 @@ def test_the_overview_shows_the_plans_figures(scene: Scene) -> None:
     plan = plan_topic(
         "customers", manifests, topic.config, lake.offsets.consumed_positions("customers", [0, 1]), scene.now_ms
     )
-    row = topic_overview(load_topic(lake, "customers", scene.now_ms), [])
+    row = topic_overview(facts_of_state(load_topic(lake, "customers", scene.now_ms)), [], scene.now_ms)
     assert row["metrics"] == plan.metrics.to_dict()
     assert row["max_compaction_delay_secs"] == plan.metrics.max_compaction_delay_secs > 0
     assert row["records"] == sum(m.record_count for m in manifests.values())

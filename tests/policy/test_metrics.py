@@ -22,7 +22,7 @@ def test_topic_gauges() -> None:
         # no clean or cleanable bytes: left out of max-dirty-percent
         manifest(active(0, size=3)),
     ]
-    metrics = topic_metrics([assess_compaction(log, CONFIG, NOW) for log in logs])
+    metrics = topic_metrics([assess_compaction(log, CONFIG, NOW).gauges for log in logs])
     assert metrics.to_dict() == {
         "max-compaction-delay-secs": 1,
         "max-dirty-percent": 66,
@@ -35,12 +35,12 @@ def test_topic_gauges() -> None:
         "max-clean-time-secs": None,
         "max-buffer-utilization-percent": None,
     }
-    assert topic_metrics([assess_compaction(logs[0], CONFIG, NOW)]).max_dirty_percent == 29
+    assert topic_metrics([assess_compaction(logs[0], CONFIG, NOW).gauges]).max_dirty_percent == 29
 
 
 def test_gauges_of_a_topic_that_is_not_compacted_are_zero() -> None:
     log = manifest(segment(0, size=1), segment(10, size=2, first_ts=1), active(20), checkpoint=10)
-    assert set(topic_metrics([assess_compaction(log, DELETE, NOW)]).to_dict().values()) == {0, None}
+    assert set(topic_metrics([assess_compaction(log, DELETE, NOW).gauges]).to_dict().values()) == {0, None}
 
 
 def test_the_record_deadline_is_the_earliest_first_batch_at_or_after_f_plus_the_max_lag() -> None:

@@ -8,25 +8,27 @@ JSON API returns it, and the HTML pages render the same values.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lakecleaner.cleaner_state import CleanerState
-from lakecleaner.dashboard.history import history_points
-from lakecleaner.dashboard.runs import RunRecord
+from lakecleaner.dashboard.digests import RECENT_RUNS, RunDigest
 from lakecleaner.lake import Lake, failure_runs, partitions_label
 from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.offsets import ConsumedPosition
 from lakecleaner.orchestration.naming import dag_id_of
 from lakecleaner.policy import PartitionPlan, TopicPlan, plan_topic
 from lakecleaner.policy.cleanable import CleanableRange, holds_dirty_records
+from lakecleaner.policy.metrics import topic_metrics
 from lakecleaner.policy.retention import CONSUMED
 from lakecleaner.policy.roll import apply_roll
+from lakecleaner.policy.selection import select_partitions
 from lakecleaner.policy.text import format_timestamp_ms
-
-#: How many recent runs the overview sums the reclaimed bytes of.
-RECENT_RUNS = 10
+from lakecleaner.summaries.layout import Pending
+from lakecleaner.summaries.model import TopicSummary
+from lakecleaner.summaries.read import TopicFacts, facts_of_plan, facts_of_summary, stale_partitions, unusable
+from lakecleaner.summaries.refresh import summary_store
 
 #: Kinds of the offset ranges a partition's bar is made of.
 CLEAN, DIRTY, UNCLEANABLE, ACTIVE, LOG = "clean", "dirty", "uncleanable", "active", "log"
@@ -62,8 +64,15 @@ def load_topics(lake: Lake, names: Sequence[str], now_ms: int) -> dict[str, Topi
     topic: every topic.json at once, then every partition's manifest at once, the consumer
     groups' offsets once for all, and every topic's cleaner state at once. A topic that cannot
     be opened maps to the reason."""
-    topics, unopened = lake.read_topics(names)
-    reads = lake.read_manifests_of(dict.fromkeys(topics.values()))
+    return _planned(lake, {name: None for name in names}, now_ms)
+
+
+def _planned(lake: Lake, wanted: Mapping[str, Collection[int] | None], now_ms: int) -> dict[str, TopicState | str]:
+    """The topics of `wanted` planned at `now_ms`, each on the partitions given (None: all)."""
+    if not wanted:
+        return {}
+    topics, unopened = lake.read_topics(list(wanted))
+    reads = lake.read_manifests_of({topic: wanted[name] for name, topic in topics.items()})
     groups = lake.offsets.read_all_groups()
     cleaners = lake.cleaner_state.read_many(list(topics), lake.config.storage.max_concurrency)
     out: dict[str, TopicState | str] = dict(unopened)
@@ -73,6 +82,45 @@ def load_topics(lake: Lake, names: Sequence[str], now_ms: int) -> dict[str, Topi
         plan = plan_topic(name, read.manifests, topic.config, consumed, now_ms, cleaner=cleaners[name])
         source = lake.offsets.source_of(name)
         out[name] = TopicState(read.manifests, consumed, plan, read.failures, cleaners[name], source)
+    return out
+
+
+def facts_of_state(state: TopicState) -> TopicFacts:
+    """A topic's facts from its plan at the view's "now"."""
+    return facts_of_plan(state.plan, state.manifests, state.unreadable, state.cleaner.last_run)
+
+
+def load_facts(lake: Lake, names: Sequence[str], now_ms: int) -> dict[str, TopicFacts | str]:
+    """The facts of many topics for the overview (issue 50): each topic's summary where it is
+    current (`summaries.read`), planned again from the manifests only for the partitions it cannot
+    answer for, and the whole topic from its manifests where it has no usable summary. One listing
+    of the lake's pending markers, a summary per topic, then the manifests needed, in a few
+    concurrent rounds (`load_topics`). A topic that cannot be read maps to the reason."""
+    summaries = summary_store(lake)
+    pending = summaries.pending()
+    stored = summaries.read_many(list(names))
+    whole: dict[str, str] = {}
+    partly: dict[str, tuple[TopicSummary, list[int]]] = {}
+    out: dict[str, TopicFacts | str] = {}
+    for name in names:
+        summary, markers = stored[name], pending.get(name, Pending())
+        why = unusable(summary, markers, now_ms)
+        if why is not None or not isinstance(summary, TopicSummary):
+            whole[name] = why or "no summary"
+        elif stale := stale_partitions(summary, markers):
+            partly[name] = (summary, stale)
+        else:
+            out[name] = facts_of_summary(summary)
+    wanted: dict[str, Collection[int] | None] = {name: None for name in whole}
+    wanted |= {name: stale for name, (_, stale) in partly.items()}
+    for name, state in _planned(lake, wanted, now_ms).items():
+        if isinstance(state, str):
+            out[name] = state
+        elif name in partly:
+            summary = partly[name][0]
+            out[name] = facts_of_summary(summary, state.plan, state.manifests, state.unreadable, state.cleaner.last_run)
+        else:
+            out[name] = replace(facts_of_state(state), why=whole[name])
     return out
 
 
@@ -92,49 +140,52 @@ class Due:
         return {"partition": self.partition, "compaction": self.compaction, "retention": self.retention}
 
 
-def partitions_due(plan: TopicPlan) -> list[Due]:
+def partitions_due(facts: TopicFacts) -> list[Due]:
     """The partitions due for compaction or with segments retention deletes, each with the reasons."""
     due = []
-    for p in plan.partitions:
-        compaction = p.compaction.reason if p.compaction.due else None
-        retention = p.retention.reason if p.retention.deletions else None
-        if compaction or retention:
-            due.append(Due(p.partition, compaction, retention))
+    for partition, entry in sorted(facts.partitions.items()):
+        compaction = entry.compaction_reason if entry.gauges.due else None
+        if compaction or entry.retention_reason:
+            due.append(Due(partition, compaction, entry.retention_reason))
     return due
 
 
-def nearest_deadline(plan: TopicPlan) -> dict[str, Any] | None:
+def nearest_deadline(facts: TopicFacts, now_ms: int) -> dict[str, Any] | None:
     """The partition whose deletion deadline (KIP-354 / tombstone horizon) comes first."""
-    deadlines = [(p.deadline, p.partition) for p in plan.partitions if p.deadline is not None]
+    deadlines = [(d, p) for p, e in facts.partitions.items() if (d := e.deadline(now_ms)) is not None]
     if not deadlines:
         return None
     deadline, partition = min(deadlines, key=lambda d: (d[0].deadline_ms, d[1]))
     return {"partition": partition, "at": format_timestamp_ms(deadline.deadline_ms), **deadline.to_dict()}
 
 
-def topic_overview(state: TopicState, runs: Sequence[RunRecord]) -> dict[str, Any]:
+def topic_overview(facts: TopicFacts, runs: Sequence[RunDigest], now_ms: int) -> dict[str, Any]:
     """One topic's row of the overview: policy, size, what is due and why, the cleaner gauges,
-    the nearest deletion deadline, the last run and the bytes reclaimed by the recent runs."""
-    plan, manifests = state.plan, state.manifests
+    the nearest deletion deadline, the last run and the bytes reclaimed by the recent runs, and
+    where the figures come from (`source`: the summary as of when, and how many partitions were
+    planned from their manifests)."""
+    entries = facts.partitions
+    gauges = {p: e.gauges for p, e in entries.items()}
+    metrics = topic_metrics(list(gauges.values()), facts.last_run, now_ms)
     recent = [r.reclaimed for r in runs[:RECENT_RUNS]]
     return {
-        "topic": plan.topic,
-        "dag_id": dag_id_of(plan.topic),
-        "policy": ",".join(sorted(plan.config.cleanup_policy)),
-        "partitions": len(manifests) + len(state.unreadable),
+        "topic": facts.topic,
+        "dag_id": dag_id_of(facts.topic),
+        "policy": ",".join(facts.cleanup_policy),
+        "partitions": len(entries) + len(facts.unreadable),
         "unreadable_partitions": {
-            partitions_label(first, last): reason for first, last, reason in failure_runs(state.unreadable)
+            partitions_label(first, last): reason for first, last, reason in failure_runs(facts.unreadable)
         },
         "uncleanable_partitions": {
-            str(p.partition): p.compaction.reason for p in plan.partitions if p.compaction.uncleanable
+            str(p): e.compaction_reason for p, e in sorted(entries.items()) if e.gauges.uncleanable
         },
-        "records": sum(m.record_count for m in manifests.values()),
-        "bytes": sum(m.size_bytes for m in manifests.values()),
-        "metrics": plan.metrics.to_dict(),
-        "max_compaction_delay_secs": plan.metrics.max_compaction_delay_secs,
-        "partitions_due": [d.to_dict() for d in partitions_due(plan)],
-        "compaction_order": list(plan.selection.selected),
-        "nearest_deadline": nearest_deadline(plan),
+        "records": sum(e.figures.records for e in entries.values()),
+        "bytes": sum(e.figures.size_bytes for e in entries.values()),
+        "metrics": metrics.to_dict(),
+        "max_compaction_delay_secs": metrics.max_compaction_delay_secs,
+        "partitions_due": [d.to_dict() for d in partitions_due(facts)],
+        "compaction_order": list(select_partitions(gauges).selected),
+        "nearest_deadline": nearest_deadline(facts, now_ms),
         "last_run": runs[0].to_dict() if runs else None,
         "mirror_lag": next((r.mirror_lag for r in runs if r.mirror_lag is not None), None),
         "reclaimed_recent": {
@@ -142,16 +193,16 @@ def topic_overview(state: TopicState, runs: Sequence[RunRecord]) -> dict[str, An
             "bytes": sum(r.bytes for r in recent),
             "records": sum(r.records for r in recent),
         },
-        "trend": trend(runs, plan.config.compact),
+        "trend": trend(runs, facts.compacted),
+        "source": facts.source(),
     }
 
 
-def trend(runs: Sequence[RunRecord], compacted: bool) -> dict[str, Any]:
+def trend(runs: Sequence[RunDigest], compacted: bool) -> dict[str, Any]:
     """The overview's sparkline: the topic's dirty ratio (compacted) or log size at each of the runs
     already read for the row (no further reads), oldest first."""
     metric = "dirty_ratio" if compacted else "size_bytes"
-    points = [p for p in history_points(list(reversed(runs))) if p.partition is None]
-    values = [v for p in points if (v := getattr(p, metric)) is not None]
+    values = [v for r in reversed(runs) if (v := getattr(r, metric)) is not None]
     return {"metric": metric, "values": values}
 
 

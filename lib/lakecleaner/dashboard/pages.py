@@ -21,11 +21,13 @@ from lakecleaner.dashboard.charts import render_sparkline
 from lakecleaner.dashboard.data import (
     PartitionView,
     TopicState,
+    facts_of_state,
+    load_facts,
     load_topic,
-    load_topics,
     partition_view,
     topic_overview,
 )
+from lakecleaner.dashboard.digests import RunDigest, joined_with_airflow
 from lakecleaner.dashboard.history import DEFAULT_RANGE, MAX_RUNS, RANGES, HistoryRange, topic_history
 from lakecleaner.dashboard.history_charts import history_charts, rendered
 from lakecleaner.dashboard.runs import AirflowRun, RunRecord, run_history, run_record, run_reports
@@ -36,6 +38,7 @@ from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake
 from lakecleaner.orchestration.naming import dag_id_of
 from lakecleaner.policy.text import format_timestamp_ms
+from lakecleaner.summaries.read import TopicFacts
 
 #: How many runs the run history shows.
 RUN_HISTORY = 20
@@ -105,7 +108,7 @@ class Pages:
         return topic in self.lake.config.topics
 
     def _overview_row(
-        self, topic: str, in_lake: bool, state: TopicState | str | None, airflow_runs: list[AirflowRun]
+        self, topic: str, in_lake: bool, facts: TopicFacts | str | None, airflow_runs: list[AirflowRun]
     ) -> dict[str, Any]:
         has_dag = self._has_dag(topic)
         paused = self.context.paused(dag_id_of(topic)) if has_dag else None
@@ -113,28 +116,32 @@ class Pages:
         row["error"] = None
         if not in_lake:
             return row
-        if not isinstance(state, TopicState):
-            return {**row, "error": state}
+        if not isinstance(facts, TopicFacts):
+            return {**row, "error": facts}
         try:
-            return {**row, **topic_overview(state, self.runs(topic, airflow_runs))}
+            if facts.runs is None:  # no summary: the run reports themselves
+                runs = [RunDigest.of(r) for r in self.runs(topic, airflow_runs)]
+            else:
+                runs = joined_with_airflow(facts.runs, airflow_runs)
+            return {**row, **topic_overview(facts, runs, self.context.now_ms)}
         except LakeCleanerError as exc:
             return {**row, "error": str(exc)}
 
     def overview(self) -> dict[str, Any]:
         """Every topic the user may read (the config file's, each with a DAG, and those only in the
-        lake), with its overview figures. The topics' state is read in a few concurrent rounds
-        for all of them (`load_topics`), their run histories concurrently."""
+        lake), with its overview figures: from each topic's summary where it is current, else from
+        its manifests (`load_facts`, issue 50), in a few concurrent rounds for all of them."""
         in_lake = set(self.lake.list_topics())
         names = [t for t in sorted(set(self.lake.config.topics) | in_lake) if self.context.can_read(dag_id_of(t))]
         stored = [t for t in names if t in in_lake]
-        states: dict[str, TopicState | str]
+        facts: dict[str, TopicFacts | str]
         try:
-            states = load_topics(self.lake, stored, self.context.now_ms)
+            facts = load_facts(self.lake, stored, self.context.now_ms)
         except LakeCleanerError as exc:  # the consumer offsets cannot be listed: every topic says why
-            states = dict.fromkeys(names, str(exc))
+            facts = dict.fromkeys(names, str(exc))
         airflow = {t: self.dag_runs(dag_id_of(t), RUN_HISTORY) for t in stored}  # Airflow's database
         rows = map_ordered(
-            lambda t: self._overview_row(t, t in in_lake, states.get(t), airflow.get(t, [])),
+            lambda t: self._overview_row(t, t in in_lake, facts.get(t), airflow.get(t, [])),
             names,
             self.lake.config.storage.max_concurrency,
         )
@@ -152,7 +159,7 @@ class Pages:
         state, runs, views = self._topic_parts(topic)
         return {
             **self._header(),
-            **topic_overview(state, runs),
+            **self._topic_row(state, runs),
             "has_dag": self._has_dag(topic),
             "paused": self.context.paused(dag_id_of(topic)) if self._has_dag(topic) else None,
             "config": state.plan.config.to_kafka_dict(),
@@ -160,6 +167,10 @@ class Pages:
             "erasure": {str(p): e.to_dict() for p, e in self._erasure(topic, state).items()},
             "runs": [r.to_dict() for r in runs],
         }
+
+    def _topic_row(self, state: TopicState, runs: list[RunRecord]) -> dict[str, Any]:
+        """The topic page's overview, planned at the request's "now" from the manifests."""
+        return topic_overview(facts_of_state(state), [RunDigest.of(r) for r in runs], self.context.now_ms)
 
     def _erasure(self, topic: str, state: TopicState) -> dict[int, PartitionErasure]:
         """Each partition's earliest erasure deadline (`lakecleaner audit topic`), from the
@@ -250,7 +261,7 @@ class Pages:
         return self._render(
             "topic.html",
             history=self._history_section(topic, range_name, None, config.compact, config.min_cleanable_dirty_ratio),
-            topic=topic_overview(state, runs),
+            topic=self._topic_row(state, runs),
             plan=state.plan,
             views=views,
             bars=bars,

@@ -49,6 +49,7 @@ from lakecleaner.log.segment_files import (
     table_stats,
     write_segment_file,
 )
+from lakecleaner.summaries.layout import partition_marker_key
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,7 @@ class PartitionLog:
         now = wall_clock_ms() if now_ms is None else now_ms
         empty = Manifest(self.topic, self.partition, version=1, updated_ms=now, next_segment_created_ms=now)
         try:
+            self.store.write(partition_marker_key(self.topic, self.partition, empty.version), b"")
             self.store.create(self.manifest_key, empty.to_json())
             return empty
         except ConditionFailed:
@@ -240,6 +242,7 @@ class PartitionLog:
             self.refuse_invalid(updated)
             self.refuse_transition(current, updated)
             crash_point("commit.before_manifest_write")
+            self.store.write(partition_marker_key(self.topic, self.partition, updated.version), b"")
             try:
                 self.store.replace(self.manifest_key, updated.to_json(), etag)
             except ConditionFailed:

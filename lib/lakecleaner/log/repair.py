@@ -66,6 +66,7 @@ from lakecleaner.log.manifest import (
 )
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.segment_files import KIND_COMPACTED, FileMeta, read_file_meta
+from lakecleaner.summaries.layout import partition_marker_key
 
 #: The reason a file left out because another file holds its offsets starts with (it goes to
 #: `pending_deletes`; other files left out stay where they are).
@@ -373,7 +374,7 @@ def repair_partition(
         start = log_start_offset
     versions = [c.meta.manifest_version for c in candidates.values()]
     versions += [c.acknowledged for c in candidates.values() if c.acknowledged is not None]
-    version = max(versions, default=0) + 1
+    version = max([*versions, announced_version(store, topic, partition)], default=0) + 1
     pending = tuple(
         PendingDelete(p, now + config.file_delete_delay_ms, "repair: " + why)
         for p, why in left_out.items()
@@ -393,6 +394,7 @@ def repair_partition(
     ).with_commit_id(new_commit_id())
     log.refuse_invalid(manifest)
     data = manifest.to_json()
+    store.write(partition_marker_key(topic, partition, version), b"")
     try:
         if etag is None:
             store.create(log.manifest_key, data)
@@ -404,3 +406,19 @@ def repair_partition(
         if store.read(log.manifest_key) != data:
             raise
     return RepairReport(topic, partition, state, manifest, choice.kept, left_out, in_flight)
+
+
+def announced_version(store: ObjectStore, topic: str, partition: int) -> int:
+    """The highest manifest version of the partition that the topic's summary or a pending marker
+    names (0: none). A rebuilt manifest takes a higher one: a view compares versions to tell a
+    current summary entry from a stale one (summaries.read), so a version must never go back."""
+    from lakecleaner.summaries.store import SummaryStore
+
+    summaries = SummaryStore(store, 1)
+    markers = summaries.pending(topic).get(topic)
+    versions = [m.version for m in markers.markers if m.partition == partition] if markers else []
+    try:
+        summary = summaries.read(topic)
+    except LakeCleanerError:  # a damaged summary names no version a view would trust
+        summary = None
+    return max([v for v in versions if v is not None] + [(summary and summary.version(partition)) or 0])

@@ -107,6 +107,10 @@ class CompactionAssessment:
     def dirty_ratio(self) -> float:
         return 0.0 if self.range is None else self.range.dirty_ratio
 
+    @property
+    def gauges(self) -> PartitionGauges:
+        return PartitionGauges.of(self)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "due": self.due,
@@ -115,6 +119,41 @@ class CompactionAssessment:
             "range": None if self.range is None else self.range.to_dict(),
             "uncleanable": None if self.uncleanable is None else self.uncleanable.to_dict(),
         }
+
+
+@dataclass(frozen=True)
+class PartitionGauges:
+    """What a partition's compaction assessment adds to its topic's cleaner gauges
+    (`policy.metrics.topic_metrics`) and to the compaction order (`policy.selection`): the few
+    numbers a per-topic summary keeps of it (issue 50), so a topic's gauges and order come out
+    the same from its summary as from its plan.
+
+    `dirty_percent` is None where the partition has no clean or cleanable bytes (or the topic is
+    not compacted: every byte count is then 0), as Kafka's max-dirty-percent skips such logs.
+    """
+
+    due: bool
+    overdue: bool
+    uncleanable: bool
+    dirty_ratio: float
+    dirty_percent: int | None
+    cleanable_bytes: int
+    not_yet_cleanable_bytes: int
+    max_compaction_delay_ms: int
+
+    @classmethod
+    def of(cls, assessment: CompactionAssessment) -> PartitionGauges:
+        cleanable = assessment.range
+        return cls(
+            due=assessment.due,
+            overdue=assessment.overdue,
+            uncleanable=assessment.uncleanable is not None,
+            dirty_ratio=assessment.dirty_ratio,
+            dirty_percent=None if cleanable is None or cleanable.total_bytes == 0 else cleanable.dirty_percent,
+            cleanable_bytes=0 if cleanable is None else cleanable.cleanable_bytes,
+            not_yet_cleanable_bytes=0 if cleanable is None else cleanable.not_yet_cleanable_bytes,
+            max_compaction_delay_ms=0 if cleanable is None else cleanable.max_compaction_delay_ms,
+        )
 
 
 def first_dirty_offset(manifest: Manifest) -> tuple[int, str | None]:

@@ -18,7 +18,7 @@ from typing import Any
 from lakecleaner.cleaner_state import LastRun
 from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.log.manifest import Manifest
-from lakecleaner.policy.cleanable import CompactionAssessment, holds_dirty_records
+from lakecleaner.policy.cleanable import PartitionGauges, holds_dirty_records
 
 
 @dataclass(frozen=True)
@@ -97,27 +97,23 @@ def deletion_deadline(
     return DeletionDeadline(record_deadline, horizon, deadline, (deadline - now_ms) // 1000)
 
 
-def topic_metrics(
-    assessments: Sequence[CompactionAssessment], last_run: LastRun | None = None, now_ms: int = 0
-) -> TopicMetrics:
-    """Kafka's gauges over a topic's partitions: max-compaction-delay-secs (the largest KIP-354
-    delay, in whole seconds), max-dirty-percent (floor(100 × the largest dirty ratio) over the
-    partitions with clean or cleanable bytes), the cleanable bytes, uncleanable-partitions-count
-    and uncleanable-bytes (Σ cleanable bytes [F, U) of the partitions marked uncleanable),
-    not-yet-cleanable-bytes (at or above U), and how many partitions are due. From the last run:
-    time-since-last-run-ms (now − its start, Kafka's last `grabFilthiestCompactedLog`),
-    max-clean-time-secs and max-buffer-utilization-percent. Partitions of topics that are not
-    compacted count as zero."""
-    ranges = [a.range for a in assessments if a.range is not None]
-    marked = [a for a in assessments if a.uncleanable is not None]
+def topic_metrics(gauges: Sequence[PartitionGauges], last_run: LastRun | None = None, now_ms: int = 0) -> TopicMetrics:
+    """Kafka's gauges over a topic's partitions (each partition's `PartitionGauges`, from its
+    compaction assessment): max-compaction-delay-secs (the largest KIP-354 delay, in whole
+    seconds), max-dirty-percent (floor(100 × the largest dirty ratio) over the partitions with clean
+    or cleanable bytes), the cleanable bytes, uncleanable-partitions-count and uncleanable-bytes
+    (Σ cleanable bytes [F, U) of the partitions marked uncleanable), not-yet-cleanable-bytes (at or
+    above U), and how many partitions are due. From the last run: time-since-last-run-ms (now − its
+    start, Kafka's last `grabFilthiestCompactedLog`), max-clean-time-secs and
+    max-buffer-utilization-percent. Partitions of topics that are not compacted count as zero."""
     return TopicMetrics(
-        max_compaction_delay_secs=max((r.max_compaction_delay_ms // 1000 for r in ranges), default=0),
-        max_dirty_percent=max((r.dirty_percent for r in ranges if r.total_bytes > 0), default=0),
-        cleanable_bytes=sum(r.cleanable_bytes for r in ranges),
-        not_yet_cleanable_bytes=sum(r.not_yet_cleanable_bytes for r in ranges),
-        uncleanable_partitions_count=len(marked),
-        uncleanable_bytes=sum(a.range.cleanable_bytes for a in marked if a.range is not None),
-        partitions_due=sum(1 for a in assessments if a.due),
+        max_compaction_delay_secs=max((g.max_compaction_delay_ms // 1000 for g in gauges), default=0),
+        max_dirty_percent=max((g.dirty_percent for g in gauges if g.dirty_percent is not None), default=0),
+        cleanable_bytes=sum(g.cleanable_bytes for g in gauges),
+        not_yet_cleanable_bytes=sum(g.not_yet_cleanable_bytes for g in gauges),
+        uncleanable_partitions_count=sum(1 for g in gauges if g.uncleanable),
+        uncleanable_bytes=sum(g.cleanable_bytes for g in gauges if g.uncleanable),
+        partitions_due=sum(1 for g in gauges if g.due),
         time_since_last_run_ms=None if last_run is None else max(0, now_ms - last_run.started_ms),
         max_clean_time_secs=None if last_run is None else last_run.clean_time_ms // 1000,
         max_buffer_utilization_percent=None if last_run is None else last_run.buffer_utilization_percent,

@@ -151,7 +151,7 @@ def plan_topic(
     plans = tuple(
         plan_partition(manifests[p], config, consumed.get(p), now_ms, state.uncleanable.get(p)) for p in wanted
     )
-    assessments = {plan.partition: plan.compaction for plan in plans}
+    gauges = {plan.partition: plan.compaction.gauges for plan in plans}
     return TopicPlan(
         topic=topic,
         now_ms=now_ms,
@@ -159,6 +159,6 @@ def plan_topic(
         force=force,
         max_partitions=max_partitions,
         partitions=plans,
-        selection=select_partitions(assessments, force=force, max_partitions=max_partitions),
-        metrics=topic_metrics(list(assessments.values()), state.last_run, now_ms),
+        selection=select_partitions(gauges, force=force, max_partitions=max_partitions),
+        metrics=topic_metrics(list(gauges.values()), state.last_run, now_ms),
     )

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lakecleaner.policy.cleanable import CompactionAssessment
+from lakecleaner.policy.cleanable import PartitionGauges
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,10 @@ class Selection:
 
 
 def select_partitions(
-    assessments: Mapping[int, CompactionAssessment], *, force: bool = False, max_partitions: int | None = None
+    gauges: Mapping[int, PartitionGauges], *, force: bool = False, max_partitions: int | None = None
 ) -> Selection:
-    """Order the eligible partitions and keep the first `max_partitions` (all when None).
+    """Order the eligible partitions (by their assessments' `PartitionGauges`) and keep the first
+    `max_partitions` (all when None).
 
     Eligible: due, or, with `force`, any partition of a compacted topic with cleanable bytes
     (the dirty ratio is then ignored; the cleanable range still bounds what is cleaned) that is
@@ -48,20 +49,16 @@ def select_partitions(
     """
     if max_partitions is not None and max_partitions < 1:
         raise ValueError(f"max_partitions must be at least 1, got {max_partitions}")
-    forced = {
-        p
-        for p, a in assessments.items()
-        if force and not a.due and a.uncleanable is None and a.range is not None and a.range.cleanable_bytes > 0
-    }
-    eligible = [p for p, a in assessments.items() if a.due or p in forced]
-    ordered = sorted(eligible, key=lambda p: _priority(p, assessments))
+    forced = {p for p, g in gauges.items() if force and not g.due and not g.uncleanable and g.cleanable_bytes > 0}
+    eligible = [p for p, g in gauges.items() if g.due or p in forced]
+    ordered = sorted(eligible, key=lambda p: _priority(p, gauges))
     selected = tuple(ordered[:max_partitions])
     return Selection(
         selected=selected, deferred=tuple(ordered[len(selected) :]), forced=tuple(p for p in selected if p in forced)
     )
 
 
-def _priority(partition: int, assessments: Mapping[int, CompactionAssessment]) -> tuple[bool, float, int]:
+def _priority(partition: int, gauges: Mapping[int, PartitionGauges]) -> tuple[bool, float, int]:
     """Overdue first, then the highest dirty ratio, then the lowest partition number."""
-    assessment = assessments[partition]
-    return (not assessment.overdue, -assessment.dirty_ratio, partition)
+    partition_gauges = gauges[partition]
+    return (not partition_gauges.overdue, -partition_gauges.dirty_ratio, partition)

@@ -1,0 +1,91 @@
+"""Where the per-topic summaries and their pending markers live (issue 50).
+
+    _lakecleaner/summaries/topics/<topic>.json                   the topic's summary
+    _lakecleaner/summaries/pending/<topic>/<partition>.<version> a commit of that manifest version began
+    _lakecleaner/summaries/pending/<topic>/config.<digest>       a write of topic.json with that content began
+
+A marker is written before the object it announces, so a reader that finds a marker newer than
+the summary knows the summary may be stale for it. Pure: names in, names out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+SUMMARIES_PREFIX = "_lakecleaner/summaries/"
+SUMMARY_PREFIX = f"{SUMMARIES_PREFIX}topics/"
+PENDING_PREFIX = f"{SUMMARIES_PREFIX}pending/"
+
+_PARTITION_MARKER = re.compile(r"(\d{1,9})\.(\d{1,18})")
+_CONFIG_MARKER = re.compile(r"config\.([0-9a-f]{16})")
+
+
+def summary_key(topic: str) -> str:
+    """The topic's summary object."""
+    return f"{SUMMARY_PREFIX}{topic}.json"
+
+
+def pending_prefix(topic: str) -> str:
+    """The folder of the topic's pending markers."""
+    return f"{PENDING_PREFIX}{topic}/"
+
+
+def partition_marker_key(topic: str, partition: int, version: int) -> str:
+    """The marker a commit of `version` of the partition's manifest writes first."""
+    return f"{pending_prefix(topic)}{partition}.{version}"
+
+
+def config_digest(metadata: bytes) -> str:
+    """A topic.json's content, in 16 hex digits: what names its marker and what a summary records."""
+    return hashlib.sha256(metadata).hexdigest()[:16]
+
+
+def config_marker_key(topic: str, metadata: bytes) -> str:
+    """The marker a write of `metadata` as the topic's topic.json writes first."""
+    return f"{pending_prefix(topic)}config.{config_digest(metadata)}"
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One pending marker: of a partition's manifest `version`, or of a topic.json `digest`."""
+
+    key: str
+    mtime_ms: int
+    partition: int | None = None
+    version: int | None = None
+    digest: str | None = None
+
+
+@dataclass
+class Pending:
+    """A topic's pending markers."""
+
+    markers: list[Marker] = field(default_factory=list)
+
+    def newest(self, partition: int) -> int | None:
+        """The highest manifest version announced for the partition, None when none is."""
+        return max(
+            (m.version for m in self.markers if m.partition == partition and m.version is not None), default=None
+        )
+
+    @property
+    def digests(self) -> set[str]:
+        """The topic.json contents announced."""
+        return {m.digest for m in self.markers if m.digest is not None}
+
+
+def parse_marker(key: str, mtime_ms: int) -> tuple[str, Marker] | None:
+    """A key under PENDING_PREFIX as (topic, marker); None for a key of another shape (nothing of
+    ours writes one: a reader then trusts the summary no less than without it)."""
+    if not key.startswith(PENDING_PREFIX):
+        return None
+    topic, _, name = key[len(PENDING_PREFIX) :].partition("/")
+    if not topic or "/" in name:
+        return None
+    if match := _PARTITION_MARKER.fullmatch(name):
+        return topic, Marker(key, mtime_ms, partition=int(match[1]), version=int(match[2]))
+    if match := _CONFIG_MARKER.fullmatch(name):
+        return topic, Marker(key, mtime_ms, digest=match[1])
+    return None

@@ -1,0 +1,258 @@
+"""Issue 50: per-topic summaries. The overview's facts read from summaries equal those planned
+from the manifests at the same "now"; a commit, a topic.json change, a damaged summary or a
+repair makes the views read the manifests for what the summary no longer answers for; markers
+are cleared once a summary covers them, never before; a summary never replaces a newer one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakecleaner.dashboard.data import facts_of_state, load_facts, load_topic, topic_overview
+from lakecleaner.errors import CorruptSummary
+from lakecleaner.lake import Lake
+from lakecleaner.log.records import Record
+from lakecleaner.log.repair import repair_partition
+from lakecleaner.summaries.layout import partition_marker_key, summary_key
+from lakecleaner.summaries.model import TopicSummary
+from lakecleaner.summaries.read import TopicFacts
+from lakecleaner.summaries.refresh import build_summary, refresh_summary, summary_store
+from lakecleaner.summaries.store import MIN_MARKER_EXPIRY_MS
+from tests.conftest import S3Endpoint
+
+HOUR = 3_600_000
+T0 = 1_800_000_000_000
+NOW = T0 + 48 * HOUR
+TOPICS = ("orders", "events")
+
+
+def build(lake: Lake) -> None:
+    """`orders`: compacted, 3 partitions of updated keys in sealed segments (some due, one overdue
+    by KIP-354, tombstones); `events`: delete policy, 2 partitions, old segments past retention.ms."""
+    orders = lake.create_topic(
+        "orders",
+        3,
+        {
+            "cleanup.policy": "compact",
+            "segment.ms": HOUR,
+            "max.compaction.lag.ms": 24 * HOUR,
+            "min.cleanable.dirty.ratio": 0.3,
+        },
+        now_ms=T0,
+    )
+    for p in range(3):
+        log = orders.partition(p)
+        for batch in range(3 + p):
+            at = T0 + batch * 2 * HOUR
+            records = [Record(f"k{i % (4 + p)}".encode(), f"v{batch}-{i}".encode(), at) for i in range(20)]
+            records.append(Record(b"gone", None, at))
+            log.append(records, now_ms=at)
+            log.roll(now_ms=at + HOUR + 1)
+    events = lake.create_topic("events", 2, {"cleanup.policy": "delete", "retention.ms": 30 * HOUR}, now_ms=T0)
+    for p in range(2):
+        log = events.partition(p)
+        for batch in range(3):
+            at = T0 + batch * 12 * HOUR
+            log.append([Record(None, b"x" * 50, at) for _ in range(10)], now_ms=at)
+            log.roll(now_ms=at + HOUR + 1)
+
+
+def exact_row(lake: Lake, topic: str, now_ms: int) -> dict[str, Any]:
+    return topic_overview(facts_of_state(load_topic(lake, topic, now_ms)), [], now_ms)
+
+
+def summary_row(lake: Lake, topic: str, now_ms: int) -> tuple[dict[str, Any], TopicFacts]:
+    facts = load_facts(lake, [topic], now_ms)[topic]
+    assert isinstance(facts, TopicFacts), facts
+    return topic_overview(facts, [], now_ms), facts
+
+
+def without_source(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k != "source"}
+
+
+def markers(lake: Lake, topic: str) -> list[str]:
+    return sorted(m.key for m in summary_store(lake).pending(topic).get(topic, type("P", (), {"markers": []})).markers)
+
+
+@pytest.fixture
+def built(lake: Lake) -> Lake:
+    build(lake)
+    for topic in TOPICS:
+        refresh_summary(lake, topic, NOW)
+    return lake
+
+
+def test_the_overview_from_summaries_equals_the_overview_planned_from_the_manifests(built: Lake) -> None:
+    lake = built
+    for topic in TOPICS:
+        row, facts = summary_row(lake, topic, NOW)
+        exact = exact_row(lake, topic, NOW)
+        assert without_source(row) == without_source(exact)
+        assert facts.from_manifests == () and facts.planned_at_ms == NOW
+        assert row["source"] == {"summary_planned_at_ms": NOW, "partitions_from_manifests": 0, "why": None}
+        assert exact["source"]["partitions_from_manifests"] == len(
+            exact_row(lake, topic, NOW)["unreadable_partitions"]
+        ) + (3 if topic == "orders" else 2)
+        assert markers(lake, topic) == []  # the refresh cleared what its summary covers
+    orders = exact_row(lake, "orders", NOW)
+    assert orders["partitions_due"] and orders["nearest_deadline"] and orders["metrics"]["max-dirty-percent"] > 0
+    events = exact_row(lake, "events", NOW)
+    assert any(d["retention"] for d in events["partitions_due"])  # the scene has work due on both kinds
+
+
+def test_a_commit_after_the_refresh_is_read_from_its_manifest_until_the_next_refresh(built: Lake) -> None:
+    lake = built
+    lake.topic("orders").partition(1).append([Record(b"new", b"v", NOW)], now_ms=NOW)
+    row, facts = summary_row(lake, "orders", NOW)
+    assert facts.from_manifests == (1,) and facts.why is not None
+    assert without_source(row) == without_source(exact_row(lake, "orders", NOW))
+    assert row["source"]["partitions_from_manifests"] == 1
+    assert markers(lake, "orders") != []
+    refresh_summary(lake, "orders", NOW)
+    assert markers(lake, "orders") == []
+    row, facts = summary_row(lake, "orders", NOW)
+    assert facts.from_manifests == () and without_source(row) == without_source(exact_row(lake, "orders", NOW))
+
+
+def test_a_marker_of_a_commit_not_landed_yet_is_kept_until_a_summary_covers_it(built: Lake) -> None:
+    lake = built
+    log = lake.topic("orders").partition(2)
+    version = log.manifest().version
+    in_flight = partition_marker_key("orders", 2, version + 1)
+    lake.store.write(in_flight, b"")  # what a commit writes before its manifest
+    _, facts = summary_row(lake, "orders", NOW)
+    assert facts.from_manifests == (2,)
+    assert refresh_summary(lake, "orders", NOW).markers_deleted == 0
+    assert markers(lake, "orders") == [in_flight]  # its manifest may still land: kept
+    log.append([Record(b"late", b"v", NOW)], now_ms=NOW)  # the commit of that version lands
+    assert log.manifest().version == version + 1
+    refresh_summary(lake, "orders", NOW)
+    assert markers(lake, "orders") == []
+
+
+def test_a_marker_no_commit_can_still_land_for_expires(built: Lake) -> None:
+    lake = built
+    summaries = summary_store(lake)
+    version = lake.topic("orders").partition(0).manifest().version
+    lake.store.write(partition_marker_key("orders", 0, version + 5), b"")
+    stored = summaries.read("orders")
+    assert stored is not None
+    pending = summaries.pending("orders")["orders"]
+    (marker,) = pending.markers
+    assert (
+        summaries.clear_markers(stored, pending, marker.mtime_ms + MIN_MARKER_EXPIRY_MS - 1000, MIN_MARKER_EXPIRY_MS)
+        == 0
+    )
+    assert (
+        summaries.clear_markers(stored, pending, marker.mtime_ms + MIN_MARKER_EXPIRY_MS + 1, MIN_MARKER_EXPIRY_MS) == 1
+    )
+    assert markers(lake, "orders") == []
+
+
+def test_a_changed_topic_json_makes_the_views_read_the_whole_topic(built: Lake) -> None:
+    lake = built
+    lake.alter_topic("orders", {"min.cleanable.dirty.ratio": 0.9})
+    row, facts = summary_row(lake, "orders", NOW)
+    assert facts.why is not None and "topic.json" in facts.why and facts.planned_at_ms is None
+    assert without_source(row) == without_source(exact_row(lake, "orders", NOW))
+    lake.add_partitions("events", 3)
+    row, facts = summary_row(lake, "events", NOW)
+    assert row["partitions"] == 3 and facts.planned_at_ms is None
+    for topic in TOPICS:
+        refresh_summary(lake, topic, NOW)
+        row, facts = summary_row(lake, topic, NOW)
+        assert facts.planned_at_ms == NOW and without_source(row) == without_source(exact_row(lake, topic, NOW))
+
+
+def test_a_damaged_summary_is_reported_and_the_manifests_are_read(built: Lake) -> None:
+    lake = built
+    good = lake.store.read(summary_key("orders"))
+    damaged = json.loads(good)
+    damaged["partitions"][0]["gauges"][3] = "high"
+    lake.store.write(summary_key("orders"), json.dumps(damaged).encode())
+    with pytest.raises(CorruptSummary, match=r"partitions\[0\]\.gauges"):
+        summary_store(lake).read("orders")
+    row, facts = summary_row(lake, "orders", NOW)
+    assert facts.why is not None and "corrupt" in facts.why and "summaries refresh --topic orders" in facts.why
+    assert without_source(row) == without_source(exact_row(lake, "orders", NOW))
+    assert refresh_summary(lake, "orders", NOW).written
+    assert summary_row(lake, "orders", NOW)[1].planned_at_ms == NOW
+
+
+def test_a_summary_never_replaces_one_of_newer_manifests(built: Lake) -> None:
+    lake = built
+    older = build_summary(lake, "orders", NOW)
+    lake.topic("orders").partition(0).append([Record(b"k", b"v", NOW)], now_ms=NOW)
+    newer = refresh_summary(lake, "orders", NOW).summary
+    assert newer.version(0) == (older.version(0) or 0) + 1
+    kept = summary_store(lake).write(older)
+    assert kept is not older and kept.version(0) == newer.version(0)
+    stored = summary_store(lake).read("orders")
+    assert stored is not None and stored.version(0) == newer.version(0)
+
+
+def test_a_repaired_manifest_takes_a_version_above_every_one_a_summary_names(built: Lake) -> None:
+    lake = built
+    topic = lake.topic("events")
+    log = topic.partition(1)
+    before = summary_store(lake).read("events")
+    assert before is not None
+    lake.store.delete(log.manifest_key)
+    report = repair_partition(lake.store, "events", 1, topic.config, now_ms=NOW)
+    assert report.manifest.version > (before.version(1) or 0)
+    row, facts = summary_row(lake, "events", NOW)
+    assert facts.from_manifests == (1,)
+    assert without_source(row) == without_source(exact_row(lake, "events", NOW))
+
+
+@pytest.mark.backends("local")
+def test_summaries_refresh_refreshes_every_topic_and_names_a_missing_one(built: Lake) -> None:
+    lake = built
+    lake.topic("orders").partition(0).append([Record(b"k", b"v", NOW)], now_ms=NOW)
+    base = [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri]
+    done = subprocess.run([*base, "summaries", "refresh", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = {r["topic"]: r for r in json.loads(done.stdout)["summaries"]}
+    assert set(rows) == set(TOPICS) and rows["orders"]["written"] and rows["orders"]["markers_deleted"] >= 1
+    assert rows["orders"]["partitions"] == 3
+    missing = subprocess.run(
+        [*base, "summaries", "refresh", "--topic", "nope"], capture_output=True, text=True, timeout=120
+    )
+    assert missing.returncode == 2 and missing.stderr.startswith("error:") and "nope" in missing.stderr
+
+
+def test_the_stored_form_round_trips(built: Lake) -> None:
+    summary = build_summary(built, "orders", NOW)
+    again = TopicSummary.from_json(summary.to_json(), "orders", "here")
+    assert again == summary
+
+
+@pytest.mark.backends("local")
+def test_the_control_plane_benchmarks_topics_shape_runs(
+    backend: str, seaweedfs_endpoint: S3Endpoint, tmp_path: Path
+) -> None:
+    """bench/control_plane.py --topics at 3 topics of 4 partitions, as a smoke check (no timing
+    assertions): each overview has every topic, and reads exactly the manifests it should."""
+    from bench.control_plane import main
+    from bench.s3_servers import S3Server
+
+    e = seaweedfs_endpoint
+    server = S3Server(e.url, e.access_key, e.secret_key, e.bucket, stop=lambda: None, pid=None)
+    argv = ["--topics", "3", "--topic-partitions", "4", "--stale-share", "0.25", "--latency-ms", "1"]
+    argv += ["--repeat", "1", "--idle-wait-s", "0", "--dir", str(tmp_path)]
+    figures = main(argv, given_server=server)
+    details = {f.name: f.detail for f in figures}
+    assert len(figures) == 5, details
+    assert [f.target_s for f in figures] == [5.0, 5.0, 5.0, 1.0, None]
+    assert details["overview JSON, 3 topics x 4 (summaries)"].endswith("0 partitions read from manifests")
+    assert details["overview JSON, 3 topics x 4, 3 partitions committed since"].endswith(
+        "3 partitions read from manifests"
+    )
+    assert details["overview JSON, 10 topics x 4 (manifests: baseline)"].endswith("40 partitions read from manifests")
+    assert all(f.requests > 0 for f in figures)
