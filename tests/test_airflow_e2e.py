@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 from contextlib import closing
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from lakecleaner.orchestration.local import (
     run_dag,
     run_dags,
 )
+from lakecleaner.summaries.store import SummaryStore
 from tests.conftest import write_sample
 
 REPO = Path(__file__).resolve().parent.parent
@@ -242,6 +244,16 @@ def test_compacted_topic_ends_with_exactly_the_winners(
     assert later.state == "success", later.log[-4000:]
     for p in range(2):
         assert log_contents(harness, p) == {k: v for k, v in expected[p].items() if v[0] is not None}
+    # Each run's report task refreshed the topic's summary (issue 50): it names every manifest as it
+    # is now, no marker says otherwise, and its newest run is the later run.
+    summaries = SummaryStore(harness.lake.store, 8)
+    summary = summaries.read("customers-cdc")
+    manifests = harness.lake.topic("customers-cdc").manifests()
+    assert summary is not None and {p: summary.version(p) for p in manifests} == {
+        p: m.version for p, m in manifests.items()
+    }
+    assert "customers-cdc" not in summaries.pending()
+    assert summary.runs[0].now_ms == int(datetime.fromisoformat("2026-03-01T02:00:00+00:00").timestamp() * 1000)
     runs = harness.lake.store.list("_lakecleaner/runs/customers-cdc/")
     reports = [json.loads(harness.lake.store.read(o.key)) for o in runs if o.key.endswith("/report.json")]
     # Where each compaction ran: the Connect server, or spark-submit's master (airflow_env's connection).

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.dashboard.data import facts_of_state, load_facts, load_topic, topic_overview
 from lakecleaner.errors import CorruptSummary
 from lakecleaner.lake import Lake
@@ -174,9 +175,9 @@ def test_a_damaged_summary_is_reported_and_the_manifests_are_read(built: Lake) -
     lake = built
     good = lake.store.read(summary_key("orders"))
     damaged = json.loads(good)
-    damaged["partitions"][0]["gauges"][3] = "high"
+    damaged["partitions"]["dirty_ratio"][0] = "high"
     lake.store.write(summary_key("orders"), json.dumps(damaged).encode())
-    with pytest.raises(CorruptSummary, match=r"partitions\[0\]\.gauges"):
+    with pytest.raises(CorruptSummary, match=r"column partitions\.dirty_ratio"):
         summary_store(lake).read("orders")
     row, facts = summary_row(lake, "orders", NOW)
     assert facts.why is not None and "corrupt" in facts.why and "summaries refresh --topic orders" in facts.why
@@ -256,3 +257,28 @@ def test_the_control_plane_benchmarks_topics_shape_runs(
     )
     assert details["overview JSON, 10 topics x 4 (manifests: baseline)"].endswith("40 partitions read from manifests")
     assert all(f.requests > 0 for f in figures)
+
+
+@pytest.mark.backends("local")
+def test_status_reads_summaries_and_the_manifests_of_partitions_committed_since(backend: str, built: Lake) -> None:
+    lake = built
+    for topic in TOPICS:
+        refresh_summary(lake, topic, wall_clock_ms())  # status decides at the wall-clock time
+    lake.topic("orders").partition(1).append([Record(b"new", b"v", NOW)], now_ms=NOW)
+    base = [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri]
+    done = subprocess.run([*base, "status", "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    for topic in TOPICS:
+        manifests = lake.topic(topic).manifests()
+        rows = {r["partition"]: r for r in shown[topic]}
+        assert {p: (r["records"], r["bytes"], r["next_offset"], r["segments"]) for p, r in rows.items()} == {
+            p: (m.record_count, m.size_bytes, m.next_offset, len(m.segments)) for p, m in manifests.items()
+        }
+        assert {p: r["cleaner_checkpoint"] for p, r in rows.items()} == {
+            p: m.cleaner_checkpoint for p, m in manifests.items()
+        }
+        changed = {1} if topic == "orders" else set()
+        assert {p for p, r in rows.items() if r["source"] == "manifest"} == changed
+    human = subprocess.run([*base, "status", "--topic", "orders"], capture_output=True, text=True, timeout=120)
+    assert "from the topic's summary of" in human.stdout and "1 partition from the manifests" in human.stdout

@@ -1,13 +1,11 @@
-"""Per-partition status figures, from the manifest alone."""
+"""Per-partition status figures (`lakecleaner status`), from a partition's summary entry: its
+topic's summary (issue 50) or, where that cannot answer, its manifest planned now."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lakecleaner.cleaner_state import UncleanablePartition
-from lakecleaner.config import TopicConfig
-from lakecleaner.log.manifest import Manifest
-from lakecleaner.policy.uncleanable import still_uncleanable
+from lakecleaner.summaries.entry import PartitionSummary
 
 
 @dataclass(frozen=True)
@@ -22,25 +20,26 @@ class PartitionStatus:
     active_segment_age_ms: int | None
     pending_deletes: int
     #: Why the partition is skipped by compaction (Kafka's uncleanable partitions), None if it is not.
-    uncleanable: str | None = None
+    uncleanable: str | None
+    #: Where the row comes from: "summary" (the topic's summary as of `planned_at_ms`) or "manifest".
+    source: str
 
 
-def partition_status(
-    partition: int, manifest: Manifest, now_ms: int, config: TopicConfig, mark: UncleanablePartition | None = None
-) -> PartitionStatus:
-    """What `lakecleaner status` shows; the active segment's age counts from its creation, and
-    `mark` is the partition's uncleanable mark, shown while it still applies."""
-    active = manifest.active_segment
-    uncleanable = mark.reason if mark is not None and still_uncleanable(mark, manifest, config) else None
+def partition_status(entry: PartitionSummary, now_ms: int, from_summary: bool) -> PartitionStatus:
+    """What `lakecleaner status` shows of a partition; the active segment's age counts from its
+    creation to `now_ms`."""
+    figures = entry.figures
+    created = entry.active_created_ms
     return PartitionStatus(
-        partition=partition,
-        segments=len(manifest.segments),
-        records=manifest.record_count,
-        bytes=manifest.size_bytes,
-        log_start_offset=manifest.log_start_offset,
-        next_offset=manifest.next_offset,
-        cleaner_checkpoint=manifest.cleaner_checkpoint,
-        active_segment_age_ms=None if active is None else max(0, now_ms - active.created_ms),
-        pending_deletes=len(manifest.pending_deletes),
-        uncleanable=uncleanable,
+        partition=figures.partition,
+        segments=figures.segments,
+        records=figures.records,
+        bytes=figures.size_bytes,
+        log_start_offset=figures.log_start_offset,
+        next_offset=figures.next_offset,
+        cleaner_checkpoint=entry.cleaner_checkpoint,
+        active_segment_age_ms=None if created is None else max(0, now_ms - created),
+        pending_deletes=entry.pending_deletes,
+        uncleanable=entry.uncleanable_mark,
+        source="summary" if from_summary else "manifest",
     )

@@ -18,6 +18,7 @@ from lakecleaner.cli.base import (
     unreadable_lines,
 )
 from lakecleaner.cli.output import console, format_bytes
+from lakecleaner.summaries.refresh import refresh_after_change
 
 
 @cli.command()
@@ -105,6 +106,7 @@ def compact(
         report = compact_topic(spark, ctx.lake, topic, requests, now, options=EngineOptions.of(ctx.config.cleaner))
     finally:
         spark.stop()
+    refresh_after_change(ctx.lake, topic)
     ctx.emit({**report.to_dict(), "location": report.location}, lambda: print_report(report, console))
     failed = [(f"{topic}-{p.partition}", p.message) for p in report.partitions if p.failed]
     exit_on_failures([*unreadable, *failed])

@@ -15,7 +15,21 @@ from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.lake import failure_runs, partitions_label
 from lakecleaner.log.repair import RepairAmbiguous, repair_partition
+from lakecleaner.policy.text import format_timestamp_ms
 from lakecleaner.status import partition_status
+from lakecleaner.summaries.read import TopicFacts
+
+
+def source_note(facts: TopicFacts) -> str:
+    """Where a topic's rows come from, in words: its summary as of when, and the partitions read
+    from their manifests (and why), or the manifests alone."""
+    if facts.planned_at_ms is None:
+        return f"from the manifests ({facts.why})" if facts.why else "from the manifests"
+    note = f"from the topic's summary of {format_timestamp_ms(facts.planned_at_ms)}"
+    if facts.from_manifests:
+        count = len(facts.from_manifests)
+        note += f"; {count} {'partition' if count == 1 else 'partitions'} from the manifests ({facts.why})"
+    return note
 
 
 @cli.command()
@@ -27,26 +41,33 @@ def status(ctx: Context, names: tuple[str, ...]) -> None:
 
 
 def show_status(ctx: Context, names: list[str]) -> None:
-    """Each topic's partitions; a partition that cannot be read is a FAILED row with the reason,
-    and a topic whose topic.json cannot be read one line; the others are shown, and the command
-    exits 1 at the end. A topic named that the lake does not hold is an error (exit 2)."""
+    """Each topic's partitions, from the topic's summary where it is current and from the manifests
+    where it is not (`dashboard.data.load_facts`, issue 50; each row says which); a partition that
+    cannot be read is a FAILED row with the reason, and a topic whose topic.json cannot be read one
+    line; the others are shown, and the command exits 1 at the end. A topic named that the lake
+    does not hold is an error (exit 2)."""
+    from lakecleaner.dashboard.data import load_facts
+
     now = wall_clock_ms()
-    topics, unopened = ctx.lake.read_topics(names)
+    loaded = load_facts(ctx.lake, names, now)
+    unopened = {name: facts for name, facts in loaded.items() if isinstance(facts, str)}
     if unopened:
         present = set(ctx.lake.list_topics())
         missing = [n for n in names if n in unopened and n not in present]
         if missing:
             raise LakeCleanerError(unopened[missing[0]])
-    reads = ctx.lake.read_manifests_of(dict.fromkeys(topics.values()))
-    states = ctx.lake.cleaner_state.read_many(list(topics), ctx.config.storage.max_concurrency)
     result: dict[str, list[dict[str, Any]]] = {}
     failed: dict[str, dict[int, str]] = {}
-    for name in topics:
-        read, marks, config = reads[name], states[name].uncleanable, topics[name].config
+    notes: dict[str, str] = {}
+    for name, facts in loaded.items():
+        if isinstance(facts, str):
+            continue
+        fresh = set(facts.from_manifests)
         result[name] = [
-            asdict(partition_status(p, m, now, config, marks.get(p))) for p, m in sorted(read.manifests.items())
+            asdict(partition_status(entry, now, p not in fresh)) for p, entry in sorted(facts.partitions.items())
         ]
-        failed[name] = read.failures
+        failed[name] = dict(facts.unreadable)
+        notes[name] = source_note(facts)
 
     def human() -> None:
         for name, rows in result.items():
@@ -68,6 +89,7 @@ def show_status(ctx: Context, names: list[str]) -> None:
                 )
             for first, last, _ in failure_runs(failed[name]):
                 table.add_row(partitions_label(first, last), "FAILED", *[""] * 7)
+            table.caption = notes[name]
             console.print(table)
         if not result and not unopened:
             console.print("no topics in the lake")

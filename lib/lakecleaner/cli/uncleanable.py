@@ -8,6 +8,7 @@ from rich.table import Table
 from lakecleaner.cli.base import Context, cli, pass_ctx
 from lakecleaner.cli.output import console
 from lakecleaner.policy.text import format_timestamp_ms
+from lakecleaner.summaries.refresh import refresh_after_change
 
 
 @cli.group()
@@ -50,6 +51,7 @@ def uncleanable_clear(ctx: Context, topic: str, partitions: tuple[int, ...]) -> 
     for p in partitions:
         t.partition(p)  # an unknown partition is an error, not a silent no-op
     cleared = ctx.lake.cleaner_state.clear(topic, partitions or None)
+    refresh_after_change(ctx.lake, topic)
     ctx.emit(
         {"topic": topic, "cleared": cleared},
         lambda: console.print(

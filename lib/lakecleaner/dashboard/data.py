@@ -152,10 +152,12 @@ def partitions_due(facts: TopicFacts) -> list[Due]:
 
 def nearest_deadline(facts: TopicFacts, now_ms: int) -> dict[str, Any] | None:
     """The partition whose deletion deadline (KIP-354 / tombstone horizon) comes first."""
-    deadlines = [(d, p) for p, e in facts.partitions.items() if (d := e.deadline(now_ms)) is not None]
+    deadlines = [(ms, p) for p, e in facts.partitions.items() if (ms := e.figures.nearest_deadline_ms) is not None]
     if not deadlines:
         return None
-    deadline, partition = min(deadlines, key=lambda d: (d[0].deadline_ms, d[1]))
+    _, partition = min(deadlines)
+    deadline = facts.partitions[partition].deadline(now_ms)
+    assert deadline is not None
     return {"partition": partition, "at": format_timestamp_ms(deadline.deadline_ms), **deadline.to_dict()}
 
 

@@ -7,13 +7,11 @@ deletes more than the run at that time would have.
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.errors import InvalidRunParams, LakeCleanerError, ObjectNotFound
 from lakecleaner.io import ObjectStore
@@ -25,8 +23,6 @@ from lakecleaner.policy.figures import partition_figures
 from lakecleaner.policy.roll import apply_roll, plan_roll
 from lakecleaner.reports import load_report, store_report
 from lakecleaner.retention import gc_topic, retain_topic
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -268,27 +264,10 @@ def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[s
         lake.cleaner_state.update(
             topic_name, lambda s: replace(s, last_dag_run_ms=max(s.last_dag_run_ms or now_ms, now_ms))
         )
-    refresh_topic_summary(lake, topic_name)
+    from lakecleaner.summaries.refresh import refresh_after_change
+
+    refresh_after_change(lake, topic_name)
     return summary
-
-
-def refresh_topic_summary(lake: Lake, topic_name: str) -> None:
-    """Rebuild the topic's summary at the wall-clock time, after the run's reports are stored (its
-    digest is then among the summary's runs). A summary that cannot be refreshed fails nothing:
-    readers fall back to the manifests (summaries.read), and it is logged."""
-    from lakecleaner.summaries.refresh import refresh_summary
-
-    try:
-        refreshed = refresh_summary(lake, topic_name, wall_clock_ms())
-    except LakeCleanerError as exc:
-        log.warning("topic %s: its summary was not refreshed (the views read its manifests): %s", topic_name, exc)
-        return
-    log.info(
-        "topic %s: summary %s (%d markers cleared)",
-        topic_name,
-        "written" if refreshed.written else "kept (a newer one was stored meanwhile)",
-        refreshed.markers_deleted,
-    )
 
 
 def iceberg_sync(lake: Lake, topic_name: str) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from lakecleaner.cleaner_state import LastRun
 from lakecleaner.dashboard.digests import RunDigest
@@ -21,107 +20,16 @@ from lakecleaner.dashboard.runs import RunRecord
 from lakecleaner.errors import CorruptSummary
 from lakecleaner.io.strict_json import Fields, Malformed, load_object
 from lakecleaner.log.manifest import Manifest
-from lakecleaner.policy.cleanable import PartitionGauges
-from lakecleaner.policy.figures import PartitionFigures, partition_figures
-from lakecleaner.policy.metrics import DeletionDeadline
-from lakecleaner.policy.plan import PartitionPlan, TopicPlan
+from lakecleaner.policy.plan import TopicPlan
+from lakecleaner.summaries.columns import decode_entries, encode_entries
+from lakecleaner.summaries.entry import PartitionSummary
 from lakecleaner.summaries.layout import config_digest
 
 #: The summary's format; a reader falls back to the manifests for any other.
-FORMAT = 1
+FORMAT = 2
 
-#: The largest summary a reader parses (100,000 partitions of about 600 bytes fit with room).
+#: The largest summary a reader parses (100,000 partitions of about 300 bytes fit with room).
 MAX_SUMMARY_BYTES = 256 << 20
-
-
-@dataclass(frozen=True)
-class PartitionSummary:
-    """One partition's entry: its figures, its gauges and due reasons, and its deadline parts."""
-
-    figures: PartitionFigures
-    gauges: PartitionGauges
-    #: Why compaction is due, or why not (the assessment's reason).
-    compaction_reason: str
-    #: What retention deletes and by which rule; None when it deletes nothing.
-    retention_reason: str | None
-    record_deadline_ms: int | None
-    tombstone_horizon_ms: int | None
-
-    @property
-    def partition(self) -> int:
-        return self.figures.partition
-
-    @classmethod
-    def of(cls, plan: PartitionPlan, manifest: Manifest) -> PartitionSummary:
-        """The entry of `plan`'s partition, on `manifest` as planned."""
-        deadline = plan.deadline
-        return cls(
-            figures=partition_figures(plan, manifest),
-            gauges=plan.compaction.gauges,
-            compaction_reason=plan.compaction.reason,
-            retention_reason=plan.retention.reason if plan.retention.deletions else None,
-            record_deadline_ms=None if deadline is None else deadline.record_deadline_ms,
-            tombstone_horizon_ms=None if deadline is None else deadline.tombstone_horizon_ms,
-        )
-
-    def deadline(self, now_ms: int) -> DeletionDeadline | None:
-        """The partition's deletion deadline as seen at `now_ms` (it does not move with time)."""
-        parts = [d for d in (self.record_deadline_ms, self.tombstone_horizon_ms) if d is not None]
-        if not parts:
-            return None
-        deadline = min(parts)
-        seconds_left = (deadline - now_ms) // 1000
-        return DeletionDeadline(self.record_deadline_ms, self.tombstone_horizon_ms, deadline, seconds_left)
-
-    def to_dict(self) -> dict[str, Any]:
-        g = self.gauges
-        return {
-            **self.figures.to_dict(),
-            "gauges": [
-                g.due,
-                g.overdue,
-                g.uncleanable,
-                g.dirty_ratio,
-                g.dirty_percent,
-                g.cleanable_bytes,
-                g.not_yet_cleanable_bytes,
-                g.max_compaction_delay_ms,
-            ],
-            "compaction_reason": self.compaction_reason,
-            "retention_reason": self.retention_reason,
-            "record_deadline_ms": self.record_deadline_ms,
-            "tombstone_horizon_ms": self.tombstone_horizon_ms,
-        }
-
-    @classmethod
-    def from_fields(cls, f: Fields) -> PartitionSummary:
-        try:
-            figures = PartitionFigures.from_dict(f.raw)
-        except ValueError as exc:
-            raise Malformed(f"{f.where}: {exc}") from None
-        return cls(
-            figures=figures,
-            gauges=_gauges(f),
-            compaction_reason=f.text("compaction_reason", max_chars=4096),
-            retention_reason=f.optional_text("retention_reason"),
-            record_deadline_ms=f.optional_int("record_deadline_ms", lo=-(1 << 62), hi=1 << 62),
-            tombstone_horizon_ms=f.optional_int("tombstone_horizon_ms", lo=-(1 << 62), hi=1 << 62),
-        )
-
-
-def _gauges(f: Fields) -> PartitionGauges:
-    """The gauges, stored as a list in PartitionGauges' field order (they are most of a summary)."""
-    raw = f.raw.get("gauges")
-    if not isinstance(raw, list) or len(raw) != 8:
-        raise Malformed(f"field {f.where}.gauges is not a list of 8 values")
-    due, overdue, uncleanable, ratio, percent, cleanable, not_yet, delay = raw
-    flags_ok = all(isinstance(x, bool) for x in (due, overdue, uncleanable))
-    ratio_ok = isinstance(ratio, int | float) and not isinstance(ratio, bool) and 0 <= ratio <= 1
-    percent_ok = percent is None or (type(percent) is int and 0 <= percent <= 100)
-    counts_ok = all(type(x) is int and x >= 0 for x in (cleanable, not_yet, delay))
-    if not (flags_ok and ratio_ok and percent_ok and counts_ok):
-        raise Malformed(f"field {f.where}.gauges holds a value of the wrong type or range: {raw!r:.200}")
-    return PartitionGauges(due, overdue, uncleanable, float(ratio), percent, cleanable, not_yet, delay)
 
 
 @dataclass(frozen=True)
@@ -157,7 +65,7 @@ class TopicSummary:
             "config_digest": self.config_digest,
             "cleanup_policy": list(self.cleanup_policy),
             "partition_count": self.partition_count,
-            "partitions": [e.to_dict() for _, e in sorted(self.partitions.items())],
+            "partitions": encode_entries([e for _, e in sorted(self.partitions.items())]),
             "unreadable": {str(p): reason for p, reason in sorted(self.unreadable.items())},
             "last_run": None if self.last_run is None else self.last_run.to_dict(),
             "runs": [r.to_stored() for r in self.runs],
@@ -171,7 +79,7 @@ class TopicSummary:
             f = load_object(data, max_bytes=MAX_SUMMARY_BYTES, fractions=True)
             if f.integer("format", hi=1 << 31) != FORMAT:
                 raise Malformed(f"format {f.raw['format']}, which this version does not read (it reads {FORMAT})")
-            entries = [PartitionSummary.from_fields(e) for e in f.objects("partitions")]
+            entries = decode_entries(f.raw.get("partitions"))
             last = f.optional_object("last_run")
             summary = TopicSummary(
                 topic=f.text("topic", max_chars=249),

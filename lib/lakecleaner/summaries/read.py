@@ -18,8 +18,9 @@ from lakecleaner.cleaner_state import LastRun
 from lakecleaner.dashboard.digests import RunDigest
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy.plan import TopicPlan
+from lakecleaner.summaries.entry import PartitionSummary
 from lakecleaner.summaries.layout import Pending
-from lakecleaner.summaries.model import PartitionSummary, TopicSummary
+from lakecleaner.summaries.model import TopicSummary
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,20 @@ covers are deleted. A marker written after the listing is left for the next refr
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.dashboard.digests import RECENT_RUNS
 from lakecleaner.dashboard.runs import run_history
+from lakecleaner.errors import LakeCleanerError
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.policy import plan_topic
 from lakecleaner.summaries.layout import Pending
 from lakecleaner.summaries.model import TopicSummary, summary_of_plan
 from lakecleaner.summaries.store import SummaryStore, marker_expiry_ms
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -57,3 +61,22 @@ def refresh_summary(lake: Lake, name: str, now_ms: int) -> Refreshed:
     stored = summaries.write(built)
     expiry = marker_expiry_ms(lake.config.storage.retry_timeout_ms)
     return Refreshed(stored, stored is built, summaries.clear_markers(stored, pending, wall_clock_ms(), expiry))
+
+
+def refresh_after_change(lake: Lake, name: str) -> Refreshed | None:
+    """Refresh the topic's summary at the wall-clock time after something changed it (a DAG run's
+    `report`, after its reports are stored; `compact` and `uncleanable clear` from the command
+    line, which change the cleaner state no marker announces). A refresh that fails fails nothing:
+    the views read the manifests instead (summaries.read); it is logged, and None returned."""
+    try:
+        refreshed = refresh_summary(lake, name, wall_clock_ms())
+    except LakeCleanerError as exc:
+        log.warning("topic %s: its summary was not refreshed (the views read its manifests): %s", name, exc)
+        return None
+    log.info(
+        "topic %s: summary %s (%d markers cleared)",
+        name,
+        "written" if refreshed.written else "kept (a newer one was stored meanwhile)",
+        refreshed.markers_deleted,
+    )
+    return refreshed
