@@ -21,6 +21,7 @@ from typing import Any
 
 from bench.s3_servers import S3Server
 
+from lakecleaner.cleaner_state import CleanerState
 from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, TopicMetadata
@@ -95,7 +96,7 @@ def build(config: LakeConfig, topics: list[str], partitions: int, now_ms: int, s
         if summaries:
             config_of = lake.config.topic_config(name, OVERRIDES)
             plan = plan_topic(name, manifests, config_of, {}, now_ms)
-            summary = summary_of_plan(plan, manifests, {}, data, partitions, None, [])
+            summary = summary_of_plan(plan, manifests, {}, data, partitions, CleanerState(name), [])
             objects.append((summary_key(name), summary.to_json()))
         return objects
 

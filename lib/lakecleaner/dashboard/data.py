@@ -8,13 +8,14 @@ JSON API returns it, and the HTML pages render the same values.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from lakecleaner.cleaner_state import CleanerState
 from lakecleaner.dashboard.digests import RECENT_RUNS, RunDigest
-from lakecleaner.lake import Lake, failure_runs, partitions_label
+from lakecleaner.errors import LakeCleanerError
+from lakecleaner.lake import Lake, Topic, TopicMetadata, failure_runs, partitions_label
 from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.offsets import ConsumedPosition
 from lakecleaner.orchestration.naming import dag_id_of
@@ -64,15 +65,10 @@ def load_topics(lake: Lake, names: Sequence[str], now_ms: int) -> dict[str, Topi
     topic: every topic.json at once, then every partition's manifest at once, the consumer
     groups' offsets once for all, and every topic's cleaner state at once. A topic that cannot
     be opened maps to the reason."""
-    return _planned(lake, {name: None for name in names}, now_ms)
-
-
-def _planned(lake: Lake, wanted: Mapping[str, Collection[int] | None], now_ms: int) -> dict[str, TopicState | str]:
-    """The topics of `wanted` planned at `now_ms`, each on the partitions given (None: all)."""
-    if not wanted:
+    if not names:
         return {}
-    topics, unopened = lake.read_topics(list(wanted))
-    reads = lake.read_manifests_of({topic: wanted[name] for name, topic in topics.items()})
+    topics, unopened = lake.read_topics(names)
+    reads = lake.read_manifests_of(dict.fromkeys(topics.values()))
     groups = lake.offsets.read_all_groups()
     cleaners = lake.cleaner_state.read_many(list(topics), lake.config.storage.max_concurrency)
     out: dict[str, TopicState | str] = dict(unopened)
@@ -95,7 +91,8 @@ def load_facts(lake: Lake, names: Sequence[str], now_ms: int) -> dict[str, Topic
     current (`summaries.read`), planned again from the manifests only for the partitions it cannot
     answer for, and the whole topic from its manifests where it has no usable summary. One listing
     of the lake's pending markers, a summary per topic, then the manifests needed, in a few
-    concurrent rounds (`load_topics`). A topic that cannot be read maps to the reason."""
+    concurrent rounds (`load_topics`; a partly stale topic's config and uncleanable marks come from
+    its summary, which no config marker contradicts). A topic that cannot be read maps to the reason."""
     summaries = summary_store(lake)
     pending = summaries.pending()
     stored = summaries.read_many(list(names))
@@ -111,16 +108,37 @@ def load_facts(lake: Lake, names: Sequence[str], now_ms: int) -> dict[str, Topic
             partly[name] = (summary, stale)
         else:
             out[name] = facts_of_summary(summary)
-    wanted: dict[str, Collection[int] | None] = {name: None for name in whole}
-    wanted |= {name: stale for name, (_, stale) in partly.items()}
-    for name, state in _planned(lake, wanted, now_ms).items():
-        if isinstance(state, str):
-            out[name] = state
-        elif name in partly:
-            summary = partly[name][0]
-            out[name] = facts_of_summary(summary, state.plan, state.manifests, state.unreadable, state.cleaner.last_run)
-        else:
-            out[name] = replace(facts_of_state(state), why=whole[name])
+    for name, state in load_topics(lake, list(whole), now_ms).items():
+        out[name] = state if isinstance(state, str) else replace(facts_of_state(state), why=whole[name])
+    out |= _replanned(lake, partly, now_ms)
+    return out
+
+
+def _replanned(
+    lake: Lake, partly: Mapping[str, tuple[TopicSummary, list[int]]], now_ms: int
+) -> dict[str, TopicFacts | str]:
+    """The facts of topics whose summaries cannot answer for some partitions: those planned at
+    `now_ms` from their manifests, with the topic.json and cleaner state the summary holds."""
+    if not partly:
+        return {}
+    out: dict[str, TopicFacts | str] = {}
+    topics: dict[str, tuple[Topic, TopicSummary, list[int]]] = {}
+    for name, (summary, stale) in partly.items():
+        try:
+            metadata = TopicMetadata.from_json(
+                summary.metadata.encode(), f"the summary of {name}", name, lake.config.max_partitions_per_topic
+            )
+            topics[name] = (Topic(lake, metadata), summary, stale)
+        except LakeCleanerError as exc:
+            out[name] = str(exc)
+    reads = lake.read_manifests_of({topic: stale for topic, _, stale in topics.values()})
+    groups = lake.offsets.read_all_groups()
+    for name, (topic, summary, _) in topics.items():
+        read = reads[name]
+        consumed = lake.offsets.consumed_positions(name, sorted(read.manifests), groups)
+        cleaner = summary.cleaner
+        plan = plan_topic(name, read.manifests, topic.config, consumed, now_ms, cleaner=cleaner)
+        out[name] = facts_of_summary(summary, plan, read.manifests, read.failures, cleaner.last_run)
     return out
 
 

@@ -61,6 +61,17 @@ _ENV.filters.update(
 )
 
 
+#: How many due partitions an overview row lists (the topic's page lists them all).
+OVERVIEW_DUE = 10
+
+
+def shortened(row: dict[str, Any]) -> dict[str, Any]:
+    """An overview row with its first OVERVIEW_DUE due partitions, and how many more there are
+    (`partitions_due_more`): a row of a topic with a hundred partitions due stays a row."""
+    due = row["partitions_due"]
+    return {**row, "partitions_due": due[:OVERVIEW_DUE], "partitions_due_more": max(0, len(due) - OVERVIEW_DUE)}
+
+
 @dataclass(frozen=True)
 class PageContext:
     """Where the pages live (`base`, the dashboard's path; `airflow_base`, Airflow's), the request's
@@ -123,7 +134,7 @@ class Pages:
                 runs = [RunDigest.of(r) for r in self.runs(topic, airflow_runs)]
             else:
                 runs = joined_with_airflow(facts.runs, airflow_runs)
-            return {**row, **topic_overview(facts, runs, self.context.now_ms)}
+            return {**row, **shortened(topic_overview(facts, runs, self.context.now_ms))}
         except LakeCleanerError as exc:
             return {**row, "error": str(exc)}
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from lakecleaner.cleaner_state import LastRun
+from lakecleaner.cleaner_state import CleanerState, LastRun, UncleanablePartition
 from lakecleaner.dashboard.digests import RunDigest
 from lakecleaner.dashboard.runs import RunRecord
 from lakecleaner.errors import CorruptSummary
@@ -35,8 +35,10 @@ MAX_SUMMARY_BYTES = 256 << 20
 @dataclass(frozen=True)
 class TopicSummary:
     """A topic's summary as of `planned_at_ms`: its partitions' entries, those whose manifest could
-    not be read (and why), the topic.json it was planned with (`config_digest`, and the cleanup
-    policy), the cleaner's last run and the digests of the topic's recent runs."""
+    not be read (and why), the topic.json it was planned with (`metadata`, its bytes as text, and
+    `config_digest`, their digest; the cleanup policy), the cleaner state it was planned with (the
+    uncleanable marks and the last run) and the digests of the topic's recent runs. A view that
+    plans some partitions again takes the topic's config and marks from here, not from storage."""
 
     topic: str
     planned_at_ms: int
@@ -44,9 +46,16 @@ class TopicSummary:
     cleanup_policy: tuple[str, ...]
     partition_count: int
     partitions: Mapping[int, PartitionSummary]
+    metadata: str = ""
     unreadable: Mapping[int, str] = field(default_factory=dict)
+    uncleanable: Mapping[int, UncleanablePartition] = field(default_factory=dict)
     last_run: LastRun | None = None
     runs: Sequence[RunDigest] = ()
+
+    @property
+    def cleaner(self) -> CleanerState:
+        """The cleaner state the summary was planned with."""
+        return CleanerState(self.topic, self.uncleanable, self.last_run)
 
     def version(self, partition: int) -> int | None:
         """The manifest version the partition's entry summarises (None: it has none)."""
@@ -65,8 +74,10 @@ class TopicSummary:
             "config_digest": self.config_digest,
             "cleanup_policy": list(self.cleanup_policy),
             "partition_count": self.partition_count,
+            "metadata": self.metadata,
             "partitions": encode_entries([e for _, e in sorted(self.partitions.items())]),
             "unreadable": {str(p): reason for p, reason in sorted(self.unreadable.items())},
+            "uncleanable": [e.to_dict() for _, e in sorted(self.uncleanable.items())],
             "last_run": None if self.last_run is None else self.last_run.to_dict(),
             "runs": [r.to_stored() for r in self.runs],
         }
@@ -88,12 +99,21 @@ class TopicSummary:
                 cleanup_policy=tuple(_strings(f, "cleanup_policy")),
                 partition_count=f.integer("partition_count", hi=1 << 31),
                 partitions={e.partition: e for e in entries},
+                metadata=f.text("metadata", max_chars=1 << 20),
                 unreadable={_partition(k): v for k, v in f.strings("unreadable").items()},
+                uncleanable={
+                    m.partition: m for m in (UncleanablePartition.from_fields(u) for u in f.objects("uncleanable"))
+                },
                 last_run=None if last is None else LastRun.from_fields(last),
                 runs=tuple(RunDigest.from_fields(r) for r in f.objects("runs")),
             )
         except Malformed as exc:
             raise CorruptSummary(f"summary {location} is corrupt ({exc}); {_FIX.format(topic=topic)}") from None
+        if config_digest(summary.metadata.encode()) != summary.config_digest:
+            raise CorruptSummary(
+                f"summary {location} holds a topic.json whose digest is not its config_digest; "
+                + _FIX.format(topic=topic)
+            )
         if summary.topic != topic or len(summary.partitions) != len(entries):
             raise CorruptSummary(
                 f"summary {location} names topic {summary.topic!r} or lists a partition twice; "
@@ -108,11 +128,11 @@ def summary_of_plan(
     unreadable: Mapping[int, str],
     metadata: bytes,
     partition_count: int,
-    last_run: LastRun | None,
+    cleaner: CleanerState,
     runs: Sequence[RunRecord],
 ) -> TopicSummary:
     """The summary of a topic planned as `plan` on `manifests` (those of `unreadable` could not be
-    read), with topic.json `metadata`, the cleaner's last run and the topic's recent runs."""
+    read), with topic.json `metadata`, the cleaner state and the topic's recent runs."""
     return TopicSummary(
         topic=plan.topic,
         planned_at_ms=plan.now_ms,
@@ -120,8 +140,10 @@ def summary_of_plan(
         cleanup_policy=tuple(sorted(plan.config.cleanup_policy)),
         partition_count=partition_count,
         partitions={p.partition: PartitionSummary.of(p, manifests[p.partition]) for p in plan.partitions},
+        metadata=metadata.decode(),
         unreadable=dict(unreadable),
-        last_run=last_run,
+        uncleanable=dict(cleaner.uncleanable),
+        last_run=cleaner.last_run,
         runs=tuple(RunDigest.of(r) for r in runs),
     )
 

@@ -48,9 +48,7 @@ def build_summary(lake: Lake, name: str, now_ms: int) -> TopicSummary:
     cleaner = lake.cleaner_state.read(name)
     plan = plan_topic(name, read.manifests, topic.config, consumed, now_ms, cleaner=cleaner)
     runs = run_history(lake.store, name, [], RECENT_RUNS, lake.config.storage.max_concurrency)
-    return summary_of_plan(
-        plan, read.manifests, read.failures, metadata_bytes, topic.partitions, cleaner.last_run, runs
-    )
+    return summary_of_plan(plan, read.manifests, read.failures, metadata_bytes, topic.partitions, cleaner, runs)
 
 
 def refresh_summary(lake: Lake, name: str, now_ms: int) -> Refreshed:
