@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lakecleaner.cleaner_state import Failure, cleaner_state_key, mark_uncleanable
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.dashboard.data import facts_of_state, load_facts, load_topic, topic_overview
 from lakecleaner.errors import CorruptSummary
@@ -282,3 +284,21 @@ def test_status_reads_summaries_and_the_manifests_of_partitions_committed_since(
         assert {p for p, r in rows.items() if r["source"] == "manifest"} == changed
     human = subprocess.run([*base, "status", "--topic", "orders"], capture_output=True, text=True, timeout=120)
     assert "from the topic's summary of" in human.stdout and "1 partition from the manifests" in human.stdout
+
+
+def test_a_partly_stale_topic_is_planned_with_the_marks_and_config_its_summary_holds(built: Lake) -> None:
+    lake = built
+    topic = lake.topic("orders")
+    manifest = topic.partition(0).manifest()
+    failure = Failure(0, "a segment file is missing", manifest)
+    lake.cleaner_state.update(
+        "orders", lambda s: replace(s, uncleanable=mark_uncleanable(s, [failure], topic.config, NOW))
+    )
+    refresh_summary(lake, "orders", NOW)
+    topic.partition(0).append([Record(b"k0", b"late", NOW)], now_ms=NOW)  # the sealed segments stay: still marked
+    lake.store.delete(cleaner_state_key("orders"))  # the view must not need it: the summary holds the marks
+    lake.store.write(cleaner_state_key("orders"), lake.store.read(summary_key("orders")))  # nor read this
+    row, facts = summary_row(lake, "orders", NOW)
+    assert facts.from_manifests == (0,)
+    assert list(row["uncleanable_partitions"]) == ["0"]
+    assert "a segment file is missing" in row["uncleanable_partitions"]["0"]

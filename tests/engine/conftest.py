@@ -31,12 +31,21 @@ ENV_TEST_SPARK = "LAKECLEANER_TEST_SPARK"
 ON_CONNECT = os.environ.get(ENV_TEST_SPARK) == "connect"
 
 
+#: The fixtures through which a test computes on the session's kind of Spark.
+SESSION_FIXTURES = {"spark", "job_spark_args", "connect_server"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On Connect, skip the tests that need a classic session, and those that use no Spark session
+    at all (the classic pass ran them: running them again would test nothing new)."""
     if ON_CONNECT:
-        skip = pytest.mark.skip(reason="needs a classic Spark session (it starts its own Spark)")
+        classic = pytest.mark.skip(reason="needs a classic Spark session (it starts its own Spark)")
+        sessionless = pytest.mark.skip(reason="uses no Spark session: the classic pass ran it")
         for item in items:
             if item.get_closest_marker("classic_only"):
-                item.add_marker(skip)
+                item.add_marker(classic)
+            elif not SESSION_FIXTURES & set(getattr(item, "fixturenames", ())):
+                item.add_marker(sessionless)
 
 
 @pytest.fixture(scope="session")

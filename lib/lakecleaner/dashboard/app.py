@@ -159,8 +159,10 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         return view.guarded_html(topic, lambda: view.run_html(topic, _run_id(run_id)))
 
     @app.get("/api/topics")
-    def overview_json(request: Request, who: Reader) -> dict[str, Any]:
-        return pages(request, who).overview()
+    def overview_json(request: Request, who: Reader) -> JSONResponse:
+        """Every topic's row. Returned as it is (plain JSON values): FastAPI's encoding of a
+        returned dict walks every value in Python, a third of a second for 1,000 topics."""
+        return JSONResponse(pages(request, who).overview())
 
     @app.get("/api/topics/{topic}")
     def topic_json(request: Request, topic: str, who: TopicReader) -> dict[str, Any]:

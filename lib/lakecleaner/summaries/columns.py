@@ -132,7 +132,10 @@ def _entry(
     pending_deletes: int,
     mark: str | None,
 ) -> PartitionSummary:
-    deadlines = [d for d in (record_deadline, horizon) if d is not None]
+    if record_deadline is None or horizon is None:
+        nearest = horizon if record_deadline is None else record_deadline
+    else:
+        nearest = min(record_deadline, horizon)
     figures = PartitionFigures(
         partition,
         version,
@@ -143,7 +146,7 @@ def _entry(
         size,
         tombstones,
         None if ratio is None else float(ratio),
-        min(deadlines) if deadlines else None,
+        nearest,
     )
     gauges = PartitionGauges(due, overdue, uncleanable, float(ratio or 0.0), percent, cleanable, not_yet, delay)
     return PartitionSummary(

@@ -89,13 +89,14 @@ def unusable(summary: TopicSummary | str | None, pending: Pending, now_ms: int) 
 def stale_partitions(summary: TopicSummary, pending: Pending) -> list[int]:
     """The partitions the summary cannot answer for: no entry, unreadable when it was written, or a
     marker announcing a newer manifest version than its entry's."""
-    stale = []
-    for partition in range(summary.partition_count):
-        version = summary.version(partition)
-        newest = pending.newest(partition)
-        if version is None or partition in summary.unreadable or (newest is not None and newest > version):
-            stale.append(partition)
-    return stale
+    announced: dict[int, int] = {}
+    for marker in pending.markers:
+        if marker.partition is not None and marker.version is not None:
+            announced[marker.partition] = max(marker.version, announced.get(marker.partition, 0))
+    entries = summary.partitions
+    stale = [p for p in range(summary.partition_count) if p not in entries or p in summary.unreadable]
+    stale += [p for p, v in announced.items() if p in entries and v > entries[p].figures.manifest_version]
+    return sorted(set(stale))
 
 
 def facts_of_summary(

@@ -56,15 +56,27 @@ class SummaryStore:
         return TopicSummary.from_json(data, topic, self.store.location(key))
 
     def read_many(self, topics: Sequence[str]) -> dict[str, TopicSummary | str | None]:
-        """`read` for many topics concurrently: a summary, None (none yet), or why it is unusable."""
+        """`read` for many topics: a summary, None (none yet), or why it is unusable. The objects are
+        read concurrently and parsed one after another (parsing is CPU: threads would only contend)."""
 
-        def one(topic: str) -> TopicSummary | str | None:
+        def fetch(topic: str) -> bytes | str | None:
             try:
-                return self.read(topic)
+                return self.store.read(summary_key(topic))
+            except ObjectNotFound:
+                return None
             except LakeCleanerError as exc:
                 return str(exc)
 
-        return dict(zip(topics, map_ordered(one, topics, self.max_workers), strict=True))
+        def parse(topic: str, data: bytes | str | None) -> TopicSummary | str | None:
+            if not isinstance(data, bytes):
+                return data
+            try:
+                return TopicSummary.from_json(data, topic, self.store.location(summary_key(topic)))
+            except LakeCleanerError as exc:
+                return str(exc)
+
+        fetched = map_ordered(fetch, topics, self.max_workers)
+        return {topic: parse(topic, data) for topic, data in zip(topics, fetched, strict=True)}
 
     def pending(self, topic: str | None = None) -> dict[str, Pending]:
         """The pending markers by topic: of the whole lake (one listing per 1,000 markers), or of one topic."""
