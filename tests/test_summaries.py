@@ -302,3 +302,13 @@ def test_a_partly_stale_topic_is_planned_with_the_marks_and_config_its_summary_h
     assert facts.from_manifests == (0,)
     assert list(row["uncleanable_partitions"]) == ["0"]
     assert "a segment file is missing" in row["uncleanable_partitions"]["0"]
+
+
+def test_a_topic_json_write_that_does_not_land_leaves_no_marker(built: Lake) -> None:
+    """`topics create --if-not-exists` on an existing topic writes nothing: the views keep using
+    its summary (a marker of a write that never lands would keep them off it for an hour)."""
+    lake = built
+    lake.create_topic("orders", 3, exist_ok=True, now_ms=NOW)
+    _, facts = summary_row(lake, "orders", NOW)
+    assert facts.planned_at_ms == NOW and facts.from_manifests == ()
+    assert markers(lake, "orders") == []

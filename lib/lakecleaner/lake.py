@@ -338,13 +338,25 @@ class Lake:
 
     def _put_metadata(self, name: str, metadata: TopicMetadata, etag: str | None) -> None:
         """Write topic.json conditionally (create when `etag` is None), after the pending marker
-        that tells the topic's summary readers it may be stale (summaries.layout)."""
+        that tells the topic's summary readers it may be stale (summaries.layout). A write refused
+        because topic.json holds something else takes its marker back: it will never land, and
+        the marker would keep the views off the topic's summary until it expired."""
         data = metadata.to_json()
-        self.store.write(config_marker_key(name, data), b"")
-        if etag is None:
-            self.store.create(topic_metadata_key(name), data)
-        else:
-            self.store.replace(topic_metadata_key(name), data, etag)
+        marker = config_marker_key(name, data)
+        self.store.write(marker, b"")
+        try:
+            if etag is None:
+                self.store.create(topic_metadata_key(name), data)
+            else:
+                self.store.replace(topic_metadata_key(name), data, etag)
+        except ConditionFailed:
+            try:
+                stored: bytes | None = self.store.read(topic_metadata_key(name))
+            except ObjectNotFound:
+                stored = None
+            if stored != data:  # not this write's own reply, lost and retried
+                self.store.delete(marker)
+            raise
 
     def _read_metadata(self, name: str) -> tuple[TopicMetadata, str]:
         """The topic's validated topic.json and its etag."""

@@ -153,11 +153,15 @@ class PartitionLog:
         """Create the empty partition if absent (idempotent); returns the current manifest."""
         now = wall_clock_ms() if now_ms is None else now_ms
         empty = Manifest(self.topic, self.partition, version=1, updated_ms=now, next_segment_created_ms=now)
+        marker = partition_marker_key(self.topic, self.partition, empty.version)
+        self.store.write(marker, b"")
         try:
-            self.store.write(partition_marker_key(self.topic, self.partition, empty.version), b"")
             self.store.create(self.manifest_key, empty.to_json())
             return empty
         except ConditionFailed:
+            # The partition exists: the marker announced nothing (a summary without the partition
+            # is stale for it anyway), so it goes rather than wait for a refresh.
+            self.store.delete(marker)
             return self.manifest()
 
     def load(self) -> tuple[Manifest, str]:
