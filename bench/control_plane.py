@@ -327,69 +327,67 @@ def main(argv: Sequence[str] | None = None, given_server: S3Server | None = None
         server = start_seaweedfs(work) if args.server == "seaweedfs" else start_moto()
     else:
         server = replace(given_server, stop=lambda: None)
-    if args.topics:
-        try:
-            figures = topics_figures(args, console, work, server)
-        finally:
-            server.stop()
-        print_table(console, args, figures)
-        if args.json:
-            Path(args.json).write_text(json.dumps([f.__dict__ for f in figures], indent=1))
-        return figures
-    figures: list[Figure] = []
     try:
-        started = time.perf_counter()
-        direct = write_config(work / "direct.yaml", server, server.url, args.partitions, args.small_topics)
-        build_lake(load_config(str(direct)), args.partitions, args.small_topics)
-        console.print(
-            f"built {BIG} ({args.partitions} partitions x {SEGMENTS} segments, {len(GROUPS)} groups) and "
-            f"{args.small_topics} topics x 10 partitions in {time.perf_counter() - started:.0f} s",
-            highlight=False,
-        )
-        wait_until_idle(console, args.idle_wait_s)
-        proxy = LatencyProxy(server.url, args.latency_ms)
-        try:
-            config_file = write_config(work / "lakecleaner.yaml", server, proxy.url, args.partitions, args.small_topics)
-            client = dashboard_client(config_file)
-            steps: list[tuple[str, Callable[[], str]]] = [
-                ("topics list", cli_action(config_file, "topics", "list")),
-                ("plan --topic big", cli_action(config_file, "plan", "--topic", BIG, "--now", str(NOW_MS))),
-                ("status --topic big", cli_action(config_file, "status", "--topic", BIG)),
-                (
-                    "retain --topic big --dry-run",
-                    cli_action(config_file, "retain", "--topic", BIG, "--dry-run", "--now", str(NOW_MS)),
-                ),
-                ("offsets list --topic big", cli_action(config_file, "offsets", "list", "--topic", BIG)),
-                (
-                    "gc --topic big --dry-run",
-                    cli_action(config_file, "gc", "--topic", BIG, "--dry-run", "--now", str(NOW_MS)),
-                ),
-                ("DAG assess (roll idle + plan)", assess_action(config_file)),
-                ("dashboard overview, JSON", dashboard_action(client, "/api/topics")),
-                ("dashboard overview, HTML", dashboard_action(client, "/")),
-                ("dashboard topic page, JSON", dashboard_action(client, f"/api/topics/{BIG}")),
-                ("dashboard topic page, HTML", dashboard_action(client, f"/topics/{BIG}")),
-            ]
-            for name, action in steps:
-                figures.append(timed(proxy, name, action, args.repeat))
-                show_last(console, figures[-1])
-            if not args.no_compaction:
-                before = proxy.requests
-                figure = compaction_commit(config_file)
-                requests = proxy.requests - before
-                figures.append(Figure(figure.name, figure.seconds, requests, figure.detail + " (requests: whole run)"))
-                show_last(console, figures[-1])
-            figures.append(retention_run(proxy, config_file))
-            show_last(console, figures[-1])
-            figures.append(gc_run(proxy, config_file))
-            show_last(console, figures[-1])
-        finally:
-            proxy.close()
+        shape = topics_figures if args.topics else partitions_figures
+        figures = shape(args, console, work, server)
     finally:
         server.stop()
     print_table(console, args, figures)
     if args.json:
         Path(args.json).write_text(json.dumps([f.__dict__ for f in figures], indent=1))
+    return figures
+
+
+def partitions_figures(args: argparse.Namespace, console: Console, work: Path, server: S3Server) -> list[Figure]:
+    """The default shape: the big topic and the small topics, every command timed."""
+    figures: list[Figure] = []
+    started = time.perf_counter()
+    direct = write_config(work / "direct.yaml", server, server.url, args.partitions, args.small_topics)
+    build_lake(load_config(str(direct)), args.partitions, args.small_topics)
+    console.print(
+        f"built {BIG} ({args.partitions} partitions x {SEGMENTS} segments, {len(GROUPS)} groups) and "
+        f"{args.small_topics} topics x 10 partitions in {time.perf_counter() - started:.0f} s",
+        highlight=False,
+    )
+    wait_until_idle(console, args.idle_wait_s)
+    proxy = LatencyProxy(server.url, args.latency_ms)
+    try:
+        config_file = write_config(work / "lakecleaner.yaml", server, proxy.url, args.partitions, args.small_topics)
+        client = dashboard_client(config_file)
+        steps: list[tuple[str, Callable[[], str]]] = [
+            ("topics list", cli_action(config_file, "topics", "list")),
+            ("plan --topic big", cli_action(config_file, "plan", "--topic", BIG, "--now", str(NOW_MS))),
+            ("status --topic big", cli_action(config_file, "status", "--topic", BIG)),
+            (
+                "retain --topic big --dry-run",
+                cli_action(config_file, "retain", "--topic", BIG, "--dry-run", "--now", str(NOW_MS)),
+            ),
+            ("offsets list --topic big", cli_action(config_file, "offsets", "list", "--topic", BIG)),
+            (
+                "gc --topic big --dry-run",
+                cli_action(config_file, "gc", "--topic", BIG, "--dry-run", "--now", str(NOW_MS)),
+            ),
+            ("DAG assess (roll idle + plan)", assess_action(config_file)),
+            ("dashboard overview, JSON", dashboard_action(client, "/api/topics")),
+            ("dashboard overview, HTML", dashboard_action(client, "/")),
+            ("dashboard topic page, JSON", dashboard_action(client, f"/api/topics/{BIG}")),
+            ("dashboard topic page, HTML", dashboard_action(client, f"/topics/{BIG}")),
+        ]
+        for name, action in steps:
+            figures.append(timed(proxy, name, action, args.repeat))
+            show_last(console, figures[-1])
+        if not args.no_compaction:
+            before = proxy.requests
+            figure = compaction_commit(config_file)
+            requests = proxy.requests - before
+            figures.append(Figure(figure.name, figure.seconds, requests, figure.detail + " (requests: whole run)"))
+            show_last(console, figures[-1])
+        figures.append(retention_run(proxy, config_file))
+        show_last(console, figures[-1])
+        figures.append(gc_run(proxy, config_file))
+        show_last(console, figures[-1])
+    finally:
+        proxy.close()
     return figures
 
 
