@@ -71,7 +71,7 @@ def refresh_after_change(lake: Lake, name: str) -> Refreshed | None:
     except LakeCleanerError as exc:
         log.warning("topic %s: its summary was not refreshed (the views read its manifests): %s", name, exc)
         return None
-    log.info(
+    log.debug(
         "topic %s: summary %s (%d markers cleared)",
         name,
         "written" if refreshed.written else "kept (a newer one was stored meanwhile)",
