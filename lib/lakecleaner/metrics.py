@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow.sdk.observability import stats
-
 PREFIX = "lakecleaner"
 COMMITTED = "committed"
 
@@ -76,6 +74,8 @@ def emit_topic_metrics(
 ) -> dict[str, int]:
     """Emit the plan's cleaner gauges (`TopicMetrics.to_dict()`, none when the assessment failed)
     and the run's reclaimed space as counters; returns every metric name with the value sent."""
+    from airflow.sdk.observability import stats  # Airflow's, in the task that calls this (the core install has none)
+
     tags = {"topic": topic}
     sent: dict[str, int] = {}
     for name, value in (plan_metrics or {}).items():
