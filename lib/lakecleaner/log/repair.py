@@ -416,9 +416,9 @@ def announced_version(store: ObjectStore, topic: str, partition: int) -> int:
 
     summaries = SummaryStore(store, 1)
     markers = summaries.pending(topic).get(topic)
-    versions = [m.version for m in markers.markers if m.partition == partition] if markers else []
+    marked = markers.announced().get(partition, 0) if markers else 0
     try:
         summary = summaries.read(topic)
     except LakeCleanerError:  # a damaged summary names no version a view would trust
         summary = None
-    return max([v for v in versions if v is not None] + [(summary and summary.version(partition)) or 0])
+    return max(marked, (summary and summary.version(partition)) or 0)

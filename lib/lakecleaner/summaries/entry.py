@@ -4,13 +4,14 @@ adds to the topic's gauges and compaction order, the due reasons, the deadline's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy.cleanable import PartitionGauges
 from lakecleaner.policy.figures import PartitionFigures, partition_figures
 from lakecleaner.policy.metrics import DeletionDeadline
-from lakecleaner.policy.plan import PartitionPlan
+from lakecleaner.policy.plan import PartitionPlan, TopicPlan
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,8 @@ class PartitionSummary:
             return None
         seconds_left = (deadline - now_ms) // 1000
         return DeletionDeadline(self.record_deadline_ms, self.tombstone_horizon_ms, deadline, seconds_left)
+
+
+def entries_of_plan(plan: TopicPlan, manifests: Mapping[int, Manifest]) -> dict[int, PartitionSummary]:
+    """The entries of every partition `plan` planned, each on its manifest in `manifests`."""
+    return {p.partition: PartitionSummary.of(p, manifests[p.partition]) for p in plan.partitions}

@@ -64,11 +64,13 @@ class Pending:
 
     markers: list[Marker] = field(default_factory=list)
 
-    def newest(self, partition: int) -> int | None:
-        """The highest manifest version announced for the partition, None when none is."""
-        return max(
-            (m.version for m in self.markers if m.partition == partition and m.version is not None), default=None
-        )
+    def announced(self) -> dict[int, int]:
+        """The highest manifest version announced, by partition (partitions with no marker left out)."""
+        found: dict[int, int] = {}
+        for m in self.markers:
+            if m.partition is not None and m.version is not None:
+                found[m.partition] = max(m.version, found.get(m.partition, 0))
+        return found
 
     @property
     def digests(self) -> set[str]:

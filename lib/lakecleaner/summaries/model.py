@@ -22,7 +22,7 @@ from lakecleaner.io.strict_json import Fields, Malformed, load_object
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy.plan import TopicPlan
 from lakecleaner.summaries.columns import decode_entries, encode_entries
-from lakecleaner.summaries.entry import PartitionSummary
+from lakecleaner.summaries.entry import PartitionSummary, entries_of_plan
 from lakecleaner.summaries.layout import config_digest
 
 #: The summary's format; a reader falls back to the manifests for any other.
@@ -139,7 +139,7 @@ def summary_of_plan(
         config_digest=config_digest(metadata),
         cleanup_policy=tuple(sorted(plan.config.cleanup_policy)),
         partition_count=partition_count,
-        partitions={p.partition: PartitionSummary.of(p, manifests[p.partition]) for p in plan.partitions},
+        partitions=entries_of_plan(plan, manifests),
         metadata=metadata.decode(),
         unreadable=dict(unreadable),
         uncleanable=dict(cleaner.uncleanable),

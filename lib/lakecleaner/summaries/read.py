@@ -18,7 +18,7 @@ from lakecleaner.cleaner_state import LastRun
 from lakecleaner.dashboard.digests import RunDigest
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy.plan import TopicPlan
-from lakecleaner.summaries.entry import PartitionSummary
+from lakecleaner.summaries.entry import PartitionSummary, entries_of_plan
 from lakecleaner.summaries.layout import Pending
 from lakecleaner.summaries.model import TopicSummary
 
@@ -63,7 +63,7 @@ def facts_of_plan(
     return TopicFacts(
         topic=plan.topic,
         cleanup_policy=tuple(sorted(plan.config.cleanup_policy)),
-        partitions={p.partition: PartitionSummary.of(p, manifests[p.partition]) for p in plan.partitions},
+        partitions=entries_of_plan(plan, manifests),
         unreadable=dict(unreadable),
         last_run=last_run,
         runs=None,
@@ -89,10 +89,7 @@ def unusable(summary: TopicSummary | str | None, pending: Pending, now_ms: int) 
 def stale_partitions(summary: TopicSummary, pending: Pending) -> list[int]:
     """The partitions the summary cannot answer for: no entry, unreadable when it was written, or a
     marker announcing a newer manifest version than its entry's."""
-    announced: dict[int, int] = {}
-    for marker in pending.markers:
-        if marker.partition is not None and marker.version is not None:
-            announced[marker.partition] = max(marker.version, announced.get(marker.partition, 0))
+    announced = pending.announced()
     entries = summary.partitions
     stale = [p for p in range(summary.partition_count) if p not in entries or p in summary.unreadable]
     stale += [p for p, v in announced.items() if p in entries and v > entries[p].figures.manifest_version]

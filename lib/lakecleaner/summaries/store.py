@@ -48,12 +48,17 @@ class SummaryStore:
 
     def read(self, topic: str) -> TopicSummary | None:
         """The topic's summary, None when it has none; CorruptSummary when it cannot be parsed."""
-        key = summary_key(topic)
+        data = self._fetch(topic)
+        return None if data is None else self._parse(topic, data)
+
+    def _fetch(self, topic: str) -> bytes | None:
         try:
-            data = self.store.read(key)
+            return self.store.read(summary_key(topic))
         except ObjectNotFound:
             return None
-        return TopicSummary.from_json(data, topic, self.store.location(key))
+
+    def _parse(self, topic: str, data: bytes) -> TopicSummary:
+        return TopicSummary.from_json(data, topic, self.store.location(summary_key(topic)))
 
     def read_many(self, topics: Sequence[str]) -> dict[str, TopicSummary | str | None]:
         """`read` for many topics: a summary, None (none yet), or why it is unusable. The objects are
@@ -61,9 +66,7 @@ class SummaryStore:
 
         def fetch(topic: str) -> bytes | str | None:
             try:
-                return self.store.read(summary_key(topic))
-            except ObjectNotFound:
-                return None
+                return self._fetch(topic)
             except LakeCleanerError as exc:
                 return str(exc)
 
@@ -71,7 +74,7 @@ class SummaryStore:
             if not isinstance(data, bytes):
                 return data
             try:
-                return TopicSummary.from_json(data, topic, self.store.location(summary_key(topic)))
+                return self._parse(topic, data)
             except LakeCleanerError as exc:
                 return str(exc)
 
