@@ -97,8 +97,13 @@ class KafkaBroker:
                 time.sleep(0.5)
         raise TimeoutError(f"the Kafka broker at {self.bootstrap} did not answer within {timeout_s} s")
 
-    def stop(self) -> None:
-        self.process.terminate()
+    def stop(self, crash: bool = False) -> None:
+        """Stop the broker: gracefully (SIGTERM; it serves fetches for seconds while it shuts
+        down) or, with `crash`, at once (SIGKILL), as a machine lost for good."""
+        if crash:
+            self.process.kill()
+        else:
+            self.process.terminate()
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:

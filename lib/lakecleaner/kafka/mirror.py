@@ -445,10 +445,12 @@ class _Run:
 
     def _buffer(self, client: Any, p: int, taken: list[Any]) -> None:
         """Add a partition's polled messages to its buffer, up to --once's high watermark and
-        --max-records; append it when full."""
+        --max-records; append it when full. With --once, a partition whose record just below the
+        high watermark is taken is done then, not at its end event, which a broker lost at that
+        moment never sends."""
         if p in self.done or not taken:
             return
-        if self.limits.once and taken[-1].offset() >= self.progress[p].high_watermark:
+        if self.limits.once and taken[-1].offset() + 1 >= self.progress[p].high_watermark:
             high = self.progress[p].high_watermark
             taken = [m for m in taken if m.offset() < high]
             self.done.add(p)
