@@ -87,6 +87,7 @@ from lakecleaner.log.segment_files import COMPRESSION, ROW_GROUP_SIZE
 from lakecleaner.workload import WorkloadSpec, generate
 
 MB = 1_000_000
+GB = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,14 @@ def _descendants(process: psutil.Process) -> list[psutil.Process]:
     return []
 
 
+def _kind(process: psutil.Process, me: psutil.Process) -> str:
+    """What a sampled process is: this one (the driver, pyarrow, DuckDB), a JVM (Spark's driver
+    and executors, a Connect server), or a Python worker of Spark's."""
+    if process.pid == me.pid:
+        return "this process"
+    return "JVM" if process.name() == "java" else "Python workers"
+
+
 class PeakMemory:
     """Peak resident memory, sampled every 100 ms: of this process alone (pyarrow and DuckDB run
     in it), or with all its descendants (`tree`: the Spark JVM and its Python workers, and under
@@ -176,6 +185,8 @@ class PeakMemory:
     def __init__(self, tree: bool) -> None:
         self.tree = tree
         self.peak = 0
+        #: At the peak, the resident memory of each kind of process (`_kind`), in bytes.
+        self.at_peak: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -183,15 +194,21 @@ class PeakMemory:
         me = psutil.Process()
         roots = [me, *ENGINE_ROOTS] if self.tree else [me]
         while not self._stop.is_set():
-            total = 0
+            kinds: dict[str, int] = {}
             excluded = {p.pid for r in EXCLUDED_ROOTS for p in (r, *_descendants(r))}
             for p in [*roots, *(c for r in roots for c in _descendants(r) if self.tree)]:
                 if p.pid in excluded:
                     continue
                 with contextlib.suppress(psutil.Error):
-                    total += p.memory_info().rss
-            self.peak = max(self.peak, total)
+                    kind = _kind(p, me)
+                    kinds[kind] = kinds.get(kind, 0) + p.memory_info().rss
+            if sum(kinds.values()) > self.peak:
+                self.peak, self.at_peak = sum(kinds.values()), kinds
             self._stop.wait(0.1)
+
+    def breakdown(self) -> str:
+        """The peak's parts, largest first: "JVM 2.0 GB, this process 1.2 GB, …"."""
+        return ", ".join(f"{k} {v / GB:.1f} GB" for k, v in sorted(self.at_peak.items(), key=lambda kv: -kv[1]))
 
     def __enter__(self) -> PeakMemory:
         self._thread.start()
@@ -202,15 +219,27 @@ class PeakMemory:
         self._thread.join()
 
 
-def timed(name: str, records: int, input_bytes: int, fn: Callable[[], str], *, tree: bool = False) -> Measure:
+def timed(
+    name: str,
+    records: int,
+    input_bytes: int,
+    fn: Callable[[], str],
+    *,
+    tree: bool = False,
+    requests: Callable[[], int] | None = None,
+) -> Measure:
     """Run `fn` once, timed, after flushing the files written before it to disk (`os.sync`), so
-    that no run pays for the write-back of what an earlier one wrote."""
+    that no run pays for the write-back of what an earlier one wrote; with `requests` (the
+    latency proxy's count so far), the S3 requests it made are named in its detail."""
     os.sync()
+    before = requests() if requests else 0
     with PeakMemory(tree) as memory:
         start = time.perf_counter()
         detail = fn()
         seconds = time.perf_counter() - start
-    return Measure(name, seconds, records, input_bytes, memory.peak / MB, detail)
+    made = f"; {requests() - before:,} S3 requests" if requests else ""
+    parts = f"; at the memory peak: {memory.breakdown()}" if tree else ""
+    return Measure(name, seconds, records, input_bytes, memory.peak / MB, detail + made + parts)
 
 
 def build_topic(lake: Lake, spec: WorkloadSpec, segment_bytes: int, batch_records: int) -> Topic:
@@ -244,6 +273,8 @@ class LocalLakes:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.filesystem = pafs.LocalFileSystem()
+        #: No requests to count on a local disk.
+        self.requests_made: Callable[[], int] | None = None
 
     def lake(self, name: str, iceberg: bool = False) -> Lake:
         root = self.workdir / name
@@ -278,6 +309,8 @@ class S3Lakes:
         self.server, self.owned = server, owned
         self.proxy = LatencyProxy(self.server.url, latency_ms) if latency_ms > 0 else None
         self.endpoint = self.proxy.url if self.proxy else self.server.url
+        #: The requests made through the latency proxy so far (none counted without it).
+        self.requests_made: Callable[[], int] | None = (lambda: self.proxy.requests) if self.proxy else None
         self.client = boto3.client(
             "s3",
             config=botocore.config.Config(max_pool_connections=COPY_THREADS),
@@ -499,17 +532,19 @@ def run_once(
         )
 
     options = EngineOptions(dedupe_buffer_size=args.dedupe_buffer_size)
+    counter = lakes.requests_made
     for i in range(args.runs):
         copy = f"{prefix}/lake-{i}"
         lakes.copy(source, copy)  # compaction rewrites its lake: each run gets the same input
         out = f"{prefix}/copy"
         lakes.remove(out)
         copying = partial(copy_floor, lakes, files, lakes.path(out))
-        runs["b"].append(timed("(b) copy floor, pyarrow", input_records, input_bytes, copying))
+        runs["b"].append(timed("(b) copy floor, pyarrow", input_records, input_bytes, copying, requests=counter))
         dedupe = partial(duckdb_dedupe, lakes, files, lakes.path(f"{prefix}/duckdb.parquet"), topic_root)
-        runs["c"].append(timed("(c) DuckDB dedupe", input_records, input_bytes, dedupe))
+        runs["c"].append(timed("(c) DuckDB dedupe", input_records, input_bytes, dedupe, requests=counter))
+        compacting = partial(compact, copy)
         runs["a"].append(
-            timed("(a) lakecleaner compact_topic", input_records, input_bytes, partial(compact, copy), tree=True)
+            timed("(a) lakecleaner compact_topic", input_records, input_bytes, compacting, tree=True, requests=counter)
         )
         lakes.remove(copy)
         if args.iceberg:
