@@ -55,6 +55,9 @@ class KafkaBroker:
                     "group.initial.rebalance.delay.ms=0",
                     "log.cleaner.backoff.ms=500",
                     "auto.create.topics.enable=false",
+                    # a broker killed (`stop(crash=True)`) registers again once its lease ends
+                    "broker.session.timeout.ms=2000",
+                    "broker.heartbeat.interval.ms=500",
                 ]
             )
             + "\n"
