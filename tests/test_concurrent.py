@@ -69,3 +69,21 @@ def test_inside_a_pool_task_items_run_inline_one_at_a_time() -> None:
         return gauge.most_items
 
     assert map_ordered(nested, [0, 1], max_workers=2) == [1, 1]
+
+
+def test_an_item_heavier_than_the_budget_runs_in_the_callers_thread_and_its_own_fan_out_uses_the_pool() -> None:
+    """A heavy item runs alone, not as one of the pool's tasks: a fan-out of its own (a partition's
+    files fetched at once) then runs on the pool's threads rather than inline, one after another."""
+    caller = threading.current_thread()
+    seen: dict[int, tuple[bool, set[str]]] = {}
+
+    def run(weight: int) -> int:
+        threads = map_ordered(lambda _: (time.sleep(0.02), threading.current_thread().name)[1], range(4), 16)
+        seen[weight] = (threading.current_thread() is caller, set(threads))
+        return weight
+
+    assert dict(map_bounded(run, [3, 50, 3], [3, 50, 3], budget=10, limit=8, max_workers=16)) == {0: 3, 1: 50, 2: 3}
+    in_caller, fan_out_threads = seen[50]
+    assert in_caller and len(fan_out_threads) > 1 and caller.name not in fan_out_threads
+    light_in_caller, light_threads = seen[3]
+    assert not light_in_caller and len(light_threads) == 1  # a light item's fan-out runs inline

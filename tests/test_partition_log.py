@@ -458,6 +458,28 @@ def test_a_tasks_second_read_of_a_file_parses_only_the_columns_its_first_did_not
     assert [t.equals(f) for t, f in zip(parsed, fresh, strict=True)] == [True] * 3
 
 
+def test_prefetch_keeps_whole_files_in_order_up_to_its_limit_and_leaves_a_missing_one_to_the_reader(
+    lake: Lake,
+) -> None:
+    """`FetchedFiles.prefetch` fetches a partition's files whole, in order, while they fit its
+    limit, whatever their size; the reads that follow are served from them. A missing file is
+    not fetched: its read fails as it would have, naming the file."""
+    log = lake.create_topic("t").partition(0)
+    for n in (5, 3, 4):
+        log.append(recs(n), now_ms=NOW)
+        log.roll(now_ms=NOW)
+    first, second, third = (f for s in log.manifest().segments for f in s.files)
+    keys = [log.prefix + f.path for f in (first, second, third)]
+    fetched = segment_files.FetchedFiles(first.size_bytes + second.size_bytes, 1 << 20)
+    lake.store.delete(keys[1])
+    fetched.prefetch(lake.store, [(k, f.size_bytes) for k, f in zip(keys, (first, second, third), strict=True)], 4)
+    assert [fetched.holds(k) for k in keys] == [True, False, False]  # the second is missing, the third past the limit
+    lake.store.delete(keys[0])  # served from what was fetched
+    assert segment_files.read_segment_file(lake.store, keys[0], expected=first, fetched=fetched).num_rows == 5
+    with pytest.raises(CorruptSegment, match="is missing; the manifest references it"):
+        segment_files.read_segment_file(lake.store, keys[1], expected=second, fetched=fetched)
+
+
 def test_a_group_that_keeps_its_files_lets_go_of_what_pass_1_parsed_of_them(lake: Lake) -> None:
     """Pass 2 of a group whose every record won (and holds no tombstone) keeps its files and never
     reads them again: what pass 1 parsed of them is let go then, not held through the partition's

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -27,6 +28,8 @@ from lakecleaner.config import LakeConfig
 from lakecleaner.engine import CompactionRequest, EngineOptions, compact_topic
 from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT, on_crash_point
 from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.records import Record
+from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES
 from lakecleaner.retention import gc_topic
 from lakecleaner.spark_jobs import compact_topic_path
 from tests.conftest import S3Endpoint
@@ -178,23 +181,41 @@ def test_a_staged_file_replaced_after_the_gate_is_never_committed(spark: SparkSe
     assert rows(topic) == before
 
 
-def test_a_small_partition_is_cleaned_with_one_get_of_each_input_file(
-    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+def _large_dirty_topic(lake: Lake) -> Topic:
+    """A partition whose first file is past segment_files.WHOLE_OBJECT_BYTES (random values: 6 MB),
+    which a reader without the task's prefetch reads by ranges, a GET per column chunk."""
+    topic = new_topic(lake)
+    log = topic.partition(0)
+    log.append([Record(b"k%d" % (i % 1000), os.urandom(200), 100) for i in range(30_000)], now_ms=100)
+    log.roll(now_ms=100)
+    log.append(keyed({"k1": "2", "k2": None}), now_ms=100)
+    log.roll(now_ms=100)
+    return topic
+
+
+@pytest.mark.parametrize("build", [_dirty_topic, _large_dirty_topic], ids=["small-files", "a-large-file"])
+def test_a_partition_is_cleaned_with_one_get_of_each_input_file(
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path, build: Callable[[Lake], Topic]
 ) -> None:
-    """Pass 1 and pass 2 of a partition whose map fits one task run in that task, which keeps the
-    small files pass 1 fetched for pass 2 (`segment_files.FetchedFiles`): each input file is
-    fetched once in the whole run (the gate reads back only the staged file)."""
+    """Pass 1 and pass 2 of a partition whose map fits one task run in that task, which fetches
+    the partition's files whole before pass 1 and keeps them for pass 2
+    (`segment_files.FetchedFiles.prefetch`): each input file is fetched once in the whole run,
+    with no HEAD and no ranged reads, a large one too (the gate reads back only the staged file).
+    The output, a few records, is stored with one PUT, not a multipart upload, even where the
+    input is large (`SegmentWriter`)."""
     with FlakyProxy(s3_endpoint.url) as proxy:
         lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=4)
-        topic = _dirty_topic(lake)
+        topic = build(lake)
         request, expected = _request_and_expected(topic)
-        inputs = [f.path for s in topic.partition(0).manifest().segments for f in s.files]
+        inputs = [f for s in topic.partition(0).manifest().segments for f in s.files]
         proxy.seen.clear()
         report = compact_topic(spark, lake, topic.name, [request], NOW)
-        gets = Counter(unquote(path.split("?")[0]) for method, path in proxy.seen if method == "GET")
-    fetched = {p: sum(n for key, n in gets.items() if key.endswith("/" + p)) for p in inputs}
+        seen = Counter((method, unquote(path.split("?")[0])) for method, path in proxy.seen)
+    fetched = {f.path: sum(n for (m, key), n in seen.items() if key.endswith("/" + f.path)) for f in inputs}
     assert report.partitions[0].status == "committed" and rows(topic) == expected.rows
-    assert len(inputs) == 2 and fetched == dict.fromkeys(inputs, 1)
+    assert len(inputs) == 2 and fetched == {f.path: 1 for f in inputs}, seen
+    assert [key for (method, key) in seen if method == "POST"] == []  # no multipart upload
+    assert max(f.size_bytes for f in inputs) > (WHOLE_OBJECT_BYTES if build is _large_dirty_topic else 0)
 
 
 def test_a_compaction_through_a_flaky_store_counts_its_retries_in_the_run_report(

@@ -249,9 +249,12 @@ def clean_partition(
     spec: StoreSpec, config: TopicConfig, now_ms: int, retention_ms: int, task: PartitionTask
 ) -> PartitionOutcome:
     """Pass 1 of a partition in one key bucket, then pass 2 of each of its groups (the small files
-    pass 1 fetches are kept for pass 2, `FETCHED_BYTES`), then the gate's read-back of the output
-    where it fits one key bucket."""
+    are fetched at once before pass 1 and kept for pass 2, `FETCHED_BYTES`), then the gate's
+    read-back of the output where it fits one key bucket."""
     fetched = FetchedFiles(FETCHED_BYTES, KEPT_COLUMNS_BYTES)
+    prefix = partition_prefix(task.map.topic, task.map.partition)
+    files = [(prefix + f.path, f.size_bytes) for f in task.map.files]
+    fetched.prefetch(spec.open(), files, spec.settings.max_concurrency)
     found = bucket_winners(spec, config, task.map, fetched)
     if found.winners is None:
         return PartitionOutcome(found)
@@ -310,9 +313,11 @@ def _clean(
 
 
 def _weight(item: RecopyTask | PartitionTask) -> int:
-    """Bytes a task reads: pass 1 reads the keys, about a fifth of a file, again."""
+    """Bytes a task reads: a partition's files once when they fit what it keeps between its
+    passes (`FETCHED_BYTES`), else pass 1 reads the keys, about a fifth of a file, again."""
     if isinstance(item, PartitionTask):
-        return sum(f.size_bytes for f in item.map.files) * 6 // 5
+        size = sum(f.size_bytes for f in item.map.files)
+        return size if size <= FETCHED_BYTES else size * 6 // 5
     return sum(f.size_bytes for f in item.files)
 
 

@@ -17,7 +17,8 @@ A task runs its items one after another, or, given an `Overlap`, several at once
 I/O pool (`io.concurrent.map_bounded`): a thousand small partitions on a store 20 ms away spend
 their time waiting for replies, not computing, so their requests overlap, under
 lake.storage.max_concurrency across the call's tasks and `OVERLAP_BYTES` of input per task (a
-large item runs alone, so a task's memory stays that of its largest item). Items that overlap run
+large item runs alone, in the task's thread, so a task's memory stays that of its largest item
+and the item's own fan-out uses the pool). Items that overlap run
 as threads of one Python worker and wait on its GIL as much as on their replies, so they get two
 tasks per core (`_tasks_per_core`).
 """
@@ -42,8 +43,10 @@ R = TypeVar("R")
 
 _RESULT_SCHEMA = pa.schema([("index", pa.int64()), ("result", pa.large_binary())])
 
-#: Input bytes one Spark task may be reading at once across the items it overlaps.
-OVERLAP_BYTES = 16 * 1024 * 1024
+#: Input bytes one Spark task may be reading at once across the items it overlaps: a few
+#: partitions of 16 MB (64 partitions of a 1 GB topic) overlap, which at 16 MiB ran one at a time
+#: and waited out each one's requests in turn (pass 2 on a store 20 ms away: 11.8 → 8.5 s).
+OVERLAP_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 Output rows are written as they are filtered, so a task holds one input file at a time
 rather than a whole group. A small output (`whole`: its group's input is at most
-segment_files.WHOLE_OBJECT_BYTES) is built in memory and stored with one PUT of the store's own
-client; a larger one streams through pyarrow's filesystem (multipart on S3), whose output stream
+segment_files.WHOLE_OBJECT_BYTES; or one row group of at most that, known when it closes) is built
+in memory and stored with one PUT of the store's own client; a larger one streams through pyarrow's filesystem (multipart on S3), whose output stream
 costs several requests and milliseconds of CPU to open and close — most of a tiny partition's
 write on a store far away. The file's statistics are only known at the end, so its lakecleaner
 metadata (segment_files.FileMeta) goes into the Parquet footer when the writer closes, and
@@ -28,6 +28,7 @@ from lakecleaner.log.segment_files import (
     KIND_COMPACTED,
     ROW_GROUP_SIZE,
     STATISTICS_COLUMNS,
+    WHOLE_OBJECT_BYTES,
     FileMeta,
     FileStats,
     column_compression,
@@ -56,13 +57,18 @@ class OutputTarget:
 
 
 class SegmentWriter:
-    """Writes SEGMENT_SCHEMA batches to one new file; opens it only when the first row comes. With
-    `whole`, the file is built in memory and written with one `store.write` when it closes."""
+    """Writes SEGMENT_SCHEMA batches to one new file; opens it only when its first row group is
+    written. With `whole`, or when the whole file is one row group of at most
+    `WHOLE_OBJECT_BYTES` held until it closes (a large partition compacted to few records), the
+    file is built in memory and written with one `store.write`: on S3 one PUT rather than a
+    multipart upload's three requests, one after another."""
 
     def __init__(self, store: ObjectStore, target: OutputTarget, *, whole: bool) -> None:
         self.store = store
         self.target = target
         self.whole = whole
+        #: Whether the open file is built in memory (chosen when its first row group is written).
+        self._in_memory = whole
         self._sink: pa.NativeFile | None = None
         self._writer: pq.ParquetWriter | None = None
         self._pending: list[pa.Table] = []
@@ -89,11 +95,12 @@ class SegmentWriter:
         if horizon is not None:
             self._earliest_horizon = horizon if self._earliest_horizon is None else min(self._earliest_horizon, horizon)
 
-    def _flush(self) -> None:
+    def _flush(self, closing: bool = False) -> None:
         if not self._pending:
             return
         table = pa.concat_tables(self._pending).cast(SEGMENT_SCHEMA)
         if self._writer is None:
+            self._in_memory = self.whole or (closing and table.nbytes <= WHOLE_OBJECT_BYTES)
             self._sink = self._open_sink()
             self._writer = pq.ParquetWriter(
                 self._sink,
@@ -109,7 +116,7 @@ class SegmentWriter:
         self._pending, self._pending_rows = [], 0
 
     def _open_sink(self) -> pa.NativeFile:
-        if self.whole:
+        if self._in_memory:
             return pa.BufferOutputStream()
         return self.store.arrow_fs.open_output_stream(self._arrow_path())
 
@@ -118,14 +125,14 @@ class SegmentWriter:
 
     def close(self) -> SegmentFile | None:
         """Finish the file and return its manifest entry; None when no row was written."""
-        self._flush()
+        self._flush(closing=True)
         if self._writer is None or self._sink is None:
             return None
         meta = self.meta()
         self._writer.add_key_value_metadata(meta.to_metadata())
         self._writer.close()
         size = self._sink.tell()
-        if self.whole:
+        if self._in_memory:
             self.store.write(self.target.prefix + self.target.path, self._sink.getvalue().to_pybytes())
         self._sink.close()
         t = self.target

@@ -14,7 +14,9 @@ fan-out across topics should flatten its work (all topics' partitions in one `ma
 
 `map_bounded` is the same pool for work items of uneven size (a Spark task's partitions): it
 yields each result as it finishes and keeps both the number of items and their total weight in
-flight under limits, so small items overlap their requests and a large one runs alone.
+flight under limits, so small items overlap their requests and a large one runs alone, in the
+calling thread: not one of the pool's tasks, its own fan-out (a partition's files fetched at once,
+`FetchedFiles.prefetch`) runs on the pool.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ def map_bounded(
     fn: Callable[[T], R], items: Sequence[T], weights: Sequence[int], budget: int, limit: int, max_workers: int
 ) -> Iterator[tuple[int, R]]:
     """(index, `fn(item)`) for every item, as each finishes, on the pool: at most `limit` items and
-    at most `budget` of weight at once (an item heavier than the budget runs alone). The first
-    exception is raised; items not yet started are then dropped."""
+    at most `budget` of weight at once (an item heavier than the budget runs alone, in this
+    thread, so that its own fan-outs may use the pool). The first exception is raised; items not
+    yet started are then dropped."""
     if len(items) <= 1 or limit <= 1 or getattr(_in_task, "active", False):
         yield from ((index, fn(item)) for index, item in enumerate(items))
         return
@@ -67,6 +70,10 @@ def map_bounded(
     in_flight = 0
     try:
         while waiting or running:
+            if not running and weights[waiting[0]] > budget:
+                index = waiting.popleft()
+                yield index, fn(items[index])  # alone, in this thread: its own fan-outs use the pool
+                continue
             while waiting and len(running) < limit and (not running or in_flight + weights[waiting[0]] <= budget):
                 index = waiting.popleft()
                 running[pool.submit(task, items[index])] = index

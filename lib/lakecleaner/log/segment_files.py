@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 
 from lakecleaner.errors import CorruptSegment, LakeCleanerError, ObjectNotFound, StorageError
 from lakecleaner.io import ObjectStore
+from lakecleaner.io.concurrent import map_bounded
 from lakecleaner.log.manifest import FORMAT_VERSION, SegmentFile
 from lakecleaner.log.records import SEGMENT_SCHEMA
 
@@ -235,15 +237,29 @@ def encode_segment_file(table: pa.Table, meta: FileMeta, *, row_group_size: int 
 WHOLE_OBJECT_BYTES = 4 * 1024 * 1024
 
 
+#: Segment files one partition's task fetches at once (`FetchedFiles.prefetch`): with a
+#: task per core, a few times the cores' worth of requests in flight, well under the pool's
+#: lake.storage.max_concurrency.
+PREFETCH_CONCURRENCY = 8
+
+
+def _fetched_or_none(store: ObjectStore, key: str) -> bytes | None:
+    """The object's bytes, or None when it is missing (its reader reports that, naming the file)."""
+    try:
+        return store.read(key)
+    except (ObjectNotFound, FileNotFoundError):
+        return None
+
+
 class FetchedFiles:
-    """What one task read of segment files, kept for its next read of them: the small files
-    (`WHOLE_OBJECT_BYTES`) it fetched whole, up to `limit_bytes` in all, and the columns it parsed
-    of a file read in part, up to `columns_limit_bytes`. Pass 1 of a partition fetches each of its
-    small files and parses the keys and offsets of every file; pass 2 then parses the same bytes
-    rather than fetching them again (on a store 20 ms away, a GET per file saved; and both passes
-    read the very same object), and parses only the columns pass 1 did not (the keys and offsets
-    are a third of the time it takes to parse a file of 100-byte values). Lives as long as the one
-    task that made it."""
+    """What one task read of segment files, kept for its next read of them: the files it fetched
+    whole (small ones, `WHOLE_OBJECT_BYTES`, or any it `prefetch`ed), up to `limit_bytes` in
+    all, and the columns it parsed of a file read in part, up to `columns_limit_bytes`. Pass 1 of
+    a partition fetches its files and parses the keys and offsets of every file; pass 2 then
+    parses the same bytes rather than fetching them again (on a store 20 ms away, a GET per file
+    saved; and both passes read the very same object), and parses only the columns pass 1 did not
+    (the keys and offsets are a third of the time it takes to parse a file of 100-byte values).
+    Lives as long as the one task that made it."""
 
     def __init__(self, limit_bytes: int, columns_limit_bytes: int) -> None:
         self.limit_bytes, self.columns_limit_bytes = limit_bytes, columns_limit_bytes
@@ -251,6 +267,34 @@ class FetchedFiles:
         self._bytes = 0
         self._columns: dict[str, pa.Table] = {}
         self._columns_bytes = 0
+
+    def prefetch(self, store: ObjectStore, files: Sequence[tuple[str, int]], max_workers: int) -> None:
+        """Fetch whole, at once, `files` (key, size) in order while the limit allows, at most
+        `PREFETCH_CONCURRENCY` at a time on the I/O pool, for a task whose two passes read every
+        column of them between them. A file past `WHOLE_OBJECT_BYTES` is otherwise read by
+        ranges, a GET per column chunk and pass, one after another: a partition of one 16 MB
+        file took 23 requests to clean on a store 20 ms away, 0.46 s of waiting, where one GET
+        of the whole file serves both passes. A file that cannot be fetched is left to the
+        reader, whose error names it."""
+        chosen, total = [], self._bytes
+        for key, size in files:
+            if key in self._kept:
+                continue
+            if total + size > self.limit_bytes:
+                break
+            chosen.append(key)
+            total += size
+        sizes = [1] * len(chosen)
+        for index, data in map_bounded(
+            partial(_fetched_or_none, store), chosen, sizes, len(chosen), PREFETCH_CONCURRENCY, max_workers
+        ):
+            if data is not None and self._bytes + len(data) <= self.limit_bytes:
+                self._kept[chosen[index]] = data
+                self._bytes += len(data)
+
+    def holds(self, key: str) -> bool:
+        """Whether the object's bytes are kept."""
+        return key in self._kept
 
     def read(self, store: ObjectStore, key: str) -> bytes:
         """The object's bytes: kept ones, else fetched (and kept while the limit allows)."""
@@ -345,14 +389,17 @@ def _segment_file(
     offsets and record count (`check_identity`), so a file swapped for another is never served,
     and must count the entry's records. A file the entry (or `size_bytes`, without one) says is
     small (`WHOLE_OBJECT_BYTES`) is fetched whole (through `fetched`, when the task keeps what it
-    fetched); a larger one is read by ranges, only the columns asked for.
+    fetched), as is one `fetched` holds (`FetchedFiles.prefetch`); a larger one is read by
+    ranges, only the columns asked for.
 
     Read with `ParquetFile` rather than `pq.read_table`, whose dataset machinery imports pandas
     (about a second in every fresh Spark Python worker)."""
     location = store.location(key)
     try:
         size = expected.size_bytes if expected is not None else size_bytes
-        if size is not None and size <= WHOLE_OBJECT_BYTES:
+        if fetched is not None and fetched.holds(key):
+            yield _checked(pa.BufferReader(fetched.read(store, key)), key, expected, location)
+        elif size is not None and size <= WHOLE_OBJECT_BYTES:
             data = fetched.read(store, key) if fetched is not None else store.read(key)
             yield _checked(pa.BufferReader(data), key, expected, location)
         else:
