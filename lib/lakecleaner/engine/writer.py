@@ -1,16 +1,16 @@
 """Streaming writer of one compacted segment file.
 
-Output rows are written as they are filtered, so a task holds one input file at a time
-rather than a whole group. A small output (`whole`: its group's input is at most
-segment_files.WHOLE_OBJECT_BYTES; or one row group of at most that, known when it closes) is built
-in memory and stored with one PUT of the store's own client; a larger one streams through pyarrow's filesystem (multipart on S3), whose output stream
-costs several requests and milliseconds of CPU to open and close — most of a tiny partition's
-write on a store far away. The file's statistics are only known at the end, so its lakecleaner
-metadata (segment_files.FileMeta) goes into the Parquet footer when the writer closes, and
-the Arrow schema is not stored (it would carry the metadata of the moment the writer opened):
-without it, nested lists are written with Parquet's legacy element name so the file reads
-back with exactly SEGMENT_SCHEMA. Compression, row groups, statistics, dictionaries and encodings are
-those of segment_files.encode_segment_file.
+Output rows are written as they are filtered, so a task holds one input file at a time rather than a
+whole group. A small output (`whole`: its group's input is at most segment_files.WHOLE_OBJECT_BYTES;
+or one row group of at most that, known when it closes) is built in memory and stored with one PUT
+of the store's own client; a larger one streams through pyarrow's filesystem (multipart on S3),
+whose output stream costs several requests and milliseconds of CPU to open and close — most of a
+tiny partition's write on a store far away. The file's statistics are only known at the end, so its
+lakecleaner metadata (segment_files.FileMeta) goes into the Parquet footer when the writer closes,
+and the Arrow schema is not stored (it would carry the metadata of the moment the writer opened):
+without it, nested lists are written with Parquet's legacy element name so the file reads back with
+exactly SEGMENT_SCHEMA. Compression, row groups, statistics, dictionaries and encodings are those of
+segment_files.encode_segment_file.
 """
 
 from __future__ import annotations
