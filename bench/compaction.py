@@ -326,9 +326,9 @@ class S3Lakes:
             scheme="http",
             region="us-east-1",
         )
-        EXCLUDED_ROOTS.extend(
-            psutil.Process(p) for p in (server.pid, *([self.proxy.process.pid] if self.proxy else []))
-        )
+        pids = (server.pid, *([self.proxy.process.pid] if self.proxy else []))
+        # a server the bench did not start has no pid here (psutil.Process(None) would be this process)
+        EXCLUDED_ROOTS.extend(psutil.Process(p) for p in pids if p is not None)
 
     def lake(self, name: str, iceberg: bool = False) -> Lake:
         if iceberg:
