@@ -84,4 +84,4 @@ def test_the_benchmark_runs_on_s3_through_the_latency_proxy(
     # each run names the S3 requests it made (counted by the latency proxy), and (a) its memory's parts
     assert re.fullmatch(r"40000 records copied; [1-9][\d,]* S3 requests", floor["detail"])
     assert re.fullmatch(r"4000 records kept; [1-9][\d,]* S3 requests", duck["detail"])
-    assert re.search(r"; [1-9][\d,]* S3 requests; at the memory peak: .*JVM \d", ours["detail"])
+    assert re.search(r"; [1-9][\d,]* S3 requests; at the memory peak: .*this process \d", ours["detail"])
