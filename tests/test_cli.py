@@ -372,6 +372,43 @@ def test_produce_errors_are_one_error_line_and_exit_2(tmp_path: Path) -> None:
     assert "ISO 8601" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (("produce",), "error: missing option '--topic'; see `lakecleaner produce --help`"),
+        (("status", "--bogus"), "error: no such option '--bogus'; see `lakecleaner status --help`"),
+        (("topics", "bogus"), "error: no such command 'bogus'; see `lakecleaner topics --help`"),
+        (("consume", "--topic", "t", "--partition", "x"), "error: invalid value for '--partition': 'x' is not"),
+        (("consume", "--topic", "nope", "--partition", "0"), "error: "),
+    ],
+)
+def test_a_usage_error_is_one_error_line_naming_the_commands_help_and_exit_2(
+    tmp_path: Path, args: tuple[str, ...], line: str
+) -> None:
+    """Issue #51: click's own usage errors follow the CLI's convention, not click's three-line block."""
+    proc = run(tmp_path, *args, ok=False)
+    assert proc.returncode == 2 and proc.stderr.startswith(line), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Usage:" not in proc.stderr
+
+
+def test_configuration_errors_start_with_an_error_line_and_list_every_problem(tmp_path: Path) -> None:
+    config = tmp_path / "lakecleaner.yaml"
+    config.write_text(
+        f"lake: {{uri: 'file://{tmp_path / 'lake'}'}}\n"
+        "topics: {a: {config: {retention.ms: -5, min.cleanable.dirty.ratio: 3}}}\n"
+    )
+    command = [sys.executable, "-m", "lakecleaner.cli", "--config", str(config), "status"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    first, *problems = proc.stderr.splitlines()
+    assert proc.returncode == 2 and first == "error: configuration: 2 problems:"
+    assert [p.split(": ")[-2] for p in problems] == ["min.cleanable.dirty.ratio=3", "retention.ms=-5"]
+
+
+def test_a_command_group_alone_prints_its_help(tmp_path: Path) -> None:
+    proc = run(tmp_path, "topics", ok=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("Usage: lakecleaner topics") and "create" in proc.stderr
+
+
 def test_produce_takes_iso_8601_timestamps_as_every_other_time(tmp_path: Path) -> None:
     run(tmp_path, "topics", "create", "t")
     line = '{"key": "a", "value": "1", "timestamp": "2026-11-27T10:00:00Z"}\n'

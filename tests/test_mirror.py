@@ -202,9 +202,9 @@ def test_without_once_a_sigterm_appends_what_it_holds_and_exits_0(tmp_path: Path
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         # topic.json is written before its partitions' folders: read those that exist so far
-        if topic in lake.list_topics():
-            if sum(m.next_offset for m in lake.topic(topic).read_manifests().manifests.values()) >= 100:
-                break
+        listed = topic in lake.list_topics()
+        if listed and sum(m.next_offset for m in lake.topic(topic).read_manifests().manifests.values()) >= 100:
+            break
         time.sleep(0.2)
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=60)

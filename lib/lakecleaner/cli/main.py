@@ -57,18 +57,19 @@ def main() -> None:
 def _run() -> int:
     """The CLI's exit status, its errors reported."""
     try:
-        result = cli.main(standalone_mode=False)
+        result = cli.main(standalone_mode=False, prog_name="lakecleaner")  # under `python -m` too
     except SystemExit as exc:  # a command's own sys.exit (failed partitions: 1)
         return _status(exc.code)
     except click.exceptions.Abort:
         return 130
-    except click.ClickException as exc:
+    except click.exceptions.NoArgsIsHelpError as exc:  # `lakecleaner` or a group alone: its help
         exc.show()
         return exc.exit_code
+    except click.ClickException as exc:
+        click.echo(f"error: {_usage_message(exc)}", err=True)
+        return exc.exit_code
     except ConfigError as exc:
-        click.echo("configuration error:", err=True)
-        for problem in exc.problems:
-            click.echo(f"  - {problem}", err=True)
+        _echo_config_error(exc)
         return 2
     except (LakeCleanerError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
@@ -80,6 +81,27 @@ def _run() -> int:
         click.echo(f"error: this command needs {exc.name}: pip install 'lakecleaner[{extra}]'", err=True)
         return 2
     return result if isinstance(result, int) else 0  # click returns an Exit's code (--help: 0)
+
+
+def _usage_message(exc: click.ClickException) -> str:
+    """Click's own error (a missing or unknown option, a bad value) as the one `error:` line every
+    user error gets, naming the command's help instead of click's three-line usage block."""
+    message = exc.format_message().rstrip(".")
+    message = message[:1].lower() + message[1:]
+    context = exc.ctx if isinstance(exc, click.UsageError) else None
+    if context is None:
+        return message
+    return f"{message}; see `{context.command_path} --help`"
+
+
+def _echo_config_error(exc: ConfigError) -> None:
+    """A configuration's problems: one `error:` line, then each problem on its own line."""
+    if len(exc.problems) == 1:
+        click.echo(f"error: configuration: {exc.problems[0]}", err=True)
+        return
+    click.echo(f"error: configuration: {len(exc.problems)} problems:", err=True)
+    for problem in exc.problems:
+        click.echo(f"  - {problem}", err=True)
 
 
 def _status(code: object) -> int:
