@@ -25,7 +25,7 @@ from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.dashboard.history import MAX_RUNS, history_points
 from lakecleaner.dashboard.history_charts import history_charts, rendered
-from lakecleaner.dashboard.runs import AirflowRun, RunRecord, runs_since
+from lakecleaner.dashboard.runs import AirflowRun, RunRecord, TopicRuns
 from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.lake import Lake
 from lakecleaner.offsets import OFFSETS_PREFIX
@@ -204,7 +204,7 @@ def topic_snapshot(lake: Lake, name: str) -> dict[str, int]:
 
 def topic_runs(lake: Lake, name: str, airflow_runs: list[AirflowRun]) -> list[RunRecord]:
     """The topic's runs with their reports, joined with the DAG runs the demo made, oldest first."""
-    return runs_since(lake.store, name, airflow_runs, 0, MAX_RUNS, lake.config.storage.max_concurrency)
+    return TopicRuns(lake.store, name, airflow_runs, lake.config.storage.max_concurrency).since(0, MAX_RUNS)
 
 
 def summary_rows(before: dict[str, int], after: dict[str, int], runs: list[RunRecord]) -> list[tuple[str, str]]:

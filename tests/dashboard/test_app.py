@@ -50,12 +50,13 @@ def client(
     scene: Scene,
     dag_runs: Callable[[str, int], list[AirflowRun]] | None = None,
     dag_paused: Callable[[str], bool | None] = lambda dag_id: None,
+    open_lake: Callable[[], Lake] | None = None,
 ) -> TestClient:
     backend = Backend(
         current_user=signed_in,
         access=StandInAccess(),
         dag_runs=dag_runs or (lambda dag_id, limit: []),
-        open_lake=lambda: Lake.open(load_config(scene.config_path)),
+        open_lake=open_lake or (lambda: Lake.open(load_config(scene.config_path))),
         dag_paused=dag_paused,
     )
     return TestClient(create_app(backend))
@@ -190,6 +191,32 @@ def test_the_run_history_joins_reports_and_airflow_runs(history: tuple[Scene, li
     assert html.status_code == 200 and "run.json" in html.text
     overview = app.get("/api/topics", headers=as_user("viewer")).json()["topics"]
     assert next(t for t in overview if t["topic"] == "page-views")["last_run"]["state"] == "queued"
+
+
+def test_the_topic_page_lists_the_runs_and_asks_airflow_once_for_its_table_and_charts(
+    history: tuple[Scene, list[AirflowRun]],
+) -> None:
+    """Session 30's review: the run table and the history charts each listed the topic's run folders,
+    asked Airflow for its DAG runs and read the same run summaries; one request does each once."""
+    scene, airflow_runs = history
+    asked: list[int] = []
+    listed: list[str] = []
+
+    def dag_runs(dag_id: str, limit: int) -> list[AirflowRun]:
+        asked.append(limit)
+        return airflow_runs if dag_id == "lakecleaner__page-views" else []
+
+    def open_lake() -> Lake:
+        lake = Lake.open(load_config(scene.config_path))
+        listing = lake.store.list
+        lake.store.list = lambda prefix: listed.append(prefix) or listing(prefix)  # type: ignore[method-assign]
+        return lake
+
+    app = client(scene, dag_runs, open_lake=open_lake)
+    page = app.get("/topics/page-views?range=30d", headers=as_user("viewer")).text
+    assert len(asked) == 1 and listed.count("_lakecleaner/runs/page-views/") == 1
+    assert 'href="/dags/lakecleaner__page-views/runs/manual__2026-03-01T10%3A00%3A00%2B00%3A00"' in page  # the table
+    assert 'data-run-id="' + report_run_id(MANUAL) + '"' in page  # and the charts, from the same records
 
 
 DAMAGE = {

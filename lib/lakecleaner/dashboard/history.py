@@ -6,7 +6,7 @@ same from the reports: each DAG run's assessment stores every partition's figure
 sizes, records and tombstones over its partitions, takes the highest dirty ratio (Kafka's
 max-dirty-percent) and the nearest deadline. Runs older than `lake.report_retention_days` are
 pruned by gc, so reading a range costs one listing of the topic's runs plus the reports in it
-(`runs_since`), bounded by MAX_RUNS however long the topic has run.
+(`TopicRuns.since`), bounded by MAX_RUNS however long the topic has run.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from lakecleaner.dashboard.runs import AirflowRun, RunRecord, runs_since
-from lakecleaner.io import ObjectStore
+from lakecleaner.dashboard.runs import RunRecord, TopicRuns
 from lakecleaner.policy.figures import PartitionFigures
 
 #: The most runs one history reads: 30 days of runs every 15 minutes, and then some.
@@ -124,15 +123,8 @@ def history_points(records: Sequence[RunRecord]) -> list[HistoryPoint]:
     return points
 
 
-def topic_history(
-    store: ObjectStore,
-    topic: str,
-    airflow_runs: Sequence[AirflowRun],
-    since_ms: int,
-    concurrency: int,
-    until_ms: int | None = None,
-) -> list[HistoryPoint]:
+def topic_history(runs: TopicRuns, since_ms: int, until_ms: int | None = None) -> list[HistoryPoint]:
     """The topic's history points of the runs whose "now" is at or after `since_ms` (and at or before
     `until_ms`, when given), oldest first."""
-    records = runs_since(store, topic, airflow_runs, since_ms, MAX_RUNS, concurrency)
+    records = runs.since(since_ms, MAX_RUNS)
     return history_points([r for r in records if until_ms is None or (r.now_ms or 0) <= until_ms])

@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from lakecleaner.audit import PartitionErasure, partition_erasures
+from lakecleaner.config import TopicConfig
 from lakecleaner.dashboard.charts import render_sparkline
 from lakecleaner.dashboard.data import (
     PartitionView,
@@ -30,7 +31,7 @@ from lakecleaner.dashboard.data import (
 from lakecleaner.dashboard.digests import RunDigest, joined_with_airflow
 from lakecleaner.dashboard.history import DEFAULT_RANGE, MAX_RUNS, RANGES, HistoryRange, topic_history
 from lakecleaner.dashboard.history_charts import history_charts, rendered
-from lakecleaner.dashboard.runs import AirflowRun, RunRecord, run_history, run_record, run_reports
+from lakecleaner.dashboard.runs import AirflowRun, RunRecord, TopicRuns, run_reports
 from lakecleaner.dashboard.svg import legend, render_partition_svg
 from lakecleaner.dashboard.units import human_bytes, human_seconds
 from lakecleaner.errors import LakeCleanerError, TopicNotFound
@@ -108,11 +109,16 @@ class Pages:
     def _state(self, topic: str) -> TopicState:
         return load_topic(self.lake, topic, self.context.now_ms)
 
-    def runs(self, topic: str, airflow_runs: list[AirflowRun] | None = None) -> list[RunRecord]:
-        """The topic's run history, newest first (`airflow_runs`: its DAG's runs, when already listed)."""
+    def runs(self, topic: str) -> list[RunRecord]:
+        """The topic's run history, newest first."""
+        return self._runs(topic).newest(RUN_HISTORY)
+
+    def _runs(self, topic: str, airflow_runs: list[AirflowRun] | None = None, limit: int = RUN_HISTORY) -> TopicRuns:
+        """The topic's runs for this request: its run folders listed once, and its DAG's `limit`
+        newest runs asked of Airflow once (`airflow_runs`: those runs, when already listed)."""
         if airflow_runs is None:
-            airflow_runs = self.dag_runs(dag_id_of(topic), RUN_HISTORY)
-        return run_history(self.lake.store, topic, airflow_runs, RUN_HISTORY, self.lake.config.storage.max_concurrency)
+            airflow_runs = self.dag_runs(dag_id_of(topic), limit)
+        return TopicRuns(self.lake.store, topic, airflow_runs, self.lake.config.storage.max_concurrency)
 
     def _has_dag(self, topic: str) -> bool:
         """Whether the topic has a DAG: the DAGs are built from the config file's topics."""
@@ -131,7 +137,7 @@ class Pages:
             return {**row, "error": facts}
         try:
             if facts.runs is None:  # no summary: the run reports themselves
-                runs = [RunDigest.of(r) for r in self.runs(topic, airflow_runs)]
+                runs = [RunDigest.of(r) for r in self._runs(topic, airflow_runs).newest(RUN_HISTORY)]
             else:
                 runs = joined_with_airflow(facts.runs, airflow_runs)
             return {**row, **shortened(topic_overview(facts, runs, self.context.now_ms))}
@@ -161,13 +167,13 @@ class Pages:
     def _header(self) -> dict[str, Any]:
         return {"now_ms": self.context.now_ms, "now": format_timestamp_ms(self.context.now_ms), "lake": self.lake.uri}
 
-    def _topic_parts(self, topic: str) -> tuple[TopicState, list[RunRecord], list[PartitionView]]:
+    def _topic_parts(self, topic: str, runs: TopicRuns) -> tuple[TopicState, list[RunRecord], list[PartitionView]]:
         state = self._state(topic)
-        return state, self.runs(topic), [partition_view(state, p) for p in sorted(state.manifests)]
+        return state, runs.newest(RUN_HISTORY), [partition_view(state, p) for p in sorted(state.manifests)]
 
     def topic(self, topic: str) -> dict[str, Any]:
         """The topic's overview, effective config, partitions, erasure deadlines and run history."""
-        state, runs, views = self._topic_parts(topic)
+        state, runs, views = self._topic_parts(topic, self._runs(topic))
         return {
             **self._header(),
             **self._topic_row(state, runs),
@@ -207,20 +213,18 @@ class Pages:
         (`dashboard/history.py`), oldest first."""
         if topic not in self.lake.config.topics:
             self.lake.topic(topic)  # a topic only in the lake: TopicNotFound (404) when it is not there either
-        airflow_runs = self.dag_runs(dag_id_of(topic), MAX_RUNS)
-        points = topic_history(self.lake.store, topic, airflow_runs, since_ms, self.lake.config.storage.max_concurrency)
+        points = topic_history(self._runs(topic, limit=MAX_RUNS), since_ms)
         return {"topic": topic, "since_ms": since_ms, "points": [p.to_dict() for p in points]}
 
     def _history_section(
-        self, topic: str, range_name: HistoryRange, partition: int | None, compacted: bool, ratio: float
+        self, runs: TopicRuns, range_name: HistoryRange, partition: int | None, config: TopicConfig
     ) -> dict[str, Any]:
         """The charts of the topic's page (`partition` None) or a partition's over the range, and
         the links to the other ranges."""
         start = self.context.now_ms - RANGES[range_name]
-        airflow_runs = self.dag_runs(dag_id_of(topic), MAX_RUNS)
-        concurrency = self.lake.config.storage.max_concurrency
-        points = topic_history(self.lake.store, topic, airflow_runs, start, concurrency, until_ms=self.context.now_ms)
-        charts = history_charts(points, partition, start, self.context.now_ms, compacted, ratio)
+        points = topic_history(runs, start, until_ms=self.context.now_ms)
+        ratio = config.min_cleanable_dirty_ratio
+        charts = history_charts(points, partition, start, self.context.now_ms, config.compact, ratio)
         keep = {"now": self.context.explicit_now} if self.context.explicit_now else {}
         links = {name: "?" + urlencode({**keep, "range": name}) for name in RANGES}
         return {
@@ -232,7 +236,7 @@ class Pages:
 
     def run(self, topic: str, run_id: str) -> dict[str, Any]:
         """One run: its figures and every report it stored (404 when unknown)."""
-        record = run_record(self.lake.store, topic, run_id, self.dag_runs(dag_id_of(topic), RUN_HISTORY))
+        record = self._runs(topic).record(run_id)
         if record is None:
             raise HTTPException(404, f"topic {topic} has no run {run_id}")
         return {**record.to_dict(), "reports_content": run_reports(self.lake.store, topic, run_id)}
@@ -266,12 +270,12 @@ class Pages:
         return self._render("overview.html", page=self.overview())
 
     def topic_html(self, topic: str, range_name: HistoryRange = DEFAULT_RANGE) -> str:
-        state, runs, views = self._topic_parts(topic)
+        topic_runs = self._runs(topic, limit=MAX_RUNS)  # one listing for the run table and the charts
+        state, runs, views = self._topic_parts(topic, topic_runs)
         bars = {v.plan.partition: Markup(render_partition_svg(v, width=360, compact=True)) for v in views}
-        config = state.plan.config
         return self._render(
             "topic.html",
-            history=self._history_section(topic, range_name, None, config.compact, config.min_cleanable_dirty_ratio),
+            history=self._history_section(topic_runs, range_name, None, state.plan.config),
             topic=self._topic_row(state, runs),
             plan=state.plan,
             views=views,
@@ -284,12 +288,9 @@ class Pages:
     def partition_html(self, topic: str, partition: int, range_name: HistoryRange = DEFAULT_RANGE) -> str:
         state = self._state(topic)
         view = self._partition_view(state, topic, partition)
-        config = state.plan.config
         return self._render(
             "partition.html",
-            history=self._history_section(
-                topic, range_name, partition, config.compact, config.min_cleanable_dirty_ratio
-            ),
+            history=self._history_section(self._runs(topic, limit=MAX_RUNS), range_name, partition, state.plan.config),
             topic=topic,
             dag_id=dag_id_of(topic),
             view=view.to_dict(),

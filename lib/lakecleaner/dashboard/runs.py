@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from lakecleaner.errors import LakeCleanerError, ObjectNotFound
@@ -222,62 +223,60 @@ def _summary(store: ObjectStore, topic: str, run_id: str, reports: Iterable[str]
     return parts or None
 
 
-def run_history(
-    store: ObjectStore, topic: str, airflow_runs: Sequence[AirflowRun], limit: int, concurrency: int
-) -> list[RunRecord]:
-    """The topic's `limit` most recent runs, newest first: every DAG run Airflow listed, with its
-    reports when they exist, and the runs that only the lake knows about. Their summaries are
-    read concurrently (`concurrency` at a time)."""
-    stored = _stored_runs(store, topic)
-    chosen: list[tuple[str, AirflowRun | None, _StoredRun | None]] = []
-    for run in airflow_runs:
-        key = report_run_id(run.run_id)
-        chosen.append((key, run, stored.pop(key, None)))
-    newest = sorted(stored.items(), key=lambda item: item[1].written_ms, reverse=True)[:limit]
-    chosen += [(run_id, None, found) for run_id, found in newest]
+class TopicRuns:
+    """A topic's runs as one request sees them: its run folders listed once and its DAG's runs as
+    Airflow listed them, each run's summary read at most once however many parts of a page show
+    it (the run table and the history charts)."""
 
-    def record(item: tuple[str, AirflowRun | None, _StoredRun | None]) -> RunRecord:
-        key, run, found = item
+    def __init__(self, store: ObjectStore, topic: str, airflow_runs: Sequence[AirflowRun], concurrency: int) -> None:
+        self.store = store
+        self.topic = topic
+        self.concurrency = concurrency
+        self._stored = _stored_runs(store, topic)
+        self._airflow = {report_run_id(run.run_id): run for run in airflow_runs}
+        self._records: dict[str, RunRecord] = {}
+
+    def newest(self, limit: int) -> list[RunRecord]:
+        """The `limit` most recent runs, newest first: the DAG runs Airflow listed, with their reports
+        when they exist, and the runs only the lake knows about; only those runs' summaries are read."""
+        keys = sorted(self._airflow.keys() | self._stored.keys(), key=self._time_ms, reverse=True)[:limit]
+        return sorted(self._records_of(keys), key=lambda r: r.time_ms, reverse=True)
+
+    def since(self, since_ms: int, limit: int) -> list[RunRecord]:
+        """The runs that decided with a "now" at or after `since_ms`, oldest first, at most `limit`
+        (the newest): only the summaries of runs whose reports were written since then are read (a
+        run's reports are written after its "now"). Runs without reports (not yet at `report`, or
+        whose reports were pruned) are left out."""
+        recent = [(k, v) for k, v in self._stored.items() if v.written_ms >= since_ms]
+        keys = [k for k, _ in sorted(recent, key=lambda item: item[1].written_ms, reverse=True)[:limit]]
+        records = [r for r in self._records_of(keys) if r.now_ms is not None and r.now_ms >= since_ms]
+        return sorted(records, key=lambda r: (r.now_ms or 0, r.time_ms))
+
+    def record(self, run_id: str) -> RunRecord | None:
+        """One run by its report run id (None when neither the lake nor Airflow knows it)."""
+        if run_id not in self._stored and run_id not in self._airflow:
+            return None
+        return self._records_of([run_id])[0]
+
+    def _time_ms(self, key: str) -> int:
+        """A run's `RunRecord.time_ms`, known before its summary is read."""
+        airflow, stored = self._airflow.get(key), self._stored.get(key)
+        if airflow is not None and airflow.run_after_ms is not None:
+            return airflow.run_after_ms
+        return stored.written_ms if stored else 0
+
+    def _records_of(self, keys: Sequence[str]) -> list[RunRecord]:
+        """The runs' records, each summary not read yet by this request read concurrently."""
+        missing = [k for k in keys if k not in self._records]
+        self._records.update(zip(missing, map_ordered(self._read, missing, self.concurrency), strict=True))
+        return [self._records[k] for k in keys]
+
+    def _read(self, key: str) -> RunRecord:
+        airflow, found = self._airflow.get(key), self._stored.get(key)
         if found is None:
-            return RunRecord(key, run, None, (), None)
-        return _checked(key, run, lambda: _summary(store, topic, key, found.reports), found.reports, found.written_ms)
-
-    records = map_ordered(record, chosen, concurrency)
-    return sorted(records, key=lambda r: r.time_ms, reverse=True)[:limit]
-
-
-def runs_since(
-    store: ObjectStore, topic: str, airflow_runs: Sequence[AirflowRun], since_ms: int, limit: int, concurrency: int
-) -> list[RunRecord]:
-    """The topic's runs that decided with a "now" at or after `since_ms`, oldest first, at most
-    `limit` (the newest): one listing of the topic's run folders, then only the summaries of runs
-    whose reports were written since then (a run's reports are written after its "now"), read
-    concurrently. Runs without reports (not yet at `report`, or whose reports were pruned) are left out."""
-    stored = {k: v for k, v in _stored_runs(store, topic).items() if v.written_ms >= since_ms}
-    airflow = {report_run_id(run.run_id): run for run in airflow_runs}
-    newest = sorted(stored.items(), key=lambda item: item[1].written_ms, reverse=True)[:limit]
-
-    def record(item: tuple[str, _StoredRun]) -> RunRecord:
-        key, found = item
-        return _checked(
-            key, airflow.get(key), lambda: _summary(store, topic, key, found.reports), found.reports, found.written_ms
-        )
-
-    records = [r for r in map_ordered(record, newest, concurrency) if r.now_ms is not None and r.now_ms >= since_ms]
-    return sorted(records, key=lambda r: (r.now_ms or 0, r.time_ms))
-
-
-def run_record(store: ObjectStore, topic: str, run_id: str, airflow_runs: Sequence[AirflowRun]) -> RunRecord | None:
-    """One run by its report run id (None when neither the lake nor Airflow knows it)."""
-    stored = _stored_runs(store, topic).get(run_id)
-    airflow = next((r for r in airflow_runs if report_run_id(r.run_id) == run_id), None)
-    if stored is None and airflow is None:
-        return None
-    reports = stored.reports if stored else ()
-    written = stored.written_ms if stored else None
-    return _checked(
-        run_id, airflow, lambda: _summary(store, topic, run_id, reports) if stored else None, reports, written
-    )
+            return RunRecord(key, airflow, None, (), None)
+        summary = partial(_summary, self.store, self.topic, key, found.reports)
+        return _checked(key, airflow, summary, found.reports, found.written_ms)
 
 
 def _checked(
@@ -314,9 +313,7 @@ __all__ = [
     "AirflowRun",
     "QualityResult",
     "RunRecord",
-    "run_history",
-    "run_record",
+    "TopicRuns",
     "run_reports",
-    "runs_since",
     "valid_run_id",
 ]

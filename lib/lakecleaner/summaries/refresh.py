@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.dashboard.digests import RECENT_RUNS
-from lakecleaner.dashboard.runs import run_history
+from lakecleaner.dashboard.runs import TopicRuns
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.policy import plan_topic
@@ -47,7 +47,7 @@ def build_summary(lake: Lake, name: str, now_ms: int) -> TopicSummary:
     consumed = lake.offsets.consumed_positions(name, sorted(read.manifests))
     cleaner = lake.cleaner_state.read(name)
     plan = plan_topic(name, read.manifests, topic.config, consumed, now_ms, cleaner=cleaner)
-    runs = run_history(lake.store, name, [], RECENT_RUNS, lake.config.storage.max_concurrency)
+    runs = TopicRuns(lake.store, name, [], lake.config.storage.max_concurrency).newest(RECENT_RUNS)
     return summary_of_plan(plan, read.manifests, read.failures, metadata_bytes, topic.partitions, cleaner, runs)
 
 
