@@ -312,3 +312,51 @@ def test_a_topic_json_write_that_does_not_land_leaves_no_marker(built: Lake) -> 
     _, facts = summary_row(lake, "orders", NOW)
     assert facts.planned_at_ms == NOW and facts.from_manifests == ()
     assert markers(lake, "orders") == []
+
+
+@pytest.mark.backends("local")
+def test_plan_all_shows_every_topic_as_planning_its_manifests_would_and_says_where_from(
+    backend: str, built: Lake
+) -> None:
+    """`plan --all` (issue 50): a line per topic from its summary, with a partition committed since
+    read from its manifest; each line's due partitions, size, dirty percent and deadline equal the
+    plan of the topic's manifests at the same now; the table fits 120 columns."""
+    lake = built
+    lake.topic("orders").partition(1).append([Record(b"new", b"v", NOW)], now_ms=NOW)
+    base = [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri, "plan", "--all", "--now", str(NOW)]
+    done = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = {r["topic"]: r for r in json.loads(done.stdout)["topics"]}
+    assert sorted(rows) == sorted(TOPICS)
+    for topic in TOPICS:
+        exact, row = exact_row(lake, topic, NOW), rows[topic]
+        assert row["compaction_due"] == exact["compaction_order"]
+        assert row["retention_due"] == [d["partition"] for d in exact["partitions_due"] if d["retention"]]
+        assert (row["records"], row["bytes"], row["nearest_deadline"]) == (
+            exact["records"],
+            exact["bytes"],
+            exact["nearest_deadline"],
+        )
+        assert row["max_dirty_percent"] == exact["metrics"]["max-dirty-percent"]
+    assert rows["orders"]["compaction_due"] and rows["events"]["retention_due"]  # work due of both kinds
+    assert [rows[t]["source"]["partitions_from_manifests"] for t in TOPICS] == [1, 0]
+    human = subprocess.run(base, capture_output=True, text=True, timeout=120).stdout
+    assert "summary+1" in human and max(len(line) for line in human.splitlines()) <= 120
+
+
+@pytest.mark.backends("local")
+def test_plan_all_reports_an_unreadable_partition_shows_the_rest_and_exits_1(backend: str, built: Lake) -> None:
+    lake = built
+    lake.create_topic("broken", 2, now_ms=NOW)
+    lake.store.write("topics/broken/partition=1/manifest.json", b"{not json")
+    base = [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri, "--json", "plan", "--all"]
+    done = subprocess.run([*base, "--now", str(NOW)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "broken-1" in done.stderr and "manifest.json" in done.stderr
+    rows = {r["topic"]: r for r in json.loads(done.stdout)["topics"]}
+    assert sorted(rows) == ["broken", *sorted(TOPICS)] and list(rows["broken"]["unreadable_partitions"]) == ["1"]
+    refused = subprocess.run([*base, "--topic", "orders"], capture_output=True, text=True, timeout=120)
+    assert (
+        refused.returncode == 2
+        and refused.stderr.startswith("error: --all shows every topic")
+        and "--topic" in refused.stderr
+    )

@@ -2,7 +2,7 @@
 for output scripts can parse. Errors print one clear message and exit with status 2.
 
 One module per command group (topics, records, status, cleaning, offsets, uncleanable, audit,
-setup, demo); `base` holds the group and what the commands share, `output` how they print,
+setup, demo; `lake_plan` for `plan --all`); `base` holds the group and what the commands share, `output` how they print,
 `main` the entry point.
 """
 

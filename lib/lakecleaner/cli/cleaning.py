@@ -22,7 +22,8 @@ from lakecleaner.summaries.refresh import refresh_after_change
 
 
 @cli.command()
-@click.option("--topic", required=True)
+@click.option("--topic")
+@click.option("--all", "whole_lake", is_flag=True, help="Every topic of the lake, a line each, from their summaries.")
 @click.option("--now", "now_text", help=NOW_HELP)
 @click.option("--partition", "partitions", type=int, multiple=True, help="Only these partitions.")
 @click.option("--force", is_flag=True, help="Select every partition with cleanable bytes, ignoring the ratio.")
@@ -31,7 +32,8 @@ from lakecleaner.summaries.refresh import refresh_after_change
 @pass_ctx
 def plan(
     ctx: Context,
-    topic: str,
+    topic: str | None,
+    whole_lake: bool,
     now_text: str | None,
     partitions: tuple[int, ...],
     force: bool,
@@ -44,11 +46,22 @@ def plan(
     when it is further). U: the first uncleanable offset (firstUncleanableOffset: the active
     segment's base, or the first segment younger than min.compaction.lag.ms). The cleanable
     section is [F, U); ratio: its dirty bytes over the log's.
+
+    --all: a line per topic of the lake instead, from each topic's summary where it is current
+    (as planned then) and from its manifests where it is not.
     """
     from lakecleaner.policy import plan_topic
     from lakecleaner.policy.render import render_topic_plan
 
     now = parse_now(now_text)
+    if whole_lake:
+        _refuse_with_all(topic, partitions, force, max_partitions, wide)
+        from lakecleaner.cli.lake_plan import show_lake_plan
+
+        show_lake_plan(ctx, now)
+        return
+    if topic is None:
+        raise click.UsageError("give --topic NAME, or --all for every topic")
     t = ctx.lake.topic(topic)
     read = t.read_manifests(partitions_or_all(partitions))
     manifests = read.manifests
@@ -64,6 +77,17 @@ def plan(
         lambda: console.print(render_topic_plan(result, wide=wide)),
     )
     exit_on_failures(unreadable_lines(topic, read.failures))
+
+
+def _refuse_with_all(
+    topic: str | None, partitions: tuple[int, ...], force: bool, max_partitions: int | None, wide: bool
+) -> None:
+    """`plan --all` shows each topic's summary as planned: the options that plan one topic anew do not apply."""
+    options: dict[str, object] = {"--topic": topic, "--partition": partitions, "--force": force}
+    options |= {"--max-partitions": max_partitions, "--wide": wide}
+    given = [name for name, value in options.items() if value]
+    if given:
+        raise click.UsageError(f"--all shows every topic as its summary planned it: drop {', '.join(given)}")
 
 
 @cli.command()
