@@ -286,6 +286,13 @@ class LocalLakes:
     def remove(self, name: str) -> None:
         shutil.rmtree(self.workdir / name, ignore_errors=True)
 
+    def remove_file(self, name: str) -> None:
+        (self.workdir / name).unlink(missing_ok=True)
+
+    def disk(self) -> Path:
+        """Where this store's bytes land on the local disk."""
+        return self.workdir
+
     def path(self, name: str, key: str = "") -> str:
         """What pyarrow's filesystem (and DuckDB) open for `key` of lake or folder `name`."""
         return str(self.workdir / name / key) if key else str(self.workdir / name)
@@ -305,8 +312,8 @@ class S3Lakes:
 
     name = "s3"
 
-    def __init__(self, server: S3Server, latency_ms: float, owned: bool = True) -> None:
-        self.server, self.owned = server, owned
+    def __init__(self, server: S3Server, latency_ms: float, disk: Path, owned: bool = True) -> None:
+        self.server, self.owned, self.workdir = server, owned, disk
         self.proxy = LatencyProxy(self.server.url, latency_ms) if latency_ms > 0 else None
         self.endpoint = self.proxy.url if self.proxy else self.server.url
         #: The requests made through the latency proxy so far (none counted without it).
@@ -356,6 +363,13 @@ class S3Lakes:
         for i in range(0, len(keys), 1000):
             objects = [{"Key": k} for k in keys[i : i + 1000]]
             self.client.delete_objects(Bucket=self.server.bucket, Delete={"Objects": objects, "Quiet": True})
+
+    def remove_file(self, name: str) -> None:
+        self.client.delete_object(Bucket=self.server.bucket, Key=name)
+
+    def disk(self) -> Path:
+        """Where this store's bytes land on the local disk (the bench's directory, the server's in it)."""
+        return self.workdir
 
     def path(self, name: str, key: str = "") -> str:
         return f"{self.server.bucket}/{name}/{key}" if key else f"{self.server.bucket}/{name}"
@@ -488,6 +502,22 @@ def first_compaction(
     return more.start_ms + more.timestamp_spread_ms + 1, first
 
 
+#: The disk a run needs beyond its input, in input sizes: the run's copy of the lake, a run's
+#: output (at most the input) and pass 1's key spills and Spark's scratch (a third, measured).
+DISK_PER_INPUT = 2.5
+
+
+def check_disk(where: Path, input_bytes: int) -> None:
+    """Stop with a clear message when `where` has no room for the runs: a compaction that runs out
+    of disk fails its partition (no space left on device) after minutes, and proves nothing."""
+    needed, free = int(input_bytes * DISK_PER_INPUT), shutil.disk_usage(where).free
+    if free < needed:
+        raise SystemExit(
+            f"the runs need about {needed / 1e9:.0f} GB free in {where} (the input is {input_bytes / 1e9:.1f} GB) "
+            f"and {free / 1e9:.0f} GB are: pass --dir on a larger disk, or free space"
+        )
+
+
 def run_once(
     args: argparse.Namespace, case: Case, records: int, keys: int, spark: SparkSession, lakes: Lakes, prefix: str
 ) -> dict[str, Any]:
@@ -513,6 +543,7 @@ def run_once(
     located = segment_files(topic)
     files = [(partition, lakes.path(source, key)) for partition, key, _ in located]
     input_bytes = sum(size for *_, size in located)
+    check_disk(lakes.disk(), input_bytes)
     input_records = sum(s.record_count for log in topic.partition_logs() for s in log.manifest().segments)
     topic_root = lakes.path(source, partition_prefix(topic.name, 0).rsplit("/partition=", 1)[0])
     runs: dict[str, list[Measure]] = {"a": [], "b": [], "c": [], **({"d": []} if args.iceberg else {})}
@@ -545,8 +576,10 @@ def run_once(
         lakes.remove(out)
         copying = partial(copy_floor, lakes, files, lakes.path(out))
         runs["b"].append(timed("(b) copy floor, pyarrow", input_records, input_bytes, copying, requests=counter))
+        lakes.remove(out)  # each run's output goes before the next run: a partition of 10 GB is written three times
         dedupe = partial(duckdb_dedupe, lakes, files, lakes.path(f"{prefix}/duckdb.parquet"), topic_root)
         runs["c"].append(timed("(c) DuckDB dedupe", input_records, input_bytes, dedupe, requests=counter))
+        lakes.remove_file(f"{prefix}/duckdb.parquet")
         compacting = partial(compact, copy)
         runs["a"].append(
             timed("(a) lakecleaner compact_topic", input_records, input_bytes, compacting, tree=True, requests=counter)
@@ -740,7 +773,7 @@ def main(
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakecleaner-bench-"))
     lakes: Lakes = LocalLakes(base)
     if args.store == "s3":
-        lakes = S3Lakes(s3_server or start_seaweedfs(base / "s3"), args.latency_ms, owned=s3_server is None)
+        lakes = S3Lakes(s3_server or start_seaweedfs(base / "s3"), args.latency_ms, base, owned=s3_server is None)
     try:
         warm_up(session_, lakes)
         console.print(

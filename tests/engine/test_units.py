@@ -22,6 +22,7 @@ from lakecleaner.engine.offset_map import MapBudget, planned_buckets
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.recopy import RowCounts, clean_rows
 from lakecleaner.engine.requests import CompactionRequest, requests_for
+from lakecleaner.engine.run import failures_text
 from lakecleaner.engine.versions import header_versions, latest_per_key, order_table
 from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.log.records import HEADER_TYPE, SEGMENT_SCHEMA, decode_version, encode_version
@@ -338,3 +339,14 @@ def test_a_local_session_binds_the_loopback_address(spark: SparkSession) -> None
     """Issue #51: `build_session` on a local master keeps the driver on 127.0.0.1
     (`config.spark_loopback_env`), not on the first interface Spark finds."""
     assert spark.sparkContext.getConf().get("spark.driver.host") in {"127.0.0.1", "localhost"}  # not vm, 192.0.2.2
+
+
+def test_a_partitions_failed_groups_are_named_up_to_three_and_the_rest_counted() -> None:
+    """A full disk fails every group of a 100M-record partition: its message named each of them
+    (twelve copies of one error); now the first three, then how many more."""
+    errors = [f"StorageError: write file:///lake/g{i}.parquet: No space left on device" for i in range(12)]
+    text = failures_text(errors)
+    assert text == "; ".join(errors[:3]) + "; and 9 more groups failed"
+    assert failures_text(errors[:3]) == "; ".join(errors[:3]) and failures_text(errors[:4]).endswith(
+        "and 1 more group failed"
+    )

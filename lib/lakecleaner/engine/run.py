@@ -330,7 +330,7 @@ class _Run:
         failures = [r for r in state.results if r.error is not None]
         if failures:
             status = UNCLEANABLE if any(r.status == CORRUPT for r in failures) else FAILED
-            self.finish(partition, status, "; ".join(str(r.error) for r in failures))
+            self.finish(partition, status, failures_text([str(r.error) for r in failures]))
             return
         state.outputs = [self._outputs(g, r) for g, r in zip(state.plan.groups, state.results, strict=True)]
         self._count(state)
@@ -696,3 +696,15 @@ def _check_requests(topic: Topic, requests: Sequence[CompactionRequest]) -> None
         if r.partition in seen:
             raise ValueError(f"partition {topic.name}-{r.partition} is requested twice")
         seen.add(r.partition)
+
+
+#: The failed groups a partition's message names one by one; the rest are counted.
+NAMED_FAILURES = 3
+
+
+def failures_text(errors: list[str]) -> str:
+    """A partition's failed groups in one message: the first few errors, then how many more groups
+    failed (a disk that fills fails every group writing to it: one line, not one per group)."""
+    named = "; ".join(errors[:NAMED_FAILURES])
+    more = len(errors) - NAMED_FAILURES
+    return named if more <= 0 else f"{named}; and {more} more group{'s' if more > 1 else ''} failed"
