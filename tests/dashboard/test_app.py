@@ -193,6 +193,24 @@ def test_the_run_history_joins_reports_and_airflow_runs(history: tuple[Scene, li
     assert next(t for t in overview if t["topic"] == "page-views")["last_run"]["state"] == "queued"
 
 
+def test_the_overview_comes_a_page_of_topics_at_a_time_and_filters_by_name(scene: Scene) -> None:
+    """Issue 50: at 10,000 topics the overview is a page of them (1,000 by default), in name order,
+    with links to the next and previous pages that keep `now`, the page size and the filter."""
+    app = client(scene)
+    every = [t["topic"] for t in app.get("/api/topics", headers=as_user("admin")).json()["topics"]]
+    assert every == sorted(every) and len(every) == 3
+    first = app.get("/api/topics?per_page=2", headers=as_user("admin")).json()
+    second = app.get("/api/topics?per_page=2&page=2", headers=as_user("admin")).json()
+    assert [t["topic"] for t in first["topics"] + second["topics"]] == every
+    assert first["paging"] == {"page": 1, "per_page": 2, "pages": 2, "topics": 3, "match": None}
+    matched = app.get("/api/topics?match=view", headers=as_user("admin")).json()
+    assert [t["topic"] for t in matched["topics"]] == ["page-views"] and matched["paging"]["topics"] == 1
+    html = app.get("/?per_page=2&now=2026-03-01T12:00:00Z", headers=as_user("admin")).text
+    assert "page 1 of 2" in html and 'rel="next" href="?now=2026-03-01T12%3A00%3A00Z&amp;per_page=2&amp;page=2"' in html
+    assert html.count('<tr class="topic"') == 2 and 'rel="prev"' not in html
+    assert app.get("/api/topics?per_page=0", headers=as_user("admin")).status_code == 422
+
+
 def test_the_topic_page_lists_the_runs_and_asks_airflow_once_for_its_table_and_charts(
     history: tuple[Scene, list[AirflowRun]],
 ) -> None:

@@ -1,10 +1,10 @@
 """The dashboard's FastAPI app: the "Lake retention" pages and their JSON API.
 
-    GET /                                          topics overview (HTML)
+    GET /                                          topics overview (HTML), a page of topics at a time
     GET /topics/{topic}                            partitions, gauges, run history, trigger buttons
     GET /topics/{topic}/partitions/{partition}     the partition's log drawn along the offset axis
     GET /topics/{topic}/runs/{run_id}              one run's reports and quality results
-    GET /api/topics                                the overview as JSON
+    GET /api/topics                                the overview as JSON (?page=, ?per_page=, ?match=)
     GET /api/topics/{topic}                        a topic with its partitions and runs as JSON
     GET /api/topics/{topic}/partitions/{partition} one partition as JSON
     GET /api/topics/{topic}/runs                   the run history as JSON
@@ -30,7 +30,7 @@ from lakecleaner.clock import parse_time_ms, wall_clock_ms
 from lakecleaner.config import load_config
 from lakecleaner.dashboard import URL_PREFIX
 from lakecleaner.dashboard.history import DEFAULT_RANGE, RANGES, HistoryRange
-from lakecleaner.dashboard.pages import PageContext, Pages
+from lakecleaner.dashboard.pages import MAX_PER_PAGE, PER_PAGE, PageContext, Pages, Paging
 from lakecleaner.dashboard.runs import AirflowRun, valid_run_id
 from lakecleaner.errors import InvalidTopicName, LakeCleanerError, TopicNotFound
 from lakecleaner.lake import Lake
@@ -137,9 +137,18 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         status = 404 if isinstance(exc, TopicNotFound) else 503
         return JSONResponse({"detail": str(exc)}, status_code=status)
 
+    def paging(
+        page: Annotated[int, Query(ge=1)] = 1,
+        per_page: Annotated[int, Query(ge=1, le=MAX_PER_PAGE)] = PER_PAGE,
+        match: Annotated[str | None, Query(max_length=249)] = None,
+    ) -> Paging:
+        return Paging(page, per_page, match or None)
+
+    OverviewPage = Annotated[Paging, Depends(paging)]
+
     @app.get("/", response_class=HTMLResponse)
-    def overview_page(request: Request, who: Reader) -> str:
-        return pages(request, who).overview_html()
+    def overview_page(request: Request, who: Reader, page: OverviewPage) -> str:
+        return pages(request, who).overview_html(page)
 
     @app.get("/topics/{topic}", response_class=HTMLResponse)
     def topic_page(request: Request, topic: str, who: TopicReader, history_range: RangeParam = DEFAULT_RANGE) -> str:
@@ -159,10 +168,11 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         return view.guarded_html(topic, lambda: view.run_html(topic, _run_id(run_id)))
 
     @app.get("/api/topics")
-    def overview_json(request: Request, who: Reader) -> JSONResponse:
-        """Every topic's row. Returned as it is (plain JSON values): FastAPI's encoding of a
-        returned dict walks every value in Python, a third of a second for 1,000 topics."""
-        return JSONResponse(pages(request, who).overview())
+    def overview_json(request: Request, who: Reader, page: OverviewPage) -> JSONResponse:
+        """A page of topics' rows (`?page=`, `?per_page=`, `?match=`: a part of the name). Returned
+        as it is (plain JSON values): FastAPI's encoding of a returned dict walks every value in
+        Python, a third of a second for 1,000 topics."""
+        return JSONResponse(pages(request, who).overview(page))
 
     @app.get("/api/topics/{topic}")
     def topic_json(request: Request, topic: str, who: TopicReader) -> dict[str, Any]:

@@ -7,7 +7,7 @@ buttons.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -97,6 +97,33 @@ class PageContext:
         return f"{self.airflow_base}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
 
 
+#: Topics on one page of the overview by default, and at most.
+PER_PAGE = 1000
+MAX_PER_PAGE = 10_000
+
+
+@dataclass(frozen=True)
+class Paging:
+    """One page of the overview: `page` (from 1) of `per_page` topics whose names hold `match`."""
+
+    page: int = 1
+    per_page: int = PER_PAGE
+    match: str | None = None
+
+    def of(self, names: Sequence[str]) -> list[str]:
+        start = (self.page - 1) * self.per_page
+        return list(names[start : start + self.per_page])
+
+    def to_dict(self, total: int) -> dict[str, Any]:
+        return {
+            "page": self.page,
+            "per_page": self.per_page,
+            "pages": max(1, -(-total // self.per_page)),
+            "topics": total,
+            "match": self.match,
+        }
+
+
 class Pages:
     """The pages of one request: a lake, the request's context and Airflow's DAG runs."""
 
@@ -144,12 +171,15 @@ class Pages:
         except LakeCleanerError as exc:
             return {**row, "error": str(exc)}
 
-    def overview(self) -> dict[str, Any]:
-        """Every topic the user may read (the config file's, each with a DAG, and those only in the
-        lake), with its overview figures: from each topic's summary where it is current, else from
-        its manifests (`load_facts`, issue 50), in a few concurrent rounds for all of them."""
+    def overview(self, paging: Paging = Paging()) -> dict[str, Any]:
+        """The topics the user may read (the config file's, each with a DAG, and those only in the
+        lake) whose names hold `paging.match`, one page of them in name order, with their overview
+        figures: from each topic's summary where it is current, else from its manifests
+        (`load_facts`, issue 50), in a few concurrent rounds for the page's topics only."""
         in_lake = set(self.lake.list_topics())
-        names = [t for t in sorted(set(self.lake.config.topics) | in_lake) if self.context.can_read(dag_id_of(t))]
+        readable = [t for t in sorted(set(self.lake.config.topics) | in_lake) if self.context.can_read(dag_id_of(t))]
+        matching = [t for t in readable if paging.match is None or paging.match in t]
+        names = paging.of(matching)
         stored = [t for t in names if t in in_lake]
         facts: dict[str, TopicFacts | str]
         try:
@@ -162,7 +192,7 @@ class Pages:
             names,
             self.lake.config.storage.max_concurrency,
         )
-        return {**self._header(), "topics": rows}
+        return {**self._header(), "topics": rows, "paging": paging.to_dict(len(matching))}
 
     def _header(self) -> dict[str, Any]:
         return {"now_ms": self.context.now_ms, "now": format_timestamp_ms(self.context.now_ms), "lake": self.lake.uri}
@@ -266,8 +296,13 @@ class Pages:
         except LakeCleanerError as exc:
             return self._render("error.html", title=f"{topic}: cannot be shown", topic=topic, message=str(exc))
 
-    def overview_html(self) -> str:
-        return self._render("overview.html", page=self.overview())
+    def overview_html(self, paging: Paging = Paging()) -> str:
+        page = self.overview(paging)
+        keep: dict[str, str | int] = {"now": self.context.explicit_now} if self.context.explicit_now else {}
+        keep |= {"per_page": paging.per_page} if paging.per_page != PER_PAGE else {}
+        keep |= {"match": paging.match} if paging.match else {}
+        links = {n: "?" + urlencode({**keep, "page": n}) for n in (paging.page - 1, paging.page + 1)}
+        return self._render("overview.html", page=page, paging=page["paging"], links=links)
 
     def topic_html(self, topic: str, range_name: HistoryRange = DEFAULT_RANGE) -> str:
         topic_runs = self._runs(topic, limit=MAX_RUNS)  # one listing for the run table and the charts
