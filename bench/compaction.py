@@ -363,6 +363,7 @@ class S3Lakes:
         for i in range(0, len(keys), 1000):
             objects = [{"Key": k} for k in keys[i : i + 1000]]
             self.client.delete_objects(Bucket=self.server.bucket, Delete={"Objects": objects, "Quiet": True})
+        self.server.reclaim()
 
     def remove_file(self, name: str) -> None:
         self.client.delete_object(Bucket=self.server.bucket, Key=name)
