@@ -90,7 +90,12 @@ class PageContext:
     @property
     def query(self) -> str:
         """The query string that keeps an explicit `now` on every link."""
-        return "?" + urlencode({"now": self.explicit_now}) if self.explicit_now else ""
+        return "?" + urlencode(self.kept) if self.explicit_now else ""
+
+    @property
+    def kept(self) -> dict[str, str | int]:
+        """The parameters every link of a page keeps: an explicit `now`."""
+        return {"now": self.explicit_now} if self.explicit_now else {}
 
     def dag_run_url(self, dag_id: str, run_id: str) -> str:
         """The DAG run's page in the Airflow UI."""
@@ -255,8 +260,7 @@ class Pages:
         points = topic_history(runs, start, until_ms=self.context.now_ms)
         ratio = config.min_cleanable_dirty_ratio
         charts = history_charts(points, partition, start, self.context.now_ms, config.compact, ratio)
-        keep = {"now": self.context.explicit_now} if self.context.explicit_now else {}
-        links = {name: "?" + urlencode({**keep, "range": name}) for name in RANGES}
+        links = {name: "?" + urlencode({**self.context.kept, "range": name}) for name in RANGES}
         return {
             "range": range_name,
             "links": links,
@@ -298,7 +302,7 @@ class Pages:
 
     def overview_html(self, paging: Paging = Paging()) -> str:
         page = self.overview(paging)
-        keep: dict[str, str | int] = {"now": self.context.explicit_now} if self.context.explicit_now else {}
+        keep = self.context.kept
         keep |= {"per_page": paging.per_page} if paging.per_page != PER_PAGE else {}
         keep |= {"match": paging.match} if paging.match else {}
         links = {n: "?" + urlencode({**keep, "page": n}) for n in (paging.page - 1, paging.page + 1)}

@@ -70,6 +70,14 @@ class QualityResult:
         }
 
 
+def run_time_ms(airflow: AirflowRun | None, written_ms: int | None) -> int:
+    """When a run happened, for ordering: Airflow's run-after time, else the reports' write time
+    (known before the run's summary is read)."""
+    if airflow is not None and airflow.run_after_ms is not None:
+        return airflow.run_after_ms
+    return written_ms or 0
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One run of a topic: Airflow's view (state, link) and the lake's (reports, figures)."""
@@ -84,10 +92,8 @@ class RunRecord:
 
     @property
     def time_ms(self) -> int:
-        """When the run happened, for ordering: Airflow's run-after time, else the reports' write time."""
-        if self.airflow is not None and self.airflow.run_after_ms is not None:
-            return self.airflow.run_after_ms
-        return self.written_ms or 0
+        """When the run happened, for ordering (`run_time_ms`)."""
+        return run_time_ms(self.airflow, self.written_ms)
 
     @property
     def params(self) -> Mapping[str, Any]:
@@ -259,11 +265,9 @@ class TopicRuns:
         return self._records_of([run_id])[0]
 
     def _time_ms(self, key: str) -> int:
-        """A run's `RunRecord.time_ms`, known before its summary is read."""
-        airflow, stored = self._airflow.get(key), self._stored.get(key)
-        if airflow is not None and airflow.run_after_ms is not None:
-            return airflow.run_after_ms
-        return stored.written_ms if stored else 0
+        """A run's `RunRecord.time_ms`, before its summary is read."""
+        stored = self._stored.get(key)
+        return run_time_ms(self._airflow.get(key), stored.written_ms if stored else None)
 
     def _records_of(self, keys: Sequence[str]) -> list[RunRecord]:
         """The runs' records, each summary not read yet by this request read concurrently."""
