@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -87,3 +88,16 @@ def test_the_benchmark_runs_on_s3_through_the_latency_proxy(
     assert re.fullmatch(r"40000 records copied; [1-9][\d,]* S3 requests", floor["detail"])
     assert re.fullmatch(r"4000 records kept; [1-9][\d,]* S3 requests", duck["detail"])
     assert re.search(r"; [1-9][\d,]* S3 requests; at the memory peak: .*this process \d", ours["detail"])
+
+
+def test_a_run_without_room_on_the_disk_stops_before_it_starts_naming_the_space(tmp_path: Path) -> None:
+    bench = _bench()
+    lakes = bench.LocalLakes(tmp_path)
+    free = shutil.disk_usage(tmp_path).free
+    try:
+        bench.make_room(lakes, free)  # 2.5 times the input is needed, and only the input's size is free
+    except SystemExit as stop:
+        assert re.search(r"the runs need about \d+ GB free in .* pass --dir on a larger disk", str(stop))
+    else:
+        raise AssertionError("make_room let a run start without room for it")
+    bench.make_room(lakes, 1_000)  # room for a small input: no stop
