@@ -483,8 +483,9 @@ def warm_up(spark: SparkSession, lakes: Lakes) -> None:
 def compact_all(
     spark: SparkSession, lake: Lake, topic: Topic, now: int, options: EngineOptions | None = None
 ) -> RunReport:
-    """Compact every partition of `topic` that has something to clean at `now`."""
-    requests = [r for log in topic.partition_logs() if (r := requests_for(log.manifest(), topic.config, now))]
+    """Compact every partition of `topic` that has something to clean at `now`, as `lakecleaner
+    compact` does: the manifests read at once (`Topic.manifests`), not one after another."""
+    requests = [r for m in topic.manifests().values() if (r := requests_for(m, topic.config, now))]
     return compact_topic(spark, lake, topic.name, requests, now, options=options)
 
 

@@ -112,6 +112,13 @@ def exit_on_failures(failures: Sequence[tuple[str, str | None]]) -> None:
         sys.exit(1)
 
 
+def exit_on_unreadable(unopened: Mapping[str, str], unreadable: Mapping[str, Mapping[int, str]]) -> None:
+    """`exit_on_failures` for commands over many topics: a line per topic that could not be opened
+    (`unopened`, its reason) and per run of a topic's unreadable partitions (`unreadable_lines`)."""
+    topics = [(f"topic {name}", reason) for name, reason in unopened.items()]
+    exit_on_failures(topics + [line for name, errors in unreadable.items() for line in unreadable_lines(name, errors)])
+
+
 def decode_base64(value: str, what: str) -> bytes:
     """`value` decoded; a clear error naming `what` when it is not base64."""
     try:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from lakecleaner.cli.base import Context, exit_on_failures, unreadable_lines
+from lakecleaner.cli.base import Context, exit_on_unreadable
 from lakecleaner.cli.output import console, format_bytes
 from lakecleaner.cli.status import source_note
 from lakecleaner.summaries.read import TopicFacts
@@ -53,13 +53,7 @@ def show_lake_plan(ctx: Context, now_ms: int) -> None:
         console.print(_table(rows, unopened))
 
     ctx.emit({"now_ms": now_ms, "topics": rows, "unreadable_topics": unopened}, human)
-    failures = [
-        line
-        for facts in loaded.values()
-        if isinstance(facts, TopicFacts)
-        for line in unreadable_lines(facts.topic, facts.unreadable)
-    ]
-    exit_on_failures([(f"topic {name}", reason) for name, reason in unopened.items()] + failures)
+    exit_on_unreadable(unopened, {f.topic: f.unreadable for f in loaded.values() if isinstance(f, TopicFacts)})
 
 
 def _table(rows: list[dict[str, Any]], unopened: dict[str, str]) -> Table:

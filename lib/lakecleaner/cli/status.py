@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from lakecleaner.cli.base import Context, cli, exit_on_failures, pass_ctx, unreadable_lines
+from lakecleaner.cli.base import Context, cli, exit_on_unreadable, pass_ctx
 from lakecleaner.cli.output import console, err_console, format_age, format_bytes
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError
@@ -99,8 +99,7 @@ def show_status(ctx: Context, names: list[str]) -> None:
     }
     as_json.update({name: [{"partition": None, "error": reason}] for name, reason in unopened.items()})
     ctx.emit(as_json, human)
-    failures = [line for name, errors in failed.items() for line in unreadable_lines(name, errors)]
-    exit_on_failures([(f"topic {name}", reason) for name, reason in unopened.items()] + failures)
+    exit_on_unreadable(unopened, failed)
 
 
 @cli.command()
