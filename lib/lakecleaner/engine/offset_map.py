@@ -26,8 +26,10 @@ partition runs again with more buckets. Buckets are also added, up to the cluste
 when a run has fewer partitions than cores and a partition is large enough to be worth it.
 
 A task returns its bucket's winners as an `OffsetSet` over the partition's range; the driver
-unites a partition's buckets. A file that cannot be read (CorruptSegment) makes its partition
-uncleanable for the run; the other partitions carry on.
+unites a partition's buckets. A bucket of several writes its set to the store and returns where
+(`winners_file`), so that a large partition's winners never pass through the Spark JVM. A file that
+cannot be read (CorruptSegment) makes its partition uncleanable for the run; the other partitions
+carry on.
 """
 
 from __future__ import annotations
@@ -51,9 +53,12 @@ from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.spill import Spill, read_spill, spill_path, write_spill
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import HASH, latest_per_key, order_table, source_columns, uses_hash
+from lakecleaner.engine.winners_file import StoredWinners, load_winners, store_winners
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
+from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.log.layout import partition_prefix
+from lakecleaner.log.leases import STAGING
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.segment_files import FetchedFiles, read_segment_file
 
@@ -108,6 +113,8 @@ class MapTask:
     buckets: int
     budget_bytes: int
     spills: tuple[Spill, ...] = ()
+    #: Where a bucket of several writes its winners, relative to the partition (`winners_file`).
+    winners_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,8 @@ class MapResult:
     partition: int
     bucket: int
     winners: OffsetSet | None = None
+    #: Where the winners were written instead (`MapTask.winners_path`): `winners` is then None.
+    stored: StoredWinners | None = None
     error: str | None = None
     malformed: int = 0
     needed_bytes: int = 0
@@ -312,7 +321,8 @@ def bucket_winners(
     """One pass-1 task: the winners of `task`'s bucket of keys over its partition's range
     (`fetched`: small files it fetches are kept there for pass 2 in the same task). The dirty
     section's rows go into the map; the cleaned section's are then tested against it."""
-    rows = _BucketRows(spec.open(), config, task, fetched)
+    store = spec.open()
+    rows = _BucketRows(store, config, task, fetched)
     offset_map = _Map(task.budget_bytes)
     malformed = 0
     total, read = rows.dirty_records, 0
@@ -331,9 +341,12 @@ def bucket_winners(
         for clean, bad in rows.clean():
             probe.add(clean)
             malformed += bad
+        winners = probe.winners()
+        if task.winners_path:
+            stored = store_winners(store, partition_prefix(task.topic, task.partition), task.winners_path, winners)
+            return MapResult(task.partition, task.bucket, None, stored, malformed=malformed, map_bytes=offset_map.bytes)
     except (CorruptSegment, StorageError) as exc:  # the partition fails; the others go on
         return MapResult(task.partition, task.bucket, error=str(exc))
-    winners = probe.winners()
     return MapResult(task.partition, task.bucket, winners, malformed=malformed, map_bytes=offset_map.bytes)
 
 
@@ -452,11 +465,15 @@ def build_offset_map(
             t for p, n in buckets.items() for t in scatter_tasks(topic, by_partition[p], n, budget, parallelism, run_id)
         ]
         try:
-            again = _scatter_and_map(spark, spec, topic, config, scatters, by_partition, buckets, budget, result)
+            again = _scatter_and_map(
+                spark, spec, topic, config, scatters, by_partition, buckets, budget, result, run_id
+            )
         finally:
-            store = spec.open()
-            for task in scatters:
-                store.delete(partition_prefix(topic, task.partition) + task.path)
+            spills = [partition_prefix(topic, t.partition) + t.path for t in scatters]
+            winners = [
+                partition_prefix(topic, p) + winners_path(run_id, p, b) for p in buckets for b in range(buckets[p])
+            ]
+            spec.open().delete_many(spills + winners)
         buckets = {p: n for p, n in again.items() if p not in result.errors}
     return result
 
@@ -471,6 +488,7 @@ def _scatter_and_map(
     buckets: dict[int, int],
     budget: MapBudget,
     result: OffsetMap,
+    run_id: str,
 ) -> dict[int, int]:
     """One round of pass 1 in key buckets; returns the partitions to run again, with their buckets."""
     spills, malformed = _scatter(spark, spec, topic, config, scatters, result)
@@ -486,6 +504,7 @@ def _scatter_and_map(
             n,
             budget.bytes,
             spills.get((p, b), ()),
+            winners_path(run_id, p, b),
         )
         for p, n in buckets.items()
         if p not in result.errors
@@ -508,15 +527,50 @@ def _scatter_and_map(
             if wanted > max(plans[p].record_count, 1):
                 result.errors[p] = _too_small(budget, topic, p, buckets[p])
             again[p] = max(again.get(p, 0), wanted)
-    for p in buckets:
-        if p in result.errors or p in again:
+    done = [p for p in buckets if p not in result.errors and p not in again]
+    winners = _read_winners(spec, topic, [o for o in outcomes if o.partition in done], result)
+    for p in done:
+        if p in result.errors:
             continue
         mine = [o for o in outcomes if o.partition == p]
-        result.kept[p] = OffsetSet.union([o.winners for o in mine if o.winners is not None])
+        result.kept[p] = OffsetSet.union(winners[p])
         result.buckets[p] = buckets[p]
         result.malformed[p] = malformed.get(p, 0)
         result.map_bytes[p] = max(o.map_bytes for o in mine)
     return again
+
+
+def winners_path(run_id: str, partition: int, bucket: int) -> str:
+    """Where a bucket's task writes its winners, relative to the partition: named by the run, the
+    partition and the bucket (a bucket is one task of its round, and a round's files are deleted
+    before the next round names them again)."""
+    return f"{STAGING}{run_id}.winners-{partition}-{bucket}.bin"
+
+
+def _read_winners(
+    spec: StoreSpec, topic: str, outcomes: list[MapResult], result: OffsetMap
+) -> dict[int, list[OffsetSet]]:
+    """Each partition's buckets' winners, those written to the store read back at once (under
+    lake.storage.max_concurrency); a partition whose file cannot be read goes to `result.errors`."""
+    store = spec.open()
+    stored = [o for o in outcomes if o.stored is not None]
+
+    def read(outcome: MapResult) -> OffsetSet | str:
+        assert outcome.stored is not None
+        try:
+            return load_winners(store, partition_prefix(topic, outcome.partition), outcome.stored)
+        except StorageError as exc:
+            return str(exc)
+
+    read_back = map_ordered(read, stored, spec.settings.max_concurrency)
+    returned = [(o, o.winners) for o in outcomes if o.stored is None]
+    winners: dict[int, list[OffsetSet]] = {}
+    for outcome, found in [*zip(stored, read_back, strict=True), *returned]:
+        if isinstance(found, str):
+            result.errors.setdefault(outcome.partition, found)
+        elif found is not None:
+            winners.setdefault(outcome.partition, []).append(found)
+    return winners
 
 
 def _scatter(
