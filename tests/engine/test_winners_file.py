@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lakecleaner.engine.offset_set import OffsetSet
-from lakecleaner.engine.winners_file import load_winners, store_winners
+from lakecleaner.engine.winners_file import is_winners_path, load_winners, store_winners, winners_path
 from lakecleaner.errors import ObjectNotFound, StorageError
 from lakecleaner.io import open_store
 
@@ -49,3 +49,9 @@ def test_winners_changed_on_the_store_are_refused_not_used(tmp_path: Path) -> No
     store.delete(PREFIX + PATH)
     with pytest.raises(ObjectNotFound):
         load_winners(store, PREFIX, stored)
+
+
+def test_only_winners_files_are_named_as_winners_files() -> None:
+    assert is_winners_path(winners_path("20261129T0010-ab12", 7, 33))
+    for other in ("_staging/r.map-0a1b2c3d4e5f.arrow", "_staging/r.lease", "manifest.json", "x.winners-1-2.bin"):
+        assert not is_winners_path(other), other

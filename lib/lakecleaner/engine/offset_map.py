@@ -53,12 +53,11 @@ from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.spill import Spill, read_spill, spill_path, write_spill
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import HASH, latest_per_key, order_table, source_columns, uses_hash
-from lakecleaner.engine.winners_file import StoredWinners, load_winners, store_winners
+from lakecleaner.engine.winners_file import StoredWinners, load_winners, store_winners, winners_path
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.log.layout import partition_prefix
-from lakecleaner.log.leases import STAGING
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.segment_files import FetchedFiles, read_segment_file
 
@@ -538,13 +537,6 @@ def _scatter_and_map(
         result.malformed[p] = malformed.get(p, 0)
         result.map_bytes[p] = max(o.map_bytes for o in mine)
     return again
-
-
-def winners_path(run_id: str, partition: int, bucket: int) -> str:
-    """Where a bucket's task writes its winners, relative to the partition: named by the run, the
-    partition and the bucket (a bucket is one task of its round, and a round's files are deleted
-    before the next round names them again)."""
-    return f"{STAGING}{run_id}.winners-{partition}-{bucket}.bin"
 
 
 def _read_winners(

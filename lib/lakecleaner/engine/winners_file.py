@@ -17,12 +17,29 @@ offsets it keeps.
 from __future__ import annotations
 
 import dataclasses
+import re
 import zlib
 from dataclasses import dataclass
 
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.errors import StorageError
 from lakecleaner.io import ObjectStore
+from lakecleaner.log.leases import STAGING
+
+_NAME = re.compile(re.escape(STAGING) + r"[^/]+\.winners-\d+-\d+\.bin")
+
+
+def winners_path(run_id: str, partition: int, bucket: int) -> str:
+    """Where a bucket's task writes its winners, relative to the partition: named by the run, the
+    partition and the bucket (a bucket is one task of its round, and a round's files are deleted
+    before the next round names them again)."""
+    return f"{STAGING}{run_id}.winners-{partition}-{bucket}.bin"
+
+
+def is_winners_path(path: str) -> bool:
+    """Whether `path` (relative to a partition) is a winners file: offsets only, never a key or a
+    value (the erasure audit need not search one left behind by a crash)."""
+    return _NAME.fullmatch(path) is not None
 
 
 @dataclass(frozen=True)
