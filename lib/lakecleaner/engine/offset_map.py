@@ -320,8 +320,7 @@ def bucket_winners(
     """One pass-1 task: the winners of `task`'s bucket of keys over its partition's range
     (`fetched`: small files it fetches are kept there for pass 2 in the same task). The dirty
     section's rows go into the map; the cleaned section's are then tested against it."""
-    store = spec.open()
-    rows = _BucketRows(store, config, task, fetched)
+    rows = _BucketRows(spec.open(), config, task, fetched)
     offset_map = _Map(task.budget_bytes)
     malformed = 0
     total, read = rows.dirty_records, 0
@@ -342,7 +341,7 @@ def bucket_winners(
             malformed += bad
         winners = probe.winners()
         if task.winners_path:
-            stored = store_winners(store, partition_prefix(task.topic, task.partition), task.winners_path, winners)
+            stored = store_winners(rows.store, rows.prefix, task.winners_path, winners)
             return MapResult(task.partition, task.bucket, None, stored, malformed=malformed, map_bytes=offset_map.bytes)
     except (CorruptSegment, StorageError) as exc:  # the partition fails; the others go on
         return MapResult(task.partition, task.bucket, error=str(exc))

@@ -8,7 +8,7 @@ a step's results), whose heap G1 grows to hold such large arrays (100M records i
 1.2 GB of JVM against 0.6 GB at 20M, with under 240 MB of it live; bench/README.md). Written to the
 store, what the JVM carries stays the same size whatever the partition's.
 
-The file is under the partition's `_staging/` (`spill.spill_path`), lives for one round of pass 1
+The file is under the partition's `_staging/` (`winners_path`), lives for one round of pass 1
 and is deleted with the round's spills. Storage is untrusted: the driver checks the bytes it reads
 against the length and CRC-32 the task returned, and a mismatch fails the partition, never the
 offsets it keeps.
