@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import gc
 import importlib
 import json
 import os
@@ -229,9 +230,13 @@ def timed(
     requests: Callable[[], int] | None = None,
 ) -> Measure:
     """Run `fn` once, timed, after flushing the files written before it to disk (`os.sync`), so
-    that no run pays for the write-back of what an earlier one wrote; with `requests` (the
-    latency proxy's count so far), the S3 requests it made are named in its detail."""
+    that no run pays for the write-back of what an earlier one wrote, and after this process gave
+    back the memory earlier runs freed (pyarrow's allocator keeps it until asked), so that a run's
+    peak is its own; with `requests` (the latency proxy's count so far), the S3 requests it made
+    are named in its detail."""
     os.sync()
+    gc.collect()
+    pa.default_memory_pool().release_unused()
     before = requests() if requests else 0
     with PeakMemory(tree) as memory:
         start = time.perf_counter()
@@ -453,8 +458,10 @@ def duckdb_dedupe(lakes: Lakes, files: Sequence[tuple[int, str]], out: str, topi
 
 def session(master: str) -> SparkSession:
     """(a)'s Spark application, built as `lakecleaner compact` builds its own (`build_session`:
-    the engine's settings for its Python workers included)."""
-    conf = {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": "4g"}
+    the engine's settings for its Python workers included, and Spark's default driver memory, 1 GB,
+    as a user's: with 4 GB the JVM's G1 grew its heap 0.1 GB further on the 100M-record partition,
+    none of it live)."""
+    conf = {"spark.ui.showConsoleProgress": "false"}
     return build_session(SparkSettings(master=master, conf=conf), "lakecleaner-bench")
 
 

@@ -19,7 +19,7 @@ from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected
 from lakecleaner.engine.inputs import StalePlan, compaction_input, group_segments
 from lakecleaner.engine.keys import in_sorted, key_buckets, key_hash, key_order
 from lakecleaner.engine.offset_map import MapBudget, planned_buckets
-from lakecleaner.engine.offset_set import OffsetSet
+from lakecleaner.engine.offset_set import Members, OffsetSet
 from lakecleaner.engine.recopy import RowCounts, clean_rows
 from lakecleaner.engine.requests import CompactionRequest, requests_for
 from lakecleaner.engine.run import failures_text
@@ -296,9 +296,46 @@ def test_an_offset_set_holds_its_members(members: set[int], cut_low: int, cut_hi
     assert [p.offsets().tolist() for p in pieces] == [
         [o for o in offsets.tolist() if a <= o < b] for a, b in ((1000, low), (low, high), (high, 1000 + span))
     ]
-    evens = OffsetSet.of(offsets[offsets % 2 == 0], 1000, 1000 + span)
-    odds = OffsetSet.of(offsets[offsets % 2 == 1], 1000, 1000 + span)
-    assert OffsetSet.union([evens, odds]).offsets().tolist() == offsets.tolist()
+    joined = Members(1000, 1000 + span, len(members))
+    for parity in (0, 1):
+        joined.join(OffsetSet.of(offsets[offsets % 2 == parity], 1000, 1000 + span))
+    assert joined.result().offsets().tolist() == offsets.tolist()
+
+
+@given(st.sets(st.integers(0, 999)), st.lists(st.integers(0, 1000), max_size=6))
+def test_a_dense_offset_set_cuts_at_any_bit(members: set[int], cuts: list[int]) -> None:
+    """A bitmap cut where its groups start and end, at any bit of any byte, gives each group
+    exactly its members, whatever the set's low offset."""
+    offsets = np.array(sorted(members), np.int64) + 7
+    whole = OffsetSet.of(offsets, 7, 1007)
+    bounds = sorted({0, 1000, *cuts})
+    ranges = [(7 + a, 7 + b) for a, b in itertools.pairwise(bounds)]
+    for (low, high), piece in zip(ranges, whole.split(ranges), strict=True):
+        assert (piece.low, piece.high, len(piece)) == (low, high, int(((offsets >= low) & (offsets < high)).sum()))
+        assert piece.offsets().tolist() == [o for o in offsets.tolist() if low <= o < high]
+
+
+def test_a_dense_offset_set_takes_a_bit_per_offset_not_a_byte() -> None:
+    """A large partition's winners (half of 32M offsets, in 64 key buckets as pass 1 returns them,
+    each sparse over the range): joining them, cutting the result into groups and reading a group
+    take about a bit per offset of the range, never a byte per offset (32 MB per step before)."""
+    span = 32_000_000
+    offsets = np.flatnonzero(np.random.default_rng(3).random(span) < 0.5).astype(np.int64)
+    buckets = [OffsetSet.of(offsets[offsets % 64 == b], 0, span) for b in range(64)]
+    tracemalloc.start()
+    try:
+        joined = Members(0, span, offsets.size)
+        for bucket in buckets:
+            joined.join(bucket)
+        whole = joined.result()
+        groups = whole.split([(g, g + 400_000) for g in range(0, span, 400_000)])
+        first = groups[7].offsets()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert whole.bitmap and len(whole) == offsets.size and not any(b.bitmap for b in buckets)
+    assert np.array_equal(first, offsets[(offsets >= 2_800_000) & (offsets < 3_200_000)])
+    assert peak < 5 * span // 8  # five bitmaps of span / 8 bytes at most; a byte per offset alone is span
 
 
 def test_an_offset_set_over_a_sparse_range_takes_memory_per_member_not_per_offset() -> None:

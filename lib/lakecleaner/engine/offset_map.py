@@ -56,7 +56,7 @@ from lakecleaner.engine.versions import HASH, latest_per_key, order_table, sourc
 from lakecleaner.engine.winners_file import StoredWinners, load_winners, store_winners, winners_path
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
-from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.io.concurrent import map_bounded
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.segment_files import FetchedFiles, read_segment_file
@@ -68,6 +68,8 @@ from lakecleaner.log.segment_files import FetchedFiles, read_segment_file
 #: records, so that a bucket's rows fit its map before they are reduced, and reduced once; a map
 #: of longer keys outgrows its plan and runs again in more buckets.
 PLANNED_ENTRY_BYTES = 40
+#: Bytes of key buckets' winners files the driver reads at once while it joins them.
+WINNERS_READ_BYTES = 32 * 1024 * 1024
 #: Records a bucket added for parallelism (not memory) should hold at least.
 MIN_PARALLEL_BUCKET_RECORDS = 1_000_000
 
@@ -155,6 +157,13 @@ class MapResult:
     malformed: int = 0
     needed_bytes: int = 0
     map_bytes: int = 0
+
+    @property
+    def winner_count(self) -> int:
+        """The bucket's winners, returned or stored."""
+        if self.stored is not None:
+            return self.stored.empty.count
+        return 0 if self.winners is None else self.winners.count
 
 
 @dataclass
@@ -526,42 +535,52 @@ def _scatter_and_map(
                 result.errors[p] = _too_small(budget, topic, p, buckets[p])
             again[p] = max(again.get(p, 0), wanted)
     done = [p for p in buckets if p not in result.errors and p not in again]
-    winners = _read_winners(spec, topic, [o for o in outcomes if o.partition in done], result)
+    united = _united_winners(spec, topic, [o for o in outcomes if o.partition in done], plans, result)
     for p in done:
         if p in result.errors:
             continue
-        mine = [o for o in outcomes if o.partition == p]
-        result.kept[p] = OffsetSet.union(winners[p])
+        result.kept[p] = united[p].result()
         result.buckets[p] = buckets[p]
         result.malformed[p] = malformed.get(p, 0)
-        result.map_bytes[p] = max(o.map_bytes for o in mine)
+        result.map_bytes[p] = max(o.map_bytes for o in outcomes if o.partition == p)
     return again
 
 
-def _read_winners(
-    spec: StoreSpec, topic: str, outcomes: list[MapResult], result: OffsetMap
-) -> dict[int, list[OffsetSet]]:
-    """Each partition's buckets' winners, those written to the store read back at once (under
-    lake.storage.max_concurrency); a partition whose file cannot be read goes to `result.errors`."""
+def _united_winners(
+    spec: StoreSpec, topic: str, outcomes: list[MapResult], plans: dict[int, CompactionInput], result: OffsetMap
+) -> dict[int, Members]:
+    """Each partition's winners, its buckets' sets joined as they arrive: those written to the
+    store are read back at once (under lake.storage.max_concurrency, `WINNERS_READ_BYTES` at a
+    time), so that the driver holds a partition's union (a bit per offset of a dense range) and the
+    sets in flight, never every bucket's at once. A partition whose file cannot be read goes to
+    `result.errors`."""
     store = spec.open()
-    stored = [o for o in outcomes if o.stored is not None]
+    united = {
+        p: Members(*_range(plans[p]), sum(o.winner_count for o in outcomes if o.partition == p))
+        for p in {o.partition for o in outcomes}
+    }
+    stored: list[tuple[int, StoredWinners]] = []
+    for outcome in outcomes:
+        if outcome.stored is not None:
+            stored.append((outcome.partition, outcome.stored))
+        elif outcome.winners is not None:
+            united[outcome.partition].join(outcome.winners)
 
-    def read(outcome: MapResult) -> OffsetSet | str:
-        assert outcome.stored is not None
+    def read(item: tuple[int, StoredWinners]) -> OffsetSet | str:
         try:
-            return load_winners(store, partition_prefix(topic, outcome.partition), outcome.stored)
+            return load_winners(store, partition_prefix(topic, item[0]), item[1])
         except StorageError as exc:
             return str(exc)
 
-    read_back = map_ordered(read, stored, spec.settings.max_concurrency)
-    returned = [(o, o.winners) for o in outcomes if o.stored is None]
-    winners: dict[int, list[OffsetSet]] = {}
-    for outcome, found in [*zip(stored, read_back, strict=True), *returned]:
+    limit = spec.settings.max_concurrency
+    sizes = [s.size for _, s in stored]
+    for index, found in map_bounded(read, stored, sizes, WINNERS_READ_BYTES, limit, limit):
+        partition = stored[index][0]
         if isinstance(found, str):
-            result.errors.setdefault(outcome.partition, found)
-        elif found is not None:
-            winners.setdefault(outcome.partition, []).append(found)
-    return winners
+            result.errors.setdefault(partition, found)
+        elif partition not in result.errors:
+            united[partition].join(found)
+    return united
 
 
 def _scatter(

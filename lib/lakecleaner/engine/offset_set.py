@@ -2,17 +2,18 @@
 the tasks, zlib-compressed, in whichever of two forms keeps memory proportional to the members:
 
 - a bitmap, one bit per offset of [low, high), when the members are dense (the range is at most
-  eight offsets a member, so the one byte per offset it takes to build or read is no more than
-  the members' own 8-byte offsets): a partition range of 20M offsets is 2.5 MB before compression
-  however many of its records win;
+  eight offsets a member): a partition range of 100M offsets is 12.5 MB before compression
+  however many of its records win, and a set is built, joined and cut a bit per offset too
+  (a byte per offset of a whole partition was 100 MB held by the driver for each step);
 - the members' gaps (8 bytes each) when they are sparse: the cleaned section of a compacted topic
   holds its keys' latest records spread over every offset the topic ever had (ten million keys
   over a billion offsets), where a bitmap, or any step that allocates per offset of the range,
   would cost more memory than the offset map the task is bounded by
   (log.cleaner.dedupe.buffer.size).
 
-Sets of one range combine by union (pass 1's key buckets hold disjoint winners), and a set is
-cut into the sets of its groups with one decompression (`split`).
+Sets of one range are joined a set at a time (`Members.join`: pass 1's key buckets hold disjoint
+winners, read back one after another), and a set is cut into the sets of its groups with one
+decompression (`split`).
 """
 
 from __future__ import annotations
@@ -46,23 +47,13 @@ class OffsetSet:
         members.add(offsets)
         return members.result()
 
-    @staticmethod
-    def union(sets: Sequence[OffsetSet]) -> OffsetSet:
-        """The members of any of `sets`, which cover one range."""
-        ranges = {(s.low, s.high) for s in sets}
-        if len(ranges) != 1:
-            raise ValueError(f"offset sets over different ranges cannot be joined: {sorted(ranges)}")
-        ((low, high),) = ranges
-        members = Members(low, high, sum(s.count for s in sets))
-        for one in sets:
-            members.add(one.offsets())
-        return members.result()
-
     def offsets(self) -> NDArray[np.int64]:
         """The members, ascending."""
         if self.bitmap:
-            return np.flatnonzero(self._bits()).astype(np.int64) + self.low
-        return np.cumsum(np.frombuffer(zlib.decompress(self.packed), "<i8")).astype(np.int64) + self.low
+            return _listed(self._packed_bits()) + self.low
+        members = np.cumsum(np.frombuffer(zlib.decompress(self.packed), "<i8"), dtype=np.int64)
+        members += self.low
+        return members
 
     def __len__(self) -> int:
         return self.count
@@ -71,63 +62,131 @@ class OffsetSet:
         """The members in each [low, high) of `bounds` (each inside this set's range), as sets of
         those ranges; the set is decompressed once."""
         if self.bitmap:
-            bits = self._bits()
-            return [_from_bits(bits[low - self.low : high - self.low], low) for low, high in bounds]
+            packed = self._packed_bits()
+            return [
+                _from_packed(_bit_slice(packed, low - self.low, high - self.low), low, high) for low, high in bounds
+            ]
         members = self.offsets()
         cuts = [(np.searchsorted(members, low), np.searchsorted(members, high)) for low, high in bounds]
         return [_from_sorted(members[a:b], low, high) for (a, b), (low, high) in zip(cuts, bounds, strict=True)]
 
-    def _bits(self) -> NDArray[np.bool_]:
-        packed = np.frombuffer(zlib.decompress(self.packed), np.uint8)
-        return np.unpackbits(packed, count=self.high - self.low).view(bool)
+    def _packed_bits(self) -> NDArray[np.uint8]:
+        """The bitmap, a bit per offset from `low` (`np.packbits`' order)."""
+        return np.frombuffer(zlib.decompress(self.packed), np.uint8)
 
 
 class Members:
-    """Offsets of [low, high), at most `expected` of them, gathered a batch at a time: a byte per
-    offset of a dense range, else the offsets themselves."""
+    """Offsets of [low, high), at most `expected` of them, gathered a batch or a set at a time: a
+    bit per offset of a dense range, else the offsets themselves."""
 
     def __init__(self, low: int, high: int, expected: int) -> None:
         self.low, self.high = low, max(high, low)
-        self.bits = np.zeros(self.high - low, bool) if _dense(self.high - low, expected) else None
+        span = self.high - low
+        self.packed = np.zeros(_bytes_for(span), np.uint8) if _dense(span, expected) else None
         self.parts: list[NDArray[np.int64]] = []
 
     def add(self, offsets: NDArray[np.int64]) -> None:
-        if self.bits is not None:
-            self.bits[offsets - self.low] = True
+        """Add `offsets` (each in [low, high), in any order)."""
+        if self.packed is not None:
+            _set_bits(self.packed, offsets - self.low)
         else:
             self.parts.append(offsets)
 
+    def join(self, other: OffsetSet) -> None:
+        """Add the members of `other`, a set over the same range: two bitmaps are joined byte by
+        byte, with no member listed."""
+        if (other.low, other.high) != (self.low, self.high):
+            raise ValueError(
+                f"an offset set over [{other.low}, {other.high}) cannot join one over [{self.low}, {self.high})"
+            )
+        if self.packed is not None and other.bitmap:
+            np.bitwise_or(self.packed, other._packed_bits(), out=self.packed)
+        else:
+            self.add(other.offsets())
+
     def result(self) -> OffsetSet:
-        if self.bits is not None:
-            return _from_bits(self.bits, self.low)
+        if self.packed is not None:
+            return _from_packed(self.packed, self.low, self.high)
         every = np.concatenate([np.zeros(0, np.int64), *self.parts])
         return _from_sorted(every if _ascending(every) else np.unique(every), self.low, self.high)
+
+
+#: The bits set in each byte value.
+_BITS_SET = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)
+#: Offsets whose bits are set at once.
+_SET_AT_ONCE = 1 << 18
+#: Bytes of a bitmap unpacked (a byte per offset of the slice) or counted at once.
+_UNPACK_BYTES = 1 << 20
 
 
 def _dense(span: int, members: int) -> bool:
     return span <= DENSE_SPAN * members
 
 
-def _from_bits(bits: NDArray[np.bool_], low: int) -> OffsetSet:
-    """The set of the offsets marked in `bits` (a byte per offset from `low`), in its form."""
-    count = int(np.count_nonzero(bits))
-    if _dense(bits.size, count):
-        return OffsetSet(low, low + bits.size, count, _compress(np.packbits(bits)), True)
-    return _from_sorted(np.flatnonzero(bits).astype(np.int64) + low, low, low + bits.size)
+def _bytes_for(span: int) -> int:
+    return (span + 7) // 8
+
+
+def _set_bits(packed: NDArray[np.uint8], relative: NDArray[np.int64]) -> None:
+    """Set the bits of `relative` (offsets from the bitmap's start, in any order) in `packed`: the
+    offsets in ascending order, `_SET_AT_ONCE` at a time, each byte's bits ORed together and the
+    byte updated once (the steps' arrays take some 24 bytes an offset: a batch, not all of them)."""
+    ordered = relative if _ascending(relative) else np.sort(relative)
+    for start in range(0, ordered.size, _SET_AT_ONCE):
+        batch = ordered[start : start + _SET_AT_ONCE]
+        index = batch >> 3
+        masks = np.right_shift(np.uint8(128), (batch & 7).astype(np.uint8))
+        starts = np.flatnonzero(np.concatenate([[True], index[1:] != index[:-1]]))
+        packed[index[starts]] |= np.bitwise_or.reduceat(masks, starts)
+
+
+def _listed(packed: NDArray[np.uint8]) -> NDArray[np.int64]:
+    """The offsets (from the bitmap's start) whose bits are set, ascending, unpacked a slice of
+    `_UNPACK_BYTES` at a time."""
+    parts = [
+        np.flatnonzero(np.unpackbits(packed[start : start + _UNPACK_BYTES])).astype(np.int64) + 8 * start
+        for start in range(0, packed.size, _UNPACK_BYTES)
+    ]
+    return np.concatenate([np.zeros(0, np.int64), *parts])
+
+
+def _bit_slice(packed: NDArray[np.uint8], start: int, stop: int) -> NDArray[np.uint8]:
+    """The bits [start, stop) of `packed` as a bitmap of their own, shifted a byte at a time (a bit
+    per offset of the slice, never a byte)."""
+    size, first, shift = _bytes_for(stop - start), start >> 3, start & 7
+    window = packed[first : first + size + 1]
+    if window.size < size + 1:
+        window = np.concatenate([window, np.zeros(size + 1 - window.size, np.uint8)])
+    sliced: NDArray[np.uint8] = window[:size].copy()
+    if shift:
+        np.bitwise_or(np.left_shift(sliced, shift), np.right_shift(window[1:], 8 - shift), out=sliced)
+    if (stop - start) % 8:  # the bits past `stop` in the last byte are not the slice's
+        sliced[-1] &= np.uint8((0xFF << (8 - (stop - start) % 8)) & 0xFF)
+    return sliced
+
+
+def _from_packed(packed: NDArray[np.uint8], low: int, high: int) -> OffsetSet:
+    """The set of the offsets marked in `packed` (a bit per offset of [low, high)), in its form."""
+    count = sum(
+        int(_BITS_SET[packed[i : i + _UNPACK_BYTES]].sum(dtype=np.int64)) for i in range(0, packed.size, _UNPACK_BYTES)
+    )
+    if _dense(high - low, count):
+        return OffsetSet(low, high, count, _compress(packed), True)
+    return _from_sorted(_listed(packed) + low, low, high)
 
 
 def _from_sorted(members: NDArray[np.int64], low: int, high: int) -> OffsetSet:
     """The set of `members` (ascending, distinct) in its form."""
     if _dense(high - low, members.size):
-        bits = np.zeros(high - low, bool)
-        bits[members - low] = True
-        return OffsetSet(low, high, members.size, _compress(np.packbits(bits)), True)
+        packed = np.zeros(_bytes_for(high - low), np.uint8)
+        _set_bits(packed, members - low)
+        return OffsetSet(low, high, members.size, _compress(packed), True)
     gaps = np.diff(members, prepend=np.int64(low))
-    return OffsetSet(low, high, members.size, _compress(gaps.astype("<i8")), False)
+    return OffsetSet(low, high, members.size, _compress(gaps.astype("<i8", copy=False)), False)
 
 
 def _compress(values: NDArray[np.generic]) -> bytes:
-    return zlib.compress(values.tobytes(), _LEVEL)
+    return zlib.compress(np.ascontiguousarray(values).data, _LEVEL)
 
 
 def _ascending(offsets: NDArray[np.int64]) -> bool:
