@@ -17,8 +17,8 @@ import pytest
 
 from lakecleaner.audit import audit_key, audit_topic, holds_no_records
 from lakecleaner.config import TopicSpec
+from lakecleaner.engine.offsets_file import WINNERS, offsets_path
 from lakecleaner.engine.spill import spill_path, write_spill
-from lakecleaner.engine.winners_file import winners_path
 from lakecleaner.iceberg.expiry import TABLE_FOLDERS
 from lakecleaner.lake import Lake
 from lakecleaner.log.commits import CommitRecord
@@ -246,7 +246,7 @@ WRITERS = {
     ("engine/gate_rows.py", "_spill_keys"): ("records", spill_path("r", "gate")),
     ("engine/offset_map.py", "scatter"): ("records", spill_path("r", "map")),
     ("engine/spill.py", "write_spill"): ("records", spill_path("r", "any-step")),
-    ("engine/winners_file.py", "store_winners"): ("metadata", winners_path("r", 0, 3)),
+    ("engine/offsets_file.py", "store_offsets"): ("metadata", offsets_path("r", WINNERS, 0, 3)),
     ("engine/writer.py", "_open_sink"): ("records", new_segment_path(0)),
     ("engine/writer.py", "close"): ("records", new_segment_path(0)),
     ("log/partition.py", "_append_table"): ("records", new_segment_path(0)),

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakecleaner.cleaner_state import CleanerState
-from lakecleaner.engine.winners_file import is_winners_path
+from lakecleaner.engine.offsets_file import is_offsets_path
 from lakecleaner.errors import LakeCleanerError, StorageError
 from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
@@ -143,15 +143,15 @@ def partition_context(ctx: ErasureContext, cleaner: CleanerState, manifest: Mani
 def holds_no_records(path: str) -> bool:
     """Whether an object of a partition (path relative to it) is one of the few that lakecleaner
     writes from metadata alone — the manifest, a run's lease, a commit record, pass 1's winning
-    offsets (`engine.winners_file`) — and so cannot hold a key or a value. Every other object is
-    searched: segment files, staged outputs, the offset map's and the quality gate's key spills,
-    and whatever a later writer adds (an object the audit cannot parse is reported unreadable, and
-    that is overdue, never silence)."""
+    offsets, its groups' shares and their expected offsets (`engine.offsets_file`) — and so cannot
+    hold a key or a value. Every other object is searched: segment files, staged outputs, the
+    offset map's and the quality gate's key spills, and whatever a later writer adds (an object
+    the audit cannot parse is reported unreadable, and that is overdue, never silence)."""
     return (
         path == MANIFEST_NAME
         or path.endswith(LEASE_SUFFIX)
         or CommitRecord.parse(path) is not None
-        or is_winners_path(path)
+        or is_offsets_path(path)
     )
 
 

@@ -57,6 +57,7 @@ from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.keys import bool_mask, in_sorted, key_buckets, key_hash, key_order, rows_where
 from lakecleaner.engine.offset_map import buckets_for
 from lakecleaner.engine.offset_set import OffsetSet
+from lakecleaner.engine.offsets_file import StoredOffsets, load_offsets
 from lakecleaner.engine.spill import Spill, read_spill, write_spill
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import HASH
@@ -92,7 +93,8 @@ class Expectation:
     timestamp and headers and of their delete_horizon_ms. All None for a group that keeps its
     files: pass 2 found every record of them a winner, and they stay as they are."""
 
-    offsets: OffsetSet | None = None
+    #: The offsets, or where pass 2's task wrote them (a partition in key buckets, `offsets_file`).
+    offsets: OffsetSet | StoredOffsets | None = None
     records: str | None = None
     horizons: str | None = None
 
@@ -216,8 +218,8 @@ class _GroupCheck:
     that a task holds one row group of the group's records (and the offsets) however large the
     group is."""
 
-    def __init__(self, group: GateGroup, rules: GateRules) -> None:
-        self.group, self.rules = group, rules
+    def __init__(self, group: GateGroup, rules: GateRules, expected: OffsetSet | None) -> None:
+        self.group, self.rules, self.expected = group, rules, expected
         self.found: Violations = []
         self.offsets: list[NDArray[np.int64]] = []  # a rewritten group's, for `_winner_violations`
         self.last: int | None = None
@@ -253,8 +255,8 @@ class _GroupCheck:
 
     def _winner_violations(self, offsets: NDArray[np.int64]) -> Violations:
         """A rewritten group holds exactly the offsets it must hold."""
-        assert self.group.expected.offsets is not None
-        expected = self.group.expected.offsets.offsets()
+        assert self.expected is not None
+        expected = self.expected.offsets()
         if np.array_equal(offsets, expected):  # exactly the offsets it must hold, in order
             return []
         ascending = offsets if self.increasing else np.sort(offsets)  # sorted already, unless a check fails
@@ -360,6 +362,12 @@ class GateOutcome:
     spills: tuple[Spill, ...] = ()
 
 
+def _expected_offsets(store: ObjectStore, prefix: str, group: GateGroup) -> OffsetSet | None:
+    """The offsets a rewritten group must hold, read from the store where pass 2 wrote them."""
+    offsets = group.expected.offsets
+    return load_offsets(store, prefix, offsets) if isinstance(offsets, StoredOffsets) else offsets
+
+
 def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome:
     """One record task: every violation in its groups, and every repeated key among them when the
     partition has one bucket, else its groups' keys spilled by bucket."""
@@ -372,7 +380,7 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome
         for index, group in enumerate(task.groups):
             if not task.checks(index):
                 continue
-            check = _GroupCheck(group, rules)
+            check = _GroupCheck(group, rules, _expected_offsets(store, task.prefix, group))
             for table in _read_back(store, task.prefix, group):
                 check.add(table)
                 keys.append(table.column("key"))

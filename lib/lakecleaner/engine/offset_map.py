@@ -27,7 +27,7 @@ when a run has fewer partitions than cores and a partition is large enough to be
 
 A task returns its bucket's winners as an `OffsetSet` over the partition's range; the driver
 unites a partition's buckets. A bucket of several writes its set to the store and returns where
-(`winners_file`), so that a large partition's winners never pass through the Spark JVM. A file that
+(`offsets_file`), so that a large partition's winners never pass through the Spark JVM. A file that
 cannot be read (CorruptSegment) makes its partition uncleanable for the run; the other partitions
 carry on.
 """
@@ -49,11 +49,11 @@ from lakecleaner.config import TopicConfig
 from lakecleaner.engine.inputs import CompactionInput
 from lakecleaner.engine.keys import bool_mask, key_buckets, key_hash, rows_where
 from lakecleaner.engine.offset_set import Members, OffsetSet
+from lakecleaner.engine.offsets_file import WINNERS, StoredOffsets, load_offsets, offsets_path, store_offsets
 from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.spill import Spill, read_spill, spill_path, write_spill
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import HASH, latest_per_key, order_table, source_columns, uses_hash
-from lakecleaner.engine.winners_file import StoredWinners, load_winners, store_winners, winners_path
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_bounded
@@ -114,7 +114,7 @@ class MapTask:
     buckets: int
     budget_bytes: int
     spills: tuple[Spill, ...] = ()
-    #: Where a bucket of several writes its winners, relative to the partition (`winners_file`).
+    #: Where a bucket of several writes its winners, relative to the partition (`offsets_file`).
     winners_path: str = ""
 
 
@@ -152,7 +152,7 @@ class MapResult:
     bucket: int
     winners: OffsetSet | None = None
     #: Where the winners were written instead (`MapTask.winners_path`): `winners` is then None.
-    stored: StoredWinners | None = None
+    stored: StoredOffsets | None = None
     error: str | None = None
     malformed: int = 0
     needed_bytes: int = 0
@@ -350,7 +350,7 @@ def bucket_winners(
             malformed += bad
         winners = probe.winners()
         if task.winners_path:
-            stored = store_winners(rows.store, rows.prefix, task.winners_path, winners)
+            stored = store_offsets(rows.store, rows.prefix, task.winners_path, winners)
             return MapResult(task.partition, task.bucket, None, stored, malformed=malformed, map_bytes=offset_map.bytes)
     except (CorruptSegment, StorageError) as exc:  # the partition fails; the others go on
         return MapResult(task.partition, task.bucket, error=str(exc))
@@ -478,7 +478,9 @@ def build_offset_map(
         finally:
             spills = [partition_prefix(topic, t.partition) + t.path for t in scatters]
             winners = [
-                partition_prefix(topic, p) + winners_path(run_id, p, b) for p in buckets for b in range(buckets[p])
+                partition_prefix(topic, p) + offsets_path(run_id, WINNERS, p, b)
+                for p in buckets
+                for b in range(buckets[p])
             ]
             spec.open().delete_many(spills + winners)
         buckets = {p: n for p, n in again.items() if p not in result.errors}
@@ -511,7 +513,7 @@ def _scatter_and_map(
             n,
             budget.bytes,
             spills.get((p, b), ()),
-            winners_path(run_id, p, b),
+            offsets_path(run_id, WINNERS, p, b),
         )
         for p, n in buckets.items()
         if p not in result.errors
@@ -559,16 +561,16 @@ def _united_winners(
         p: Members(*_range(plans[p]), sum(o.winner_count for o in outcomes if o.partition == p))
         for p in {o.partition for o in outcomes}
     }
-    stored: list[tuple[int, StoredWinners]] = []
+    stored: list[tuple[int, StoredOffsets]] = []
     for outcome in outcomes:
         if outcome.stored is not None:
             stored.append((outcome.partition, outcome.stored))
         elif outcome.winners is not None:
             united[outcome.partition].join(outcome.winners)
 
-    def read(item: tuple[int, StoredWinners]) -> OffsetSet | str:
+    def read(item: tuple[int, StoredOffsets]) -> OffsetSet | str:
         try:
-            return load_winners(store, partition_prefix(topic, item[0]), item[1])
+            return load_offsets(store, partition_prefix(topic, item[0]), item[1])
         except StorageError as exc:
             return str(exc)
 

@@ -15,11 +15,14 @@ manifest's tombstone count, reading at most the delete_horizon_ms column.
 While it holds a group's input, the task also settles what the group must hold, for the quality
 gate (`gate_rows.Expected`), so the gate need not read the input again.
 
-Each task gets its group's winning offsets from pass 1 as an `OffsetSet`, inside the task. A
-partition whose offset map fits one task is cleaned by one task, pass 1 and then its groups
-(`PartitionTask`), with no Spark job and no trip through the driver between the passes; when its
-output fits one key bucket too, the same task then reads it back for the quality gate
-(`gate_in_task`), so the gate costs no Spark job of its own.
+Each task gets its group's winning offsets from pass 1 as an `OffsetSet`: a partition in key
+buckets as a file the driver wrote for the group (`offsets_file.KEPT`), beside which the task
+writes what the group must hold for the gate (`offsets_file.EXPECTED`), so that neither travels
+through Spark (a bit per offset of a large partition, in the closure every worker unpickles and
+the results the JVM collects). A partition whose offset map fits one task is cleaned by one
+task, pass 1 and then its groups (`PartitionTask`), with no Spark job and no trip through the
+driver between the passes; when its output fits one key bucket too, the same task then reads it
+back for the quality gate (`gate_in_task`), so the gate costs no Spark job of its own.
 """
 
 from __future__ import annotations
@@ -50,12 +53,14 @@ from lakecleaner.engine.gate_rows import (
 from lakecleaner.engine.keys import in_sorted, rows_where
 from lakecleaner.engine.offset_map import MapResult, MapTask, bucket_winners
 from lakecleaner.engine.offset_set import OffsetSet
+from lakecleaner.engine.offsets_file import EXPECTED, KEPT, StoredOffsets, load_offsets, offsets_path, store_offsets
 from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget, SegmentWriter
 from lakecleaner.errors import CorruptSegment, LakeCleanerError, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.base import ObjectInfo
+from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES, FetchedFiles, read_segment_file, read_segment_row_groups
@@ -82,7 +87,11 @@ class RecopyTask:
     record_count: int
     tombstone_count: int
     target: OutputTarget
-    kept: OffsetSet | None = None
+    #: The group's share of pass 1's winners, or where the driver wrote it (`offsets_file.KEPT`).
+    kept: OffsetSet | StoredOffsets | None = None
+    #: Where the task writes what the group must hold, for the gate (`offsets_file.EXPECTED`):
+    #: set with a stored share; empty, the expectation comes back with the result.
+    expected_path: str = ""
 
 
 @dataclass
@@ -203,9 +212,10 @@ def recopy_group(
 def _run(
     spec: StoreSpec, now_ms: int, retention_ms: int, task: RecopyTask, fetched: FetchedFiles | None = None
 ) -> GroupResult:
-    assert task.kept is not None
+    store = spec.open()
     try:
-        return recopy_group(spec.open(), task, task.kept.offsets(), now_ms, retention_ms, fetched)
+        result = recopy_group(store, task, _kept(store, task).offsets(), now_ms, retention_ms, fetched)
+        return _expectation_stored(store, task, result)
     except CorruptSegment as exc:
         return GroupResult(task.index, CORRUPT, str(exc))
     except LakeCleanerError as exc:
@@ -213,6 +223,23 @@ def _run(
     except OSError as exc:  # pyarrow's filesystem failed writing the output (after its retries)
         location = spec.open().location(task.target.prefix + task.target.path)
         return GroupResult(task.index, ERROR, f"StorageError: write {location}: {str(exc)[:300]}")
+
+
+def _kept(store: ObjectStore, task: RecopyTask) -> OffsetSet:
+    """The group's share of the winners, read from the store when the driver wrote it there."""
+    assert task.kept is not None
+    if isinstance(task.kept, StoredOffsets):
+        return load_offsets(store, task.target.prefix, task.kept)
+    return task.kept
+
+
+def _expectation_stored(store: ObjectStore, task: RecopyTask, result: GroupResult) -> GroupResult:
+    """`result`, its expected offsets written to `task.expected_path` when it has one."""
+    offsets = result.expected.offsets
+    if not task.expected_path or not isinstance(offsets, OffsetSet):
+        return result
+    stored = store_offsets(store, task.target.prefix, task.expected_path, offsets)
+    return dataclasses.replace(result, expected=dataclasses.replace(result.expected, offsets=stored))
 
 
 @dataclass(frozen=True)
@@ -325,6 +352,35 @@ def group_tasks(tasks: Sequence[RecopyTask], winners: OffsetSet) -> list[RecopyT
     """Group tasks of one partition, each with its group's share of the partition's winners."""
     shares = winners.split([(t.target.base_offset, t.target.next_offset) for t in tasks])
     return [dataclasses.replace(t, kept=share) for t, share in zip(tasks, shares, strict=True)]
+
+
+def stored_group_tasks(
+    store: ObjectStore, run_id: str, tasks: Sequence[RecopyTask], winners: OffsetSet, max_concurrency: int
+) -> list[RecopyTask]:
+    """Group tasks of a partition in key buckets: each group's share of the winners written to the
+    store at once (under lake.storage.max_concurrency) and named in its task, with where the task
+    writes the group's expected offsets (`offsets_file`). Raises StorageError when a write fails."""
+
+    def stored(task: RecopyTask) -> RecopyTask:
+        assert isinstance(task.kept, OffsetSet)
+        path = offsets_path(run_id, KEPT, task.partition, task.index)
+        return dataclasses.replace(
+            task,
+            kept=store_offsets(store, task.target.prefix, path, task.kept),
+            expected_path=offsets_path(run_id, EXPECTED, task.partition, task.index),
+        )
+
+    return map_ordered(stored, group_tasks(tasks, winners), max_concurrency)
+
+
+def offsets_files(run_id: str, tasks: Sequence[RecopyTask]) -> list[str]:
+    """The keys of the offsets files of a partition's group tasks in key buckets: the shares
+    `stored_group_tasks` writes and the expected offsets the tasks write beside them."""
+    return [
+        task.target.prefix + offsets_path(run_id, kind, task.partition, task.index)
+        for task in tasks
+        for kind in (KEPT, EXPECTED)
+    ]
 
 
 def run_recopy(

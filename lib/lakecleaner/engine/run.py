@@ -59,8 +59,9 @@ from lakecleaner.engine.recopy import (
     RecopyTask,
     TaskGate,
     gate_groups,
-    group_tasks,
+    offsets_files,
     run_recopy,
+    stored_group_tasks,
 )
 from lakecleaner.engine.report import (
     ABORTED,
@@ -124,6 +125,8 @@ class _Partition:
     gated: dict[str, ObjectInfo | None] = field(default_factory=dict)
     #: Pass 1's winners over the partition's range, when found by key-bucket tasks.
     winners: OffsetSet | None = None
+    #: Its group tasks, each with its share of `winners` written to the store (`_shares_stored`).
+    shares: list[RecopyTask] = field(default_factory=list)
     #: The manifest and its etag as the plan read them: the commit's first attempt starts there.
     read: tuple[Manifest, str] | None = None
     #: The gate's read-back by pass 2's task (`recopy.gate_in_task`), when it did one.
@@ -149,6 +152,8 @@ class _Run:
         self.checkpoints_reset: set[int] = set()
         #: The manifest each requested partition was planned on (for the cleaner state).
         self.planned: dict[int, Manifest] = {}
+        #: The offsets files of the groups of partitions in key buckets (`_shares_stored`).
+        self.offsets_files: list[str] = []
 
     # -- bookkeeping -----------------------------------------------------------------------------
     def step(self, name: str, action: Callable[[], None]) -> None:
@@ -286,8 +291,11 @@ class _Run:
         for partition in [*single, *keyed]:
             state = self.active[partition]
             state.tasks = [self._task(i, state.plan, g) for i, g in enumerate(state.plan.groups)]
-            if state.winners is not None:
-                items.extend(group_tasks(state.tasks, state.winners))
+        keyed = [p for p in keyed if self._shares_stored(self.active[p])]
+        for partition in [*single, *keyed]:
+            state = self.active[partition]
+            if state.shares:
+                items.extend(state.shares)
             else:
                 items.append(
                     PartitionTask(map_task(self.topic.name, state.plan, self.options.budget), tuple(state.tasks))
@@ -322,6 +330,30 @@ class _Run:
             if partition in self.active and partition not in again:
                 self._recopied(partition, recopied)
         return again
+
+    def _shares_stored(self, state: _Partition) -> bool:
+        """Write each group's share of a partition's winners to the store for its pass-2 task
+        (`recopy.stored_group_tasks`); False, the partition failed, when the store did. The run
+        deletes them, and the expected offsets the tasks write beside them, when it ends."""
+        assert state.winners is not None
+        run_id, par = self.report.run_id, self.lake.config.storage.max_concurrency
+        self.offsets_files += offsets_files(run_id, state.tasks)
+        try:
+            state.shares = stored_group_tasks(self.lake.store, run_id, state.tasks, state.winners, par)
+        except StorageError as exc:
+            self.finish(state.plan.partition, FAILED, f"{type(exc).__name__}: {exc}")
+            return False
+        finally:
+            state.winners = None  # the shares hold them now
+        return True
+
+    def drop_offsets_files(self) -> None:
+        """Delete the groups' offsets files the run wrote (`_shares_stored`); a store that fails
+        leaves them to gc, which removes a run's `_staging/` files once its lease is gone."""
+        try:
+            self.lake.store.delete_many(self.offsets_files)
+        except StorageError as exc:
+            log.warning("%s: this run's offsets files are left to gc: %s", self.topic.name, exc)
 
     def _recopied(self, partition: int, results: list[GroupResult]) -> None:
         """Each output segment of a partition whose groups all came back, and its counters."""
@@ -675,6 +707,7 @@ def compact_topic(
             run.discard(state, every_target=True)
         raise
     finally:
+        run.drop_offsets_files()
         describe(spark, None)
     run.report.duration_ms = int((time.monotonic() - run.started) * 1000)
     run.report.storage_retries = lake.store.retries - retries_before
