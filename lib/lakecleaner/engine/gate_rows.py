@@ -6,8 +6,9 @@ anyway, by the gate's own statement of the record rule rather than pass 2's `cle
 input records whose offsets won pass 1, keyed, at or after the log start, less the expired
 tombstones (KIP-534: a tombstone whose delete_horizon_ms ≤ now) — each with the input's key,
 value, timestamp and headers, and with the input's delete_horizon_ms or, on a tombstone without
-one, now + delete.retention.ms. Their offsets travel to the gate as they are; the rest as two
-digests (`digest`), so the gate never reads the input a second time. Pass 1's decision of each
+one, now + delete.retention.ms. Their offsets travel to the gate as they are (through the store
+for a partition in key buckets, `offsets_file.EXPECTED`); the rest as two digests (`digest`), so
+the gate never reads the input a second time. Pass 1's decision of each
 key's winner is not made again here: the reference-model tests check it.
 
 A gate task (pass 2's own task, `recopy.gate_in_task`, or one of the gate's tasks) takes every
