@@ -158,13 +158,6 @@ class MapResult:
     needed_bytes: int = 0
     map_bytes: int = 0
 
-    @property
-    def winner_count(self) -> int:
-        """The bucket's winners, returned or stored."""
-        if self.stored is not None:
-            return self.stored.empty.count
-        return 0 if self.winners is None else self.winners.count
-
 
 @dataclass
 class OffsetMap:
@@ -551,22 +544,16 @@ def _scatter_and_map(
 def _united_winners(
     spec: StoreSpec, topic: str, outcomes: list[MapResult], plans: dict[int, CompactionInput], result: OffsetMap
 ) -> dict[int, Members]:
-    """Each partition's winners, its buckets' sets joined as they arrive: those written to the
-    store are read back at once (under lake.storage.max_concurrency, `WINNERS_READ_BYTES` at a
-    time), so that the driver holds a partition's union (a bit per offset of a dense range) and the
-    sets in flight, never every bucket's at once. A partition whose file cannot be read goes to
-    `result.errors`."""
+    """Each partition's winners, its buckets' sets joined as they arrive (every bucket task of a
+    round writes its set to the store, `MapTask.winners_path`): read back at once (under
+    lake.storage.max_concurrency, `WINNERS_READ_BYTES` at a time), so that the driver holds a
+    partition's union (a bit per offset of a dense range) and the sets in flight, never every
+    bucket's at once. A partition whose file cannot be read goes to `result.errors`."""
     store = spec.open()
+    stored = [(o.partition, o.stored) for o in outcomes if o.stored is not None]
     united = {
-        p: Members(*_range(plans[p]), sum(o.winner_count for o in outcomes if o.partition == p))
-        for p in {o.partition for o in outcomes}
+        p: Members(*_range(plans[p]), sum(s.empty.count for q, s in stored if q == p)) for p in {p for p, _ in stored}
     }
-    stored: list[tuple[int, StoredOffsets]] = []
-    for outcome in outcomes:
-        if outcome.stored is not None:
-            stored.append((outcome.partition, outcome.stored))
-        elif outcome.winners is not None:
-            united[outcome.partition].join(outcome.winners)
 
     def read(item: tuple[int, StoredOffsets]) -> OffsetSet | str:
         try:
