@@ -79,6 +79,7 @@ from rich.table import Table
 
 from lakecleaner.config import LakeConfig, SparkSettings, parse_config
 from lakecleaner.engine import EngineOptions, RunReport, compact_topic, requests_for
+from lakecleaner.engine.memory import give_back
 from lakecleaner.engine.session import build_session, connect_session
 from lakecleaner.engine.sparkio import parallelism
 from lakecleaner.iceberg.follow import sync_topic
@@ -231,12 +232,12 @@ def timed(
 ) -> Measure:
     """Run `fn` once, timed, after flushing the files written before it to disk (`os.sync`), so
     that no run pays for the write-back of what an earlier one wrote, and after this process gave
-    back the memory earlier runs freed (pyarrow's allocator keeps it until asked), so that a run's
-    peak is its own; with `requests` (the latency proxy's count so far), the S3 requests it made
-    are named in its detail."""
+    back the memory earlier runs freed (pyarrow's allocator and the C library's malloc keep it
+    until asked, `engine.memory.give_back`), so that a run's peak is its own; with `requests` (the
+    latency proxy's count so far), the S3 requests it made are named in its detail."""
     os.sync()
     gc.collect()
-    pa.default_memory_pool().release_unused()
+    give_back()
     before = requests() if requests else 0
     with PeakMemory(tree) as memory:
         start = time.perf_counter()

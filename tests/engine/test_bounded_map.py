@@ -3,14 +3,20 @@ many hash buckets as its offset map needs, and the result is exactly that of one
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
 from pyspark.sql import SparkSession
 
 from lakecleaner.engine import EngineOptions, RunReport
 from lakecleaner.engine.offset_map import PLANNED_ENTRY_BYTES
 from lakecleaner.engine.report import COMMITTED
+from lakecleaner.engine.sparkio import parallelism, run_tasks
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.workload import WorkloadSpec, generate
 from tests.engine.helpers import compact, rows
@@ -102,3 +108,30 @@ def test_a_mostly_cleaned_partition_is_mapped_by_one_task_holding_its_dirty_keys
     assert part.stats.records_read > 100_000  # the cleaned section was read, past the map
     assert part.stats == one.partition(0).stats
     assert rows(tiny.topic("changes")) == rows(whole.topic("changes"))
+
+
+ITEM_BYTES = 256 * 1024 * 1024
+
+
+def test_a_worker_begins_each_item_without_what_the_one_before_freed(spark: SparkSession) -> None:
+    """A worker gives back what its allocators keep after each item of a task (`engine.memory`),
+    so that its memory is what one item uses, not what the items it ran have left: with Arrow's
+    allocator set to keep what it frees (`workers.WORKER_ENV`), three items in a row that each
+    allocate, write and free 256 MB of Arrow memory (as a bucket's map does) begin within 64 MB
+    of one another in each worker."""
+    if not Path("/proc/self/statm").exists():
+        pytest.skip("reads a worker's resident memory from /proc")
+
+    def resident_then_allocate(item: int) -> tuple[int, int]:  # local: sent to the workers by value
+        resident = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        values = pc.add(pa.array(np.zeros(ITEM_BYTES // 8, np.int64)), item)
+        del values
+        return os.getpid(), resident
+
+    items = list(range(3 * parallelism(spark)))
+    began: dict[int, list[int]] = {}
+    for pid, resident in run_tasks(spark, items, resident_then_allocate, "three items of 256 MB a task"):
+        began.setdefault(pid, []).append(resident)
+    assert any(len(r) > 1 for r in began.values()), began
+    for resident in began.values():
+        assert max(resident) - resident[0] < 64 * 1024 * 1024, resident

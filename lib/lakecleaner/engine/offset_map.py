@@ -48,6 +48,7 @@ from pyspark.sql import SparkSession
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.inputs import CompactionInput
 from lakecleaner.engine.keys import bool_mask, key_buckets, key_hash, rows_where
+from lakecleaner.engine.memory import give_back
 from lakecleaner.engine.offset_set import Members, OffsetSet
 from lakecleaner.engine.offsets_file import WINNERS, StoredOffsets, load_offsets, offsets_path, store_offsets
 from lakecleaner.engine.sparkio import Overlap, run_tasks
@@ -569,6 +570,8 @@ def _united_winners(
             result.errors.setdefault(partition, found)
         elif partition not in result.errors:
             united[partition].join(found)
+    if stored:
+        give_back()  # what the files' buffers left in the I/O threads' malloc arenas (`engine.memory`)
     return united
 
 

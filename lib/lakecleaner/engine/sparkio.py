@@ -36,6 +36,7 @@ from typing import Any, Generic, TypeVar
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from lakecleaner.engine.memory import give_back
 from lakecleaner.io.concurrent import map_bounded
 
 T = TypeVar("T")
@@ -83,9 +84,13 @@ class _TaskRunner(Generic[T, R]):
                     yield pa.RecordBatch.from_arrays(columns, schema=_RESULT_SCHEMA)
 
     def _results(self, pack: list[int]) -> Iterator[tuple[int, R]]:
-        """(index, result) of a task's items: in order, or as they finish when they overlap."""
+        """(index, result) of a task's items: in order, the worker giving back after each what its
+        allocators keep (`engine.memory`), or as they finish when they overlap."""
         if self.overlap is None:
-            yield from ((index, self.fn(self.items[index])) for index in pack)
+            for index in pack:
+                value = self.fn(self.items[index])
+                give_back()
+                yield index, value
             return
         limit = max(1, self.overlap.max_concurrency // len(self.packs))
         items, weights = [self.items[i] for i in pack], [self.weights[i] for i in pack]
