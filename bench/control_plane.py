@@ -34,6 +34,7 @@ with met / MISSED; `--json FILE` also writes the figures.
 
 `--topics N` measures another shape instead (bench/lake_of_topics.py, issue 50): the dashboard's
 overview of N topics of `--topic-partitions` partitions read from their summaries (target 5 s),
+the erasure overview's first page of them (every partition's deadline counted: target 5 s),
 again after `--stale-share` of the partitions were committed since (their manifests are read),
 and of 10 topics (1,000 partitions: target 1 s), from summaries and from the manifests.
 """
@@ -393,10 +394,10 @@ def partitions_figures(args: argparse.Namespace, console: Console, work: Path, s
 
 def topics_figures(args: argparse.Namespace, console: Console, work: Path, server: S3Server) -> list[Figure]:
     """The `--topics` shape (bench/lake_of_topics.py): the overview of `--topics` topics from their
-    summaries (target 5 s), then with `--stale-share` of the partitions committed since (their
-    manifests read instead: no target, it shows what staleness costs), and the overview of 10
-    topics (1,000 partitions at 100 each: target 1 s) from summaries and, as the baseline, from
-    the manifests."""
+    summaries (target 5 s) and their erasure deadlines (`/api/erasure`, target 5 s), then with
+    `--stale-share` of the partitions committed since (their manifests read instead: no target, it
+    shows what staleness costs), and the overview of 10 topics (1,000 partitions at 100 each:
+    target 1 s) from summaries and, as the baseline, from the manifests."""
     from bench import lake_of_topics as shape
 
     per = args.topic_partitions
@@ -425,6 +426,11 @@ def topics_figures(args: argparse.Namespace, console: Console, work: Path, serve
         steps: list[tuple[str, Callable[[], str], float]] = [
             (f"overview JSON, {whole} (summaries)", shape.overview_check(client_big, NOW_MS, len(big), 0), TARGET_S),
             (f"overview HTML, {whole} (summaries)", dashboard_action(client_big, "/"), TARGET_S),
+            (
+                f"erasure deadlines JSON, {whole} (summaries)",
+                shape.erasure_check(client_big, NOW_MS, len(big) * per),
+                TARGET_S,
+            ),
         ]
         for name, action, target in steps:
             figures.append(replace(timed(proxy, name, action, args.repeat), target_s=target))

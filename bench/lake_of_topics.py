@@ -142,5 +142,21 @@ def overview_check(client: Any, now_ms: int, topics: int, from_manifests: int | 
     return run
 
 
+def erasure_check(client: Any, now_ms: int, deadlines: int) -> Callable[[], str]:
+    """GET /api/erasure (its first page) and check that it counts every partition's deadline."""
+
+    def run() -> str:
+        response = client.get("/api/erasure", params={"now": str(now_ms)})
+        if response.status_code != 200:
+            raise RuntimeError(f"GET /api/erasure: {response.status_code} {response.text[:500]}")
+        page = response.json()
+        found, unreadable = page["paging"]["deadlines"], page["unreadable_topics"]
+        if found != deadlines or unreadable or not page["deadlines"]:
+            raise RuntimeError(f"{found} deadlines of {deadlines}, unreadable topics {list(unreadable)[:3]}")
+        return f"{len(response.content):,} bytes; {found:,} deadlines"
+
+    return run
+
+
 def lake_config(path: Path) -> LakeConfig:
     return load_config(str(path))

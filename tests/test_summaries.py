@@ -241,7 +241,8 @@ def test_the_control_plane_benchmarks_topics_shape_runs(
     backend: str, seaweedfs_endpoint: S3Endpoint, tmp_path: Path
 ) -> None:
     """bench/control_plane.py --topics at 3 topics of 4 partitions, as a smoke check (no timing
-    assertions): each overview has every topic, and reads exactly the manifests it should."""
+    assertions): each overview has every topic, and reads exactly the manifests it should; the
+    erasure overview counts every partition's deadline."""
     from bench.control_plane import main
     from bench.s3_servers import S3Server
 
@@ -251,9 +252,10 @@ def test_the_control_plane_benchmarks_topics_shape_runs(
     argv += ["--repeat", "1", "--idle-wait-s", "0", "--dir", str(tmp_path)]
     figures = main(argv, given_server=server)
     details = {f.name: f.detail for f in figures}
-    assert len(figures) == 5, details
-    assert [f.target_s for f in figures] == [5.0, 5.0, None, 1.0, None]
+    assert len(figures) == 6, details
+    assert [f.target_s for f in figures] == [5.0, 5.0, 5.0, None, 1.0, None]
     assert details["overview JSON, 3 topics x 4 (summaries)"].endswith("0 partitions read from manifests")
+    assert details["erasure deadlines JSON, 3 topics x 4 (summaries)"].endswith("; 12 deadlines")
     assert details["overview JSON, 3 topics x 4, 3 partitions committed since"].endswith(
         "3 partitions read from manifests"
     )
@@ -360,3 +362,41 @@ def test_plan_all_reports_an_unreadable_partition_shows_the_rest_and_exits_1(bac
         and refused.stderr.startswith("error: --all shows every topic")
         and "--topic" in refused.stderr
     )
+
+
+@pytest.mark.backends("local")
+def test_audit_lake_lists_every_deadline_soonest_first_as_the_manifests_plan_them(backend: str, built: Lake) -> None:
+    """`audit lake` (issue 50's erasure overview): a row per compacted partition with a deletion
+    deadline, soonest first, each equal to the deadline planned from the partition's manifest at
+    the same now, from the summary or (a partition committed since, a topic without a summary)
+    the manifest; `--within` keeps the overdue and those due by then; a passed deadline exits 1."""
+    lake = built
+    lake.topic("orders").partition(1).append([Record(b"new", b"v", NOW)], now_ms=NOW)
+    fresh = lake.create_topic("fresh", 1, {"cleanup.policy": "compact", "max.compaction.lag.ms": 24 * HOUR}, now_ms=NOW)
+    fresh.partition(0).append([Record(b"k", b"v", NOW)], now_ms=NOW)
+    base = [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri, "audit", "lake", "--now", str(NOW)]
+    done = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr  # a deadline has passed
+    rows = json.loads(done.stdout)["deadlines"]
+    expected = {
+        (topic, p): deadline
+        for topic in ("orders", "fresh", "events")
+        for p, entry in facts_of_state(load_topic(lake, topic, NOW)).partitions.items()
+        if (deadline := entry.deadline(NOW)) is not None
+    }
+    assert [(r["topic"], r["partition"]) for r in rows] == sorted(
+        expected, key=lambda tp: (expected[tp].deadline_ms, *tp)
+    )
+    for r in rows:
+        deadline = expected[r["topic"], r["partition"]]
+        assert {k: r[k] for k in deadline.to_dict()} == deadline.to_dict()
+        assert r["overdue"] == (deadline.seconds_left < 0)
+        assert r["from"] == (
+            "summary" if (r["topic"], r["partition"]) in {("orders", 0), ("orders", 2)} else "manifest"
+        )
+    assert rows[0]["overdue"] and not rows[-1]["overdue"] and rows[-1]["topic"] == "fresh"
+    for hours, kept in ((0, rows[:-1]), (24, rows)):
+        within = subprocess.run([*base, "--json", "--within", str(hours)], capture_output=True, text=True, timeout=120)
+        assert json.loads(within.stdout)["deadlines"] == kept
+    human = subprocess.run(base, capture_output=True, text=True, timeout=120).stdout
+    assert "OVERDUE" in human and "max.compaction.lag.ms" in human and max(map(len, human.splitlines())) <= 120

@@ -16,10 +16,12 @@ from fastapi.testclient import TestClient
 
 from lakecleaner.config import load_config
 from lakecleaner.dashboard.app import Backend, create_app, parse_now
+from lakecleaner.dashboard.data import facts_of_state, load_topic
 from lakecleaner.dashboard.runs import AirflowRun
 from lakecleaner.lake import Lake
 from lakecleaner.orchestration import tasks
 from lakecleaner.orchestration.naming import report_run_id
+from lakecleaner.summaries.deadlines import lake_deadlines
 from tests.dashboard.conftest import Scene, make_scene
 from tests.dashboard.scene import ACCESS_KEY, SECRET_KEY
 
@@ -77,6 +79,8 @@ PAGES = [
     "/api/topics/customers",
     "/api/topics/page-views/partitions/0",
     "/api/topics/page-views/runs",
+    "/erasure",
+    "/api/erasure",
 ]
 
 
@@ -272,3 +276,33 @@ def test_damaged_objects_are_one_error_each_and_every_page_still_answers(
     runs = {r["run_id"]: r for r in app.get("/api/topics/page-views/runs", headers=admin).json()}
     for run_id in ("r-not-json", "r-wrong-types", "r-nested"):
         assert runs[run_id]["result"].startswith("unreadable report"), runs[run_id]
+
+
+def test_the_erasure_overview_lists_the_readable_topics_deadlines_soonest_first(scene: Scene) -> None:
+    """`/erasure` (issue 50): the deletion deadlines of the topics the user may read, soonest first,
+    each as planned from the manifests at the page's now; `within_hours` keeps the overdue and
+    those due by then."""
+    app, lake, now = client(scene), scene.lake, scene.now_ms
+    facts = [facts_of_state(load_topic(lake, t, now)) for t in lake.list_topics()]
+    expected = [{k: v for k, v in d.to_dict().items() if k != "from"} for d in lake_deadlines(facts, now)]
+    assert len(expected) > 1  # the scene has compacted partitions with deadlines
+    page = app.get("/api/erasure", params={"now": str(now)}, headers=as_user("viewer")).json()
+    assert [{k: v for k, v in d.items() if k not in ("at", "from")} for d in page["deadlines"]] == expected
+    mine = app.get("/api/erasure", params={"now": str(now)}, headers=as_user("customers-only")).json()
+    assert {d["topic"] for d in mine["deadlines"]} == {"customers"} & {d["topic"] for d in expected}
+    soonest = expected[0]["seconds_left"] // 3600
+    within = app.get(
+        "/api/erasure", params={"now": str(now), "within_hours": max(soonest, 0)}, headers=as_user("viewer")
+    )
+    kept = [d for d in expected if d["seconds_left"] <= max(soonest, 0) * 3600]
+    assert [(d["topic"], d["partition"]) for d in within.json()["deadlines"]] == [
+        (d["topic"], d["partition"]) for d in kept
+    ]
+    second = app.get("/api/erasure", params={"now": str(now), "per_page": 1, "page": 2}, headers=as_user("viewer"))
+    assert [(d["topic"], d["partition"]) for d in second.json()["deadlines"]] == [
+        (d["topic"], d["partition"]) for d in expected[1:2]
+    ]
+    assert second.json()["paging"]["deadlines"] == len(expected)
+    html = app.get("/erasure", params={"now": str(now)}, headers=as_user("viewer")).text
+    assert all(f'data-topic="{d["topic"]}" data-partition="{d["partition"]}"' in html for d in expected)
+    assert app.get("/api/erasure", params={"within_hours": -1}, headers=as_user("viewer")).status_code == 422

@@ -1,4 +1,5 @@
-"""`lakecleaner audit`: where a key's records still are, and what a topic holds past its deadlines."""
+"""`lakecleaner audit`: where a key's records still are, what a topic holds past its deadlines, and
+the lake's deletion deadlines."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import BinaryIO
 import click
 from rich.table import Table
 
-from lakecleaner.cli.base import NOW_HELP, Context, cli, decode_base64, parse_now, pass_ctx
+from lakecleaner.cli.base import NOW_HELP, Context, cli, decode_base64, exit_on_unreadable, parse_now, pass_ctx
 from lakecleaner.cli.output import console
 from lakecleaner.policy.text import format_timestamp_ms
 
@@ -103,3 +104,72 @@ def audit_topic_command(ctx: Context, topic: str, now_text: str | None) -> None:
     ctx.emit({"topic": topic, "partitions": [p.to_dict() for p in partitions]}, human)
     if any(p.overdue for p in partitions):
         sys.exit(1)
+
+
+@audit.command("lake")
+@click.option(
+    "--within",
+    "within_hours",
+    type=click.IntRange(min=0),
+    help="Only the deadlines due within this many hours (the overdue always). Default: every one.",
+)
+@click.option("--now", "now_text", help=NOW_HELP)
+@pass_ctx
+def audit_lake_command(ctx: Context, within_hours: int | None, now_text: str | None) -> None:
+    """Every compacted partition of the lake by its deletion deadline, soonest first (KIP-354's
+    max.compaction.lag.ms, KIP-534's tombstone horizon), from the topics' summaries where they are
+    current and their manifests where they are not. Files awaiting deletion are counted (`audit
+    topic` gives their times and finds unreferenced objects). Exits 1 when a deadline has passed
+    or a topic or partition cannot be read."""
+    from lakecleaner.dashboard.data import load_facts
+    from lakecleaner.summaries.deadlines import lake_deadlines, pending_deletes
+    from lakecleaner.summaries.read import TopicFacts
+
+    now = parse_now(now_text)
+    loaded = load_facts(ctx.lake, ctx.lake.list_topics(), now)
+    facts = [f for f in loaded.values() if isinstance(f, TopicFacts)]
+    unopened = {name: reason for name, reason in loaded.items() if isinstance(reason, str)}
+    within_ms = None if within_hours is None else within_hours * 3_600_000
+    deadlines = lake_deadlines(facts, now, within_ms)
+    awaiting = pending_deletes(facts)
+
+    def human() -> None:
+        table = Table("topic", "part", "deadline", "in", "rule", "awaiting deletion", "from")
+        for d in deadlines:
+            left = d.deadline.seconds_left
+            table.add_row(
+                d.topic,
+                str(d.partition),
+                format_timestamp_ms(d.deadline.deadline_ms),
+                f"OVERDUE by {_hours_minutes(-left)}" if d.overdue else _hours_minutes(left),
+                d.rule,
+                str(d.pending_deletes or "-"),
+                "summary" if d.from_summary else "manifest",
+            )
+        console.print(table if deadlines else "no deletion deadline" + ("" if within_ms is None else " within it"))
+        if awaiting:
+            files = ", ".join(f"{topic} {n}" for topic, n in sorted(awaiting.items()))
+            console.print(f"files awaiting deletion (their times: `audit topic`): {files}")
+        console.print("[red]OVERDUE[/red]" if any(d.overdue for d in deadlines) else "nothing is overdue")
+
+    ctx.emit(
+        {
+            "now_ms": now,
+            "within_ms": within_ms,
+            "deadlines": [d.to_dict() for d in deadlines],
+            "pending_deletes": awaiting,
+            "unreadable_topics": unopened,
+            "unreadable_partitions": {
+                f.topic: {str(p): r for p, r in f.unreadable.items()} for f in facts if f.unreadable
+            },
+        },
+        human,
+    )
+    exit_on_unreadable(unopened, {f.topic: f.unreadable for f in facts})
+    if any(d.overdue for d in deadlines):
+        sys.exit(1)
+
+
+def _hours_minutes(seconds: int) -> str:
+    """`26h05m`: whole hours and minutes."""
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

@@ -150,6 +150,12 @@ def create_app(backend: Backend | None = None) -> FastAPI:
     def overview_page(request: Request, who: Reader, page: OverviewPage) -> str:
         return pages(request, who).overview_html(page)
 
+    WithinHours = Annotated[int | None, Query(ge=0, description="only the deadlines due within this many hours")]
+
+    @app.get("/erasure", response_class=HTMLResponse)
+    def erasure_page(request: Request, who: Reader, page: OverviewPage, within_hours: WithinHours = None) -> str:
+        return pages(request, who).erasure_html(page, within_hours)
+
     @app.get("/topics/{topic}", response_class=HTMLResponse)
     def topic_page(request: Request, topic: str, who: TopicReader, history_range: RangeParam = DEFAULT_RANGE) -> str:
         view = pages(request, who)
@@ -173,6 +179,14 @@ def create_app(backend: Backend | None = None) -> FastAPI:
         as it is (plain JSON values): FastAPI's encoding of a returned dict walks every value in
         Python, a third of a second for 1,000 topics."""
         return JSONResponse(pages(request, who).overview(page))
+
+    @app.get("/api/erasure")
+    def erasure_json(
+        request: Request, who: Reader, page: OverviewPage, within_hours: WithinHours = None
+    ) -> JSONResponse:
+        """A page of the deletion deadlines of the topics the user may read, soonest first
+        (`?within_hours=`, and `?page=`, `?per_page=`, `?match=` as the overview's)."""
+        return JSONResponse(pages(request, who).erasure(page, within_hours))
 
     @app.get("/api/topics/{topic}")
     def topic_json(request: Request, topic: str, who: TopicReader) -> dict[str, Any]:

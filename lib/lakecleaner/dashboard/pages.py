@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from fastapi import HTTPException
@@ -39,7 +39,10 @@ from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake
 from lakecleaner.orchestration.naming import dag_id_of
 from lakecleaner.policy.text import format_timestamp_ms
+from lakecleaner.summaries.deadlines import lake_deadlines, pending_deletes
 from lakecleaner.summaries.read import TopicFacts
+
+T = TypeVar("T")
 
 #: How many runs the run history shows.
 RUN_HISTORY = 20
@@ -115,16 +118,17 @@ class Paging:
     per_page: int = PER_PAGE
     match: str | None = None
 
-    def of(self, names: Sequence[str]) -> list[str]:
+    def of(self, items: Sequence[T]) -> list[T]:
         start = (self.page - 1) * self.per_page
-        return list(names[start : start + self.per_page])
+        return list(items[start : start + self.per_page])
 
-    def to_dict(self, total: int) -> dict[str, Any]:
+    def to_dict(self, total: int, counted: str = "topics") -> dict[str, Any]:
+        """The page's figures, with the `total` of what is paged under the name `counted`."""
         return {
             "page": self.page,
             "per_page": self.per_page,
             "pages": max(1, -(-total // self.per_page)),
-            "topics": total,
+            counted: total,
             "match": self.match,
         }
 
@@ -198,6 +202,31 @@ class Pages:
             self.lake.config.storage.max_concurrency,
         )
         return {**self._header(), "topics": rows, "paging": paging.to_dict(len(matching))}
+
+    def erasure(self, paging: Paging = Paging(), within_hours: int | None = None) -> dict[str, Any]:
+        """The erasure overview (`summaries.deadlines`, as `lakecleaner audit lake`): the deletion
+        deadlines of the topics in the lake the user may read whose names hold `paging.match`,
+        soonest first, a page of them; with `within_hours`, the overdue and those due within it."""
+        readable = [
+            t
+            for t in self.lake.list_topics()
+            if (paging.match is None or paging.match in t) and self.context.can_read(dag_id_of(t))
+        ]
+        loaded = load_facts(self.lake, readable, self.context.now_ms)
+        facts = [f for f in loaded.values() if isinstance(f, TopicFacts)]
+        within_ms = None if within_hours is None else within_hours * 3_600_000
+        every = lake_deadlines(facts, self.context.now_ms, within_ms)
+        rows = [{**d.to_dict(), "at": format_timestamp_ms(d.deadline.deadline_ms)} for d in paging.of(every)]
+        return {
+            **self._header(),
+            "within_hours": within_hours,
+            "overdue": sum(d.overdue for d in every),
+            "deadlines": rows,
+            "paging": paging.to_dict(len(every), "deadlines"),
+            "pending_deletes": pending_deletes(facts),
+            "unreadable_topics": {name: why for name, why in loaded.items() if isinstance(why, str)},
+            "unreadable_partitions": {f.topic: {str(p): why for p, why in f.unreadable.items()} for f in facts},
+        }
 
     def _header(self) -> dict[str, Any]:
         return {"now_ms": self.context.now_ms, "now": format_timestamp_ms(self.context.now_ms), "lake": self.lake.uri}
@@ -302,11 +331,20 @@ class Pages:
 
     def overview_html(self, paging: Paging = Paging()) -> str:
         page = self.overview(paging)
-        keep = self.context.kept
+        return self._render("overview.html", page=page, paging=page["paging"], links=self._page_links(paging))
+
+    def erasure_html(self, paging: Paging = Paging(), within_hours: int | None = None) -> str:
+        page = self.erasure(paging, within_hours)
+        within = {} if within_hours is None else {"within_hours": within_hours}
+        return self._render("erasure.html", page=page, paging=page["paging"], links=self._page_links(paging, within))
+
+    def _page_links(self, paging: Paging, kept: dict[str, Any] | None = None) -> dict[int, str]:
+        """The query strings of the pages before and after `paging`'s, keeping the request's
+        parameters (`kept` besides the context's)."""
+        keep = self.context.kept | (kept or {})
         keep |= {"per_page": paging.per_page} if paging.per_page != PER_PAGE else {}
         keep |= {"match": paging.match} if paging.match else {}
-        links = {n: "?" + urlencode({**keep, "page": n}) for n in (paging.page - 1, paging.page + 1)}
-        return self._render("overview.html", page=page, paging=page["paging"], links=links)
+        return {n: "?" + urlencode({**keep, "page": n}) for n in (paging.page - 1, paging.page + 1)}
 
     def topic_html(self, topic: str, range_name: HistoryRange = DEFAULT_RANGE) -> str:
         topic_runs = self._runs(topic, limit=MAX_RUNS)  # one listing for the run table and the charts
