@@ -112,7 +112,8 @@ MAX_PER_PAGE = 10_000
 
 @dataclass(frozen=True)
 class Paging:
-    """One page of the overview: `page` (from 1) of `per_page` topics whose names hold `match`."""
+    """One page of a listing (the overview's topics, the erasure overview's deadlines): `page` (from
+    1) of `per_page` rows, of the topics whose names hold `match`."""
 
     page: int = 1
     per_page: int = PER_PAGE
