@@ -122,20 +122,14 @@ def audit_lake_command(ctx: Context, within_hours: int | None, now_text: str | N
     topic` gives their times and finds unreferenced objects). Exits 1 when a deadline has passed
     or a topic or partition cannot be read."""
     from lakecleaner.dashboard.data import load_facts
-    from lakecleaner.summaries.deadlines import lake_deadlines, pending_deletes
-    from lakecleaner.summaries.read import TopicFacts
+    from lakecleaner.summaries.deadlines import ErasureOverview
 
     now = parse_now(now_text)
-    loaded = load_facts(ctx.lake, ctx.lake.list_topics(), now)
-    facts = [f for f in loaded.values() if isinstance(f, TopicFacts)]
-    unopened = {name: reason for name, reason in loaded.items() if isinstance(reason, str)}
-    within_ms = None if within_hours is None else within_hours * 3_600_000
-    deadlines = lake_deadlines(facts, now, within_ms)
-    awaiting = pending_deletes(facts)
+    overview = ErasureOverview.of(load_facts(ctx.lake, ctx.lake.list_topics(), now), now, within_hours)
 
     def human() -> None:
         table = Table("topic", "part", "deadline", "in", "rule", "awaiting deletion", "from")
-        for d in deadlines:
+        for d in overview.deadlines:
             left = d.deadline.seconds_left
             table.add_row(
                 d.topic,
@@ -146,27 +140,24 @@ def audit_lake_command(ctx: Context, within_hours: int | None, now_text: str | N
                 str(d.pending_deletes or "-"),
                 "summary" if d.from_summary else "manifest",
             )
-        console.print(table if deadlines else "no deletion deadline" + ("" if within_ms is None else " within it"))
-        if awaiting:
-            files = ", ".join(f"{topic} {n}" for topic, n in sorted(awaiting.items()))
+        within = "" if within_hours is None else " within it"
+        console.print(table if overview.deadlines else "no deletion deadline" + within)
+        if overview.pending_deletes:
+            files = ", ".join(f"{topic} {n}" for topic, n in sorted(overview.pending_deletes.items()))
             console.print(f"files awaiting deletion (their times: `audit topic`): {files}")
-        console.print("[red]OVERDUE[/red]" if any(d.overdue for d in deadlines) else "nothing is overdue")
+        console.print("[red]OVERDUE[/red]" if overview.overdue else "nothing is overdue")
 
     ctx.emit(
         {
             "now_ms": now,
-            "within_ms": within_ms,
-            "deadlines": [d.to_dict() for d in deadlines],
-            "pending_deletes": awaiting,
-            "unreadable_topics": unopened,
-            "unreadable_partitions": {
-                f.topic: {str(p): r for p, r in f.unreadable.items()} for f in facts if f.unreadable
-            },
+            "within_ms": overview.within_ms,
+            "deadlines": [d.to_dict() for d in overview.deadlines],
+            **overview.beside_deadlines(),
         },
         human,
     )
-    exit_on_unreadable(unopened, {f.topic: f.unreadable for f in facts})
-    if any(d.overdue for d in deadlines):
+    exit_on_unreadable(overview.unreadable_topics, overview.unreadable_partitions)
+    if overview.overdue:
         sys.exit(1)
 
 

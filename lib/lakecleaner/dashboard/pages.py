@@ -39,7 +39,7 @@ from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake
 from lakecleaner.orchestration.naming import dag_id_of
 from lakecleaner.policy.text import format_timestamp_ms
-from lakecleaner.summaries.deadlines import lake_deadlines, pending_deletes
+from lakecleaner.summaries.deadlines import ErasureOverview
 from lakecleaner.summaries.read import TopicFacts
 
 T = TypeVar("T")
@@ -213,20 +213,19 @@ class Pages:
             for t in self.lake.list_topics()
             if (paging.match is None or paging.match in t) and self.context.can_read(dag_id_of(t))
         ]
-        loaded = load_facts(self.lake, readable, self.context.now_ms)
-        facts = [f for f in loaded.values() if isinstance(f, TopicFacts)]
-        within_ms = None if within_hours is None else within_hours * 3_600_000
-        every = lake_deadlines(facts, self.context.now_ms, within_ms)
-        rows = [{**d.to_dict(), "at": format_timestamp_ms(d.deadline.deadline_ms)} for d in paging.of(every)]
+        overview = ErasureOverview.of(
+            load_facts(self.lake, readable, self.context.now_ms), self.context.now_ms, within_hours
+        )
+        rows = [
+            {**d.to_dict(), "at": format_timestamp_ms(d.deadline.deadline_ms)} for d in paging.of(overview.deadlines)
+        ]
         return {
             **self._header(),
             "within_hours": within_hours,
-            "overdue": sum(d.overdue for d in every),
+            "overdue": overview.overdue,
             "deadlines": rows,
-            "paging": paging.to_dict(len(every), "deadlines"),
-            "pending_deletes": pending_deletes(facts),
-            "unreadable_topics": {name: why for name, why in loaded.items() if isinstance(why, str)},
-            "unreadable_partitions": {f.topic: {str(p): why for p, why in f.unreadable.items()} for f in facts},
+            "paging": paging.to_dict(len(overview.deadlines), "deadlines"),
+            **overview.beside_deadlines(),
         }
 
     def _header(self) -> dict[str, Any]:

@@ -363,11 +363,9 @@ def stored_group_tasks(
 
     def stored(task: RecopyTask) -> RecopyTask:
         assert isinstance(task.kept, OffsetSet)
-        path = offsets_path(run_id, KEPT, task.partition, task.index)
+        kept, expected = _group_offsets_paths(run_id, task)
         return dataclasses.replace(
-            task,
-            kept=store_offsets(store, task.target.prefix, path, task.kept),
-            expected_path=offsets_path(run_id, EXPECTED, task.partition, task.index),
+            task, kept=store_offsets(store, task.target.prefix, kept, task.kept), expected_path=expected
         )
 
     return map_ordered(stored, group_tasks(tasks, winners), max_concurrency)
@@ -376,11 +374,15 @@ def stored_group_tasks(
 def offsets_files(run_id: str, tasks: Sequence[RecopyTask]) -> list[str]:
     """The keys of the offsets files of a partition's group tasks in key buckets: the shares
     `stored_group_tasks` writes and the expected offsets the tasks write beside them."""
-    return [
-        task.target.prefix + offsets_path(run_id, kind, task.partition, task.index)
-        for task in tasks
-        for kind in (KEPT, EXPECTED)
-    ]
+    return [task.target.prefix + path for task in tasks for path in _group_offsets_paths(run_id, task)]
+
+
+def _group_offsets_paths(run_id: str, task: RecopyTask) -> tuple[str, str]:
+    """Where a group task's share of the winners and its expected offsets go, relative to the
+    partition (`offsets_file.KEPT`, `offsets_file.EXPECTED`)."""
+    return offsets_path(run_id, KEPT, task.partition, task.index), offsets_path(
+        run_id, EXPECTED, task.partition, task.index
+    )
 
 
 def run_recopy(

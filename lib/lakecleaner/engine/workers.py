@@ -15,9 +15,9 @@ ran; faulting memory in is dear on a virtual machine (the bench's incremental co
 between runs: median 2.63 s with 1000 ms, 2.22 s without purging). With a purge delay of an hour,
 longer than a worker lives idle (Spark ends it a minute after its last task,
 `PythonWorkerFactory`), mimalloc never gives back on its own: a worker reuses what it freed, and
-gives it back when the engine asks, after each item of a task (`engine.memory.give_back`), which
-mimalloc honours only when purging is allowed at all (a delay of -1 forbids it: asking freed
-nothing).
+gives it back when the engine asks, after each item of a task whose items run one after another
+(`engine.memory.give_back`), which mimalloc honours only when purging is allowed at all (a delay
+of -1 forbids it: asking freed nothing).
 """
 
 from __future__ import annotations

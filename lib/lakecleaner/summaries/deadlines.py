@@ -13,13 +13,14 @@ references, which only a listing of the topic finds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from lakecleaner.policy.metrics import DeletionDeadline
 from lakecleaner.summaries.read import TopicFacts
 
+HOUR_MS = 3_600_000
 #: Which of Kafka's promises a deadline is, by the config that sets it.
 RECORDS = "max.compaction.lag.ms"
 TOMBSTONES = "delete.retention.ms"
@@ -74,3 +75,46 @@ def pending_deletes(facts: Iterable[TopicFacts]) -> dict[str, int]:
     """Each topic's files awaiting deletion over all its partitions (topics with none left out)."""
     counts = {f.topic: sum(e.pending_deletes for e in f.partitions.values()) for f in facts}
     return {topic: n for topic, n in counts.items() if n}
+
+
+@dataclass(frozen=True)
+class ErasureOverview:
+    """What `lakecleaner audit lake` and the dashboard's /erasure show of the topics they loaded
+    (`dashboard.data.load_facts`): the deadlines (`lake_deadlines`), the files awaiting deletion
+    (`pending_deletes`), and what could not be read."""
+
+    deadlines: list[PartitionDeadline]
+    within_ms: int | None
+    pending_deletes: dict[str, int]
+    unreadable_topics: dict[str, str]
+    unreadable_partitions: dict[str, Mapping[int, str]]
+
+    @classmethod
+    def of(cls, loaded: Mapping[str, TopicFacts | str], now_ms: int, within_hours: int | None) -> ErasureOverview:
+        """The overview of `loaded` (a topic's facts, or why it cannot be read) at `now_ms`; with
+        `within_hours`, of the overdue deadlines and those due within it."""
+        facts = [f for f in loaded.values() if isinstance(f, TopicFacts)]
+        within_ms = None if within_hours is None else within_hours * HOUR_MS
+        return cls(
+            deadlines=lake_deadlines(facts, now_ms, within_ms),
+            within_ms=within_ms,
+            pending_deletes=pending_deletes(facts),
+            unreadable_topics={name: why for name, why in loaded.items() if isinstance(why, str)},
+            unreadable_partitions={f.topic: f.unreadable for f in facts if f.unreadable},
+        )
+
+    @property
+    def overdue(self) -> int:
+        """How many of the deadlines have passed."""
+        return sum(d.overdue for d in self.deadlines)
+
+    def beside_deadlines(self) -> dict[str, Any]:
+        """Its JSON besides the deadlines: the files awaiting deletion and what could not be read."""
+        return {
+            "pending_deletes": self.pending_deletes,
+            "unreadable_topics": self.unreadable_topics,
+            "unreadable_partitions": {
+                topic: {str(p): why for p, why in partitions.items()}
+                for topic, partitions in self.unreadable_partitions.items()
+            },
+        }
