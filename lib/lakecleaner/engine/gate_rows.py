@@ -27,14 +27,14 @@ of a group than one row group and its offsets, and emits a row per violation,
   pass 1 trusted to hold each key once: the cleaner checkpoint was moved over records never
   cleaned).
 
-A partition whose output holds more keys than one offset map (log.cleaner.dedupe.buffer.size)
-is checked in two steps, as pass 1 maps it: a record task per share of its groups checks every
-record and group rule of its share and spills their keys, hashed once, bucket after bucket
-(`spill`); then a task per key bucket reads that bucket from every record task's spill and checks
-`unique_key` (`gate_keys`). No task holds more than its share of the records or its bucket of the
-keys, and each output record is read back and its key hashed once, however many buckets there are
-(each bucket's task once read every group's keys: a partition of 100M keys in 33 buckets read and
-hashed its keys 33 times).
+A partition whose output holds more keys than one offset map (log.cleaner.dedupe.buffer.size) is
+checked in two steps, as pass 1 maps it: a record task per share of its groups checks every record
+and group rule of its share and spills their keys, hashed once, bucket after bucket, a group at a
+time (`spill`: it holds one group's keys, not its share's); then a task per key bucket reads that
+bucket from every record task's spill and checks `unique_key` (`gate_keys`). No task holds more
+than its share of the records or its bucket of the keys, and each output record is read back and
+its key hashed once, however many buckets there are (each bucket's task once read every group's
+keys: a partition of 100M keys in 33 buckets read and hashed its keys 33 times).
 
 A group that kept its files (pass 2 found every record of them a winner, with no tombstone to
 stamp or expire) is read without values unless it holds tombstones: each of its records is
@@ -46,6 +46,7 @@ offset per record.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,7 +60,7 @@ from lakecleaner.engine.keys import bool_mask, in_sorted, key_buckets, key_hash,
 from lakecleaner.engine.offset_map import buckets_for
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.offsets_file import StoredOffsets, load_offsets
-from lakecleaner.engine.spill import Spill, read_spill, write_spill
+from lakecleaner.engine.spill import Spill, SpillWriter, read_spill
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import HASH
 from lakecleaner.errors import CorruptSegment, StorageError
@@ -72,6 +73,7 @@ VIOLATION_SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()),
 RECORD_SCHEMA = pa.schema([SEGMENT_SCHEMA.field(name) for name in ("key", "value", "timestamp", "headers")])
 HORIZON_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("delete_horizon_ms")])
 OFFSET_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("offset")])
+KEYS_SCHEMA = pa.schema([("key", pa.binary()), ("offset", pa.int64()), (HASH, pa.uint64())])
 _REUSED_COLUMNS = ["offset", "key"]
 _REUSED_TOMBSTONE_COLUMNS = ["offset", "key", "value", "delete_horizon_ms"]
 
@@ -369,51 +371,64 @@ def _expected_offsets(store: ObjectStore, prefix: str, group: GateGroup) -> Offs
     return load_offsets(store, prefix, offsets) if isinstance(offsets, StoredOffsets) else offsets
 
 
+class _Keys:
+    """The keys of the records read back, with their offsets and `key_hash`es (taken once)."""
+
+    def __init__(self) -> None:
+        self.keys: list[pa.ChunkedArray] = []
+        self.offsets: list[NDArray[np.int64]] = []
+        self.hashes: list[NDArray[np.uint64]] = []
+
+    def add(self, table: pa.Table) -> None:
+        self.keys.append(table.column("key"))
+        self.offsets.append(table.column("offset").to_numpy())
+        self.hashes.append(key_hash(table.column("key")))
+
+    def repeated(self, clean_end: int) -> Violations:
+        """The records whose key an earlier one of these holds (`_repeated_keys`)."""
+        return _repeated_keys(self.keys, self.offsets, self.hashes, clean_end)
+
+    def spill(self, writer: SpillWriter) -> None:
+        """Add these keys to a record task's spill, bucket after bucket."""
+        every = np.concatenate(self.hashes) if self.hashes else np.zeros(0, np.uint64)
+        rows = pa.table(
+            {
+                "key": pa.chunked_array([c for k in self.keys for c in k.chunks], pa.binary()),
+                "offset": pa.array(np.concatenate(self.offsets) if self.offsets else np.zeros(0, np.int64)),
+                HASH: pa.array(every),
+            },
+            schema=KEYS_SCHEMA,
+        )
+        writer.write(rows, key_buckets(every, writer.n))
+
+
 def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome:
     """One record task: every violation in its groups, and every repeated key among them when the
-    partition has one bucket, else its groups' keys spilled by bucket."""
+    partition has one bucket, else its groups' keys spilled by bucket, a group at a time (the task
+    holds one group's keys however many groups it checks)."""
     store = spec.open()
     found: Violations = []
-    keys: list[pa.ChunkedArray] = []
-    offsets: list[NDArray[np.int64]] = []
-    hashes: list[NDArray[np.uint64]] = []
+    keys = _Keys()
+    sink = SpillWriter(store, task.prefix, task.spill, KEYS_SCHEMA, task.buckets) if task.buckets > 1 else None
     try:
-        for index, group in enumerate(task.groups):
-            if not task.checks(index):
-                continue
-            check = _GroupCheck(group, rules, _expected_offsets(store, task.prefix, group))
-            for table in _read_back(store, task.prefix, group):
-                check.add(table)
-                keys.append(table.column("key"))
-                offsets.append(table.column("offset").to_numpy())
-                hashes.append(key_hash(table.column("key")))
-            found += check.violations()
-        spills = _spill_keys(store, task, keys, offsets, hashes) if task.buckets > 1 else ()
+        with sink or nullcontext():
+            for index, group in enumerate(task.groups):
+                if not task.checks(index):
+                    continue
+                check = _GroupCheck(group, rules, _expected_offsets(store, task.prefix, group))
+                for table in _read_back(store, task.prefix, group):
+                    check.add(table)
+                    keys.add(table)
+                found += check.violations()
+                if sink is not None:
+                    keys.spill(sink)
+                    keys = _Keys()
+        spills = sink.spills() if sink is not None else ()
     except (CorruptSegment, StorageError) as exc:  # the partition fails the gate; the others go on
         return GateOutcome(task.partition, VIOLATION_SCHEMA.empty_table(), str(exc))
-    if task.buckets == 1:
-        found += _repeated_keys(keys, offsets, hashes, task.clean_end)
+    if sink is None:
+        found += keys.repeated(task.clean_end)
     return GateOutcome(task.partition, _violation_rows(task.partition, found), spills=spills)
-
-
-def _spill_keys(
-    store: ObjectStore,
-    task: GateTask,
-    keys: list[pa.ChunkedArray],
-    offsets: list[NDArray[np.int64]],
-    hashes: list[NDArray[np.uint64]],
-) -> tuple[Spill, ...]:
-    """The keys of a record task's groups, with their offsets and hashes, spilled bucket after
-    bucket for the partition's key tasks."""
-    every = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
-    rows = pa.table(
-        {
-            "key": pa.chunked_array([c for k in keys for c in k.chunks], pa.binary()),
-            "offset": pa.array(np.concatenate(offsets) if offsets else np.zeros(0, np.int64)),
-            HASH: pa.array(every),
-        }
-    )
-    return write_spill(store, task.prefix, task.spill, rows, key_buckets(every, task.buckets), task.buckets)
 
 
 @dataclass(frozen=True)
