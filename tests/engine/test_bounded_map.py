@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from lakecleaner.engine import EngineOptions, RunReport
 from lakecleaner.engine.offset_map import PLANNED_ENTRY_BYTES
 from lakecleaner.engine.report import COMMITTED
-from lakecleaner.engine.sparkio import parallelism, run_tasks
+from lakecleaner.engine.sparkio import Overlap, parallelism, run_tasks
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.workload import WorkloadSpec, generate
 from tests.engine.helpers import compact, rows
@@ -135,3 +135,31 @@ def test_a_worker_begins_each_item_without_what_the_one_before_freed(spark: Spar
     assert any(len(r) > 1 for r in began.values()), began
     for resident in began.values():
         assert max(resident) - resident[0] < 64 * 1024 * 1024, resident
+
+
+def test_a_worker_begins_the_next_steps_items_without_what_overlapping_items_freed(spark: SparkSession) -> None:
+    """Items that overlap (a step that reads files, `Overlap`) are not followed one by one by a
+    give-back, which would cost each of them (16-34% measured), but their task is: the worker
+    then begins the next step's items (pass 1's key buckets after its scatter step) from what one
+    item uses, not from what the overlapping items left. Each worker's first item of the second
+    step begins within 64 MB of its later ones, though the first step's items each freed 256 MB."""
+    if not Path("/proc/self/statm").exists():
+        pytest.skip("reads a worker's resident memory from /proc")
+
+    def allocate(item: int) -> int:  # local: sent to the workers by value
+        values = pc.add(pa.array(np.zeros(ITEM_BYTES // 8, np.int64)), item)
+        del values
+        return os.getpid()
+
+    def resident(item: int) -> tuple[int, int]:
+        return os.getpid(), int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    workers = parallelism(spark)
+    items = list(range(2 * workers))
+    overlapped = run_tasks(spark, items, allocate, "overlapping items of 256 MB", overlap=Overlap(2 * workers))
+    began: dict[int, list[int]] = {}
+    for pid, at in run_tasks(spark, list(range(3 * workers)), resident, "the next step's items"):
+        began.setdefault(pid, []).append(at)
+    assert set(overlapped) & {pid for pid, r in began.items() if len(r) > 1}, (overlapped, began)
+    for at in began.values():
+        assert at[0] - min(at[1:], default=at[0]) < 64 * 1024 * 1024, at

@@ -19,7 +19,7 @@ decompression (`split`).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,7 +50,7 @@ class OffsetSet:
     def offsets(self) -> NDArray[np.int64]:
         """The members, ascending."""
         if self.bitmap:
-            return _listed(self._packed_bits()) + self.low
+            return np.concatenate([np.zeros(0, np.int64), *_listed_slices(self._packed_bits(), self.low)])
         members = np.cumsum(np.frombuffer(zlib.decompress(self.packed), "<i8"), dtype=np.int64)
         members += self.low
         return members
@@ -88,7 +88,7 @@ class Members:
     def add(self, offsets: NDArray[np.int64]) -> None:
         """Add `offsets` (each in [low, high), in any order)."""
         if self.packed is not None:
-            _set_bits(self.packed, offsets - self.low)
+            _set_bits(self.packed, offsets, self.low)
         else:
             self.parts.append(offsets)
 
@@ -105,18 +105,26 @@ class Members:
             self.add(other.offsets())
 
     def result(self) -> OffsetSet:
+        """The set of the members added. Gathered offsets are copied once, sorted in place and
+        encoded a slice at a time (`_gaps_compressed`), so that the offsets are held about
+        twice (the caller's and the copy) while the set is made, not five times."""
         if self.packed is not None:
             return _from_packed(self.packed, self.low, self.high)
         every = np.concatenate([np.zeros(0, np.int64), *self.parts])
-        return _from_sorted(every if _ascending(every) else np.unique(every), self.low, self.high)
+        self.parts = []
+        return _from_sorted(_distinct(every), self.low, self.high)
 
 
 #: The bits set in each byte value.
 _BITS_SET = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)
 #: Offsets whose bits are set at once.
 _SET_AT_ONCE = 1 << 18
-#: Bytes of a bitmap unpacked (a byte per offset of the slice) or counted at once.
-_UNPACK_BYTES = 1 << 20
+#: Bytes of a bitmap counted at once.
+_COUNT_BYTES = 1 << 20
+#: Bytes of a bitmap listed at once: a byte per offset of the slice, and up to 8 bytes a member.
+_LIST_BYTES = 1 << 17
+#: Members whose gaps are taken and compressed at once.
+_GAPS_AT_ONCE = 1 << 17
 
 
 def _dense(span: int, members: int) -> bool:
@@ -127,27 +135,30 @@ def _bytes_for(span: int) -> int:
     return (span + 7) // 8
 
 
-def _set_bits(packed: NDArray[np.uint8], relative: NDArray[np.int64]) -> None:
-    """Set the bits of `relative` (offsets from the bitmap's start, in any order) in `packed`: the
-    offsets in ascending order, `_SET_AT_ONCE` at a time, each byte's bits ORed together and the
-    byte updated once (the steps' arrays take some 24 bytes an offset: a batch, not all of them)."""
-    ordered = relative if _ascending(relative) else np.sort(relative)
-    for start in range(0, ordered.size, _SET_AT_ONCE):
-        batch = ordered[start : start + _SET_AT_ONCE]
+def _set_bits(packed: NDArray[np.uint8], offsets: NDArray[np.int64], low: int) -> None:
+    """Set the bits of `offsets` (in any order; bit i is offset low + i) in `packed`:
+    `_SET_AT_ONCE` offsets at a time, each batch sorted so that a byte's bits in the batch are
+    ORed together and the byte updated once a batch (the steps' arrays take some 24 bytes an
+    offset: a batch's, never all of them; the offsets are neither copied nor sorted whole)."""
+    for start in range(0, offsets.size, _SET_AT_ONCE):
+        batch = np.sort(offsets[start : start + _SET_AT_ONCE] - low)
         index = batch >> 3
         masks = np.right_shift(np.uint8(128), (batch & 7).astype(np.uint8))
         starts = np.flatnonzero(np.concatenate([[True], index[1:] != index[:-1]]))
         packed[index[starts]] |= np.bitwise_or.reduceat(masks, starts)
 
 
-def _listed(packed: NDArray[np.uint8]) -> NDArray[np.int64]:
-    """The offsets (from the bitmap's start) whose bits are set, ascending, unpacked a slice of
-    `_UNPACK_BYTES` at a time."""
-    parts = [
-        np.flatnonzero(np.unpackbits(packed[start : start + _UNPACK_BYTES])).astype(np.int64) + 8 * start
-        for start in range(0, packed.size, _UNPACK_BYTES)
-    ]
-    return np.concatenate([np.zeros(0, np.int64), *parts])
+def _slices(packed: NDArray[np.uint8], size: int) -> Iterator[tuple[int, NDArray[np.uint8]]]:
+    """(first byte, bytes) of `packed`, `size` bytes at a time."""
+    for start in range(0, packed.size, size):
+        yield start, packed[start : start + size]
+
+
+def _listed_slices(packed: NDArray[np.uint8], low: int) -> Iterator[NDArray[np.int64]]:
+    """The offsets whose bits are set (bit i is offset low + i), ascending, a slice of the bitmap
+    at a time (`_LIST_BYTES`)."""
+    for start, part in _slices(packed, _LIST_BYTES):
+        yield np.flatnonzero(np.unpackbits(part)).astype(np.int64) + (low + 8 * start)
 
 
 def _bit_slice(packed: NDArray[np.uint8], start: int, stop: int) -> NDArray[np.uint8]:
@@ -167,22 +178,43 @@ def _bit_slice(packed: NDArray[np.uint8], start: int, stop: int) -> NDArray[np.u
 
 def _from_packed(packed: NDArray[np.uint8], low: int, high: int) -> OffsetSet:
     """The set of the offsets marked in `packed` (a bit per offset of [low, high)), in its form."""
-    count = sum(
-        int(_BITS_SET[packed[i : i + _UNPACK_BYTES]].sum(dtype=np.int64)) for i in range(0, packed.size, _UNPACK_BYTES)
-    )
+    count = sum(int(_BITS_SET[part].sum(dtype=np.int64)) for _, part in _slices(packed, _COUNT_BYTES))
     if _dense(high - low, count):
         return OffsetSet(low, high, count, _compress(packed), True)
-    return _from_sorted(_listed(packed) + low, low, high)
+    return OffsetSet(low, high, count, _gaps_compressed(_listed_slices(packed, low), low), False)
 
 
 def _from_sorted(members: NDArray[np.int64], low: int, high: int) -> OffsetSet:
     """The set of `members` (ascending, distinct) in its form."""
     if _dense(high - low, members.size):
         packed = np.zeros(_bytes_for(high - low), np.uint8)
-        _set_bits(packed, members - low)
+        _set_bits(packed, members, low)
         return OffsetSet(low, high, members.size, _compress(packed), True)
-    gaps = np.diff(members, prepend=np.int64(low))
-    return OffsetSet(low, high, members.size, _compress(gaps.astype("<i8", copy=False)), False)
+    slices = (members[start : start + _GAPS_AT_ONCE] for start in range(0, members.size, _GAPS_AT_ONCE))
+    return OffsetSet(low, high, members.size, _gaps_compressed(slices, low), False)
+
+
+def _gaps_compressed(slices: Iterable[NDArray[np.int64]], low: int) -> bytes:
+    """The members' gaps (each from the member before it, the first from `low`) as 8-byte
+    little-endian numbers, compressed as one stream, from the members a slice at a time
+    (ascending, distinct): the gaps of one slice are held, never of every member."""
+    stream, out, previous = zlib.compressobj(_LEVEL), [], np.int64(low)
+    for members in slices:
+        if members.size:
+            out.append(stream.compress(np.diff(members, prepend=previous).astype("<i8", copy=False).data))
+            previous = members[-1]
+    out.append(stream.flush())
+    return b"".join(out)
+
+
+def _distinct(offsets: NDArray[np.int64]) -> NDArray[np.int64]:
+    """`offsets` (an array of the caller's own) sorted in place, each once."""
+    if not _ascending(offsets):
+        offsets.sort()
+        if offsets.size > 1 and bool(np.any(offsets[1:] == offsets[:-1])):
+            distinct: NDArray[np.int64] = offsets[np.concatenate([[True], offsets[1:] != offsets[:-1]])]
+            return distinct
+    return offsets
 
 
 def _compress(values: NDArray[np.generic]) -> bytes:
