@@ -89,7 +89,6 @@ from lakecleaner.log.segment_files import COMPRESSION, ROW_GROUP_SIZE
 from lakecleaner.workload import WorkloadSpec, generate
 
 MB = 1_000_000
-GB = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -209,8 +208,9 @@ class PeakMemory:
             self._stop.wait(0.1)
 
     def breakdown(self) -> str:
-        """The peak's parts, largest first: "JVM 2.0 GB, this process 1.2 GB, …"."""
-        return ", ".join(f"{k} {v / GB:.1f} GB" for k, v in sorted(self.at_peak.items(), key=lambda kv: -kv[1]))
+        """The peak's parts, largest first: "JVM 2,048 MB, this process 1,229 MB, …" (to the MB:
+        two cases' peaks tens of MB apart are compared part by part)."""
+        return ", ".join(f"{k} {v / MB:,.0f} MB" for k, v in sorted(self.at_peak.items(), key=lambda kv: -kv[1]))
 
     def __enter__(self) -> PeakMemory:
         self._thread.start()

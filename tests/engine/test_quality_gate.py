@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from lakecleaner.config import LakeConfig
 from lakecleaner.engine import EngineOptions
 from lakecleaner.engine.quality import CHECKS, READABLE_RULE
-from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY, UNCLEANABLE
+from lakecleaner.engine.report import COMMITTED, FAILED, FAILED_QUALITY
 from lakecleaner.faults import on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.layout import partition_prefix
@@ -309,7 +309,8 @@ def test_a_spill_the_store_refuses_fails_its_partition_and_loses_nothing(
     """A partition whose keys outgrow one offset map spills between two steps: pass 1's scatter and
     map tasks (`map`), the gate's record and key tasks (`gate`). When the store refuses every write
     or every read of one step's spills, that partition fails — the gate (failed-quality) or pass 1
-    (uncleanable, as Kafka marks a partition its cleaner failed on), not the Spark job — with the
+    (failed: the store failed, not the partition's data, and Kafka marks a log directory offline
+    on an IOException, never the partition uncleanable), not the Spark job — with the
     storage error and the spill named, keeps its log as it was and is left with no staged file or
     spill; the other partition, small enough for one task, commits; the next run, the store well
     again, commits both."""
@@ -331,7 +332,7 @@ def test_a_spill_the_store_refuses_fails_its_partition_and_loses_nothing(
             (unreadable,) = [f for f in failed.quality.failures if f.rule == READABLE_RULE]
             reason = str(unreadable.sample[0])
         else:
-            assert failed.status == UNCLEANABLE, failed.message
+            assert failed.status == FAILED, failed.message
             reason = failed.message
         assert f".{step}-" in reason and operation in reason and s3_endpoint.secret_key not in reason
         assert rows(topic, 0) == before and topic.partition(0).manifest().version == version

@@ -1,7 +1,11 @@
 """A missing or corrupt segment file makes its partition uncleanable for the run (Kafka's
-uncleanable partitions), with the file and the reason; the other partitions still commit."""
+uncleanable partitions), with the file and the reason; the other partitions still commit. A store
+that fails is not the partition's fault: it fails the partition for the run."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -9,13 +13,15 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakecleaner.audit import audit_key
-from lakecleaner.engine.report import COMMITTED, UNCLEANABLE
+from lakecleaner.engine.report import COMMITTED, FAILED, UNCLEANABLE
 from lakecleaner.errors import CorruptSegment
 from lakecleaner.lake import Lake
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.segment_files import read_file_meta
 from lakecleaner.policy import plan_topic
-from tests.engine.helpers import compact, requests, rows, sealed_two_partitions, unreferenced_files
+from tests.conftest import S3Endpoint
+from tests.engine.helpers import compact, lake_through, requests, rows, sealed_two_partitions, unreferenced_files
+from tests.flaky_proxy import FlakyProxy
 
 
 @pytest.mark.parametrize("damage", ["garbage", "missing"])
@@ -37,6 +43,42 @@ def test_a_corrupt_segment_makes_only_its_partition_uncleanable(spark: SparkSess
     assert healthy.status == COMMITTED
     assert [(r["key"], r["value"]) for r in rows(topic, 1)] == [(b"b", b"1"), (b"a", b"2")]
     assert report.failed
+
+
+def test_a_store_that_fails_pass_1s_reads_fails_the_partition_not_marks_it_uncleanable(
+    spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
+) -> None:
+    """Segment files the store will not serve (every read failing past the retries) are the
+    store's fault, not the partition's data: pass 1 fails the partition for the run (failed, the
+    storage error named), as pass 2 does when its reads fail, and does not report it uncleanable,
+    which Kafka keeps for data its cleaner cannot clean (an IOException marks the log directory
+    offline instead, kafka-cleaner-semantics.md 1.15). The other partition commits (until
+    2026-11-29 a failed fetch of the partition's small files, before pass 1, failed the Spark job
+    and with it the whole run). Nor is it marked in the cleaner state: the next run plans it and,
+    the store well again, commits it."""
+
+    def refusing(method: str, path: str) -> bool:  # partition 0's segment files
+        return method == "GET" and "/partition=0/" in unquote(path) and ".parquet" in path
+
+    with FlakyProxy(s3_endpoint.url, 10_000, fail_when=refusing) as proxy:
+        lake = lake_through(proxy, s3_endpoint, tmp_path, max_attempts=2)
+        topic = sealed_two_partitions(lake, {"a": "1", "b": "1"}, {"a": "2"})
+        manifest = topic.partition(0).manifest()
+        report = compact(spark, lake, topic, 500)
+        proxy.failures_left = 0
+        broken, healthy = report.partition(0), report.partition(1)
+        assert [p for m, p in proxy.seen if refusing(m, p)]
+        assert broken.status == FAILED, broken.message
+        assert "read" in broken.message and s3_endpoint.secret_key not in broken.message
+        assert topic.partition(0).manifest() == manifest
+        assert healthy.status == COMMITTED
+        state = lake.cleaner_state.read(topic.name)
+        assert state.uncleanable == {}  # not marked: the next run retries it
+        plan = plan_topic(topic.name, topic.read_manifests().manifests, topic.config, {}, 600, cleaner=state)
+        assert plan.partitions[0].compaction.uncleanable is None and plan.partitions[0].compaction.due
+        again = compact(spark, lake, topic, 600)
+    assert again.partition(0).status == COMMITTED, again.partition(0).message
+    assert [(r["key"], r["value"]) for r in rows(topic, 0)] == [(b"b", b"1"), (b"a", b"2")]
 
 
 def _lying(table: pa.Table, lie: str) -> pa.Table:

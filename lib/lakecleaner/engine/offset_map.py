@@ -28,8 +28,8 @@ when a run has fewer partitions than cores and a partition is large enough to be
 A task returns its bucket's winners as an `OffsetSet` over the partition's range; the driver
 unites a partition's buckets. A bucket of several writes its set to the store and returns where
 (`offsets_file`), so that a large partition's winners never pass through the Spark JVM. A file that
-cannot be read (CorruptSegment) makes its partition uncleanable for the run; the other partitions
-carry on.
+cannot be read (CorruptSegment) makes its partition uncleanable, a store that fails fails it for
+the run (`MapFailure`); the other partitions carry on.
 """
 
 from __future__ import annotations
@@ -133,6 +133,23 @@ class ScatterTask:
 
 
 @dataclass(frozen=True)
+class MapFailure:
+    """Why pass 1 could not map a partition. `uncleanable` when its data is at fault: a corrupt
+    segment file, or a map that outgrows log.cleaner.dedupe.buffer.size however many key buckets
+    (Kafka's cleaner marks such a partition uncleanable). A store that failed (a segment, a spill
+    or a winners file it could not read or write) fails the partition for this run instead, as
+    pass 2's storage errors do: Kafka marks the log directory offline on an IOException, never the
+    partition uncleanable (kafka-cleaner-semantics.md 1.15)."""
+
+    message: str
+    uncleanable: bool
+
+    @staticmethod
+    def of(exc: CorruptSegment | StorageError) -> MapFailure:
+        return MapFailure(str(exc), isinstance(exc, CorruptSegment))
+
+
+@dataclass(frozen=True)
 class Scattered:
     """A scatter task's spill file and where each bucket's batches lie in it, or why the partition
     cannot be cleaned."""
@@ -140,7 +157,7 @@ class Scattered:
     partition: int
     path: str
     spills: tuple[Spill, ...] = ()
-    error: str | None = None
+    error: MapFailure | None = None
     malformed: int = 0
 
 
@@ -154,7 +171,7 @@ class MapResult:
     winners: OffsetSet | None = None
     #: Where the winners were written instead (`MapTask.winners_path`): `winners` is then None.
     stored: StoredOffsets | None = None
-    error: str | None = None
+    error: MapFailure | None = None
     malformed: int = 0
     needed_bytes: int = 0
     map_bytes: int = 0
@@ -169,7 +186,7 @@ class OffsetMap:
     kept: dict[int, OffsetSet] = field(default_factory=dict)
     buckets: dict[int, int] = field(default_factory=dict)
     map_bytes: dict[int, int] = field(default_factory=dict)
-    errors: dict[int, str] = field(default_factory=dict)
+    errors: dict[int, MapFailure] = field(default_factory=dict)
     malformed: dict[int, int] = field(default_factory=dict)
 
 
@@ -347,7 +364,7 @@ def bucket_winners(
             stored = store_offsets(rows.store, rows.prefix, task.winners_path, winners)
             return MapResult(task.partition, task.bucket, None, stored, malformed=malformed, map_bytes=offset_map.bytes)
     except (CorruptSegment, StorageError) as exc:  # the partition fails; the others go on
-        return MapResult(task.partition, task.bucket, error=str(exc))
+        return MapResult(task.partition, task.bucket, error=MapFailure.of(exc))
     return MapResult(task.partition, task.bucket, winners, malformed=malformed, map_bytes=offset_map.bytes)
 
 
@@ -368,7 +385,7 @@ def scatter(spec: StoreSpec, config: TopicConfig, task: ScatterTask) -> Scattere
             hashes.append(parts[-1].column(HASH).to_numpy())
             malformed += bad
     except (CorruptSegment, StorageError) as exc:
-        return Scattered(task.partition, task.path, error=str(exc))
+        return Scattered(task.partition, task.path, error=MapFailure.of(exc))
     rows = pa.concat_tables(parts)
     buckets = key_buckets(np.concatenate(hashes), task.buckets) if hashes else np.zeros(0, np.uint64)
     if not uses_hash(config.compaction_strategy):  # the buckets' maps keep no hash: spill none
@@ -376,15 +393,16 @@ def scatter(spec: StoreSpec, config: TopicConfig, task: ScatterTask) -> Scattere
     try:
         spills = write_spill(store, prefix, task.path, rows, buckets, task.buckets)
     except StorageError as exc:
-        return Scattered(task.partition, task.path, error=str(exc))
+        return Scattered(task.partition, task.path, error=MapFailure.of(exc))
     return Scattered(task.partition, task.path, spills, None, malformed)
 
 
-def _too_small(budget: MapBudget, topic: str, partition: int, buckets: int) -> str:
-    return (
+def _too_small(budget: MapBudget, topic: str, partition: int, buckets: int) -> MapFailure:
+    return MapFailure(
         f"partition {topic}-{partition}: the offset map outgrew log.cleaner.dedupe.buffer.size="
         f"{budget.buffer_bytes} bytes (x log.cleaner.io.buffer.load.factor={budget.load_factor}) even "
-        f"split into {buckets} key buckets; raise log.cleaner.dedupe.buffer.size"
+        f"split into {buckets} key buckets; raise log.cleaner.dedupe.buffer.size",
+        uncleanable=True,
     )
 
 
@@ -556,17 +574,17 @@ def _united_winners(
         p: Members(*_range(plans[p]), sum(s.empty.count for q, s in stored if q == p)) for p in {p for p, _ in stored}
     }
 
-    def read(item: tuple[int, StoredOffsets]) -> OffsetSet | str:
+    def read(item: tuple[int, StoredOffsets]) -> OffsetSet | MapFailure:
         try:
             return load_offsets(store, partition_prefix(topic, item[0]), item[1])
         except StorageError as exc:
-            return str(exc)
+            return MapFailure.of(exc)
 
     limit = spec.settings.max_concurrency
     sizes = [s.size for _, s in stored]
     for index, found in map_bounded(read, stored, sizes, WINNERS_READ_BYTES, limit, limit):
         partition = stored[index][0]
-        if isinstance(found, str):
+        if isinstance(found, MapFailure):
             result.errors.setdefault(partition, found)
         elif partition not in result.errors:
             united[partition].join(found)

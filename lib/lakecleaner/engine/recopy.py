@@ -51,7 +51,7 @@ from lakecleaner.engine.gate_rows import (
     gate_check,
 )
 from lakecleaner.engine.keys import in_sorted, rows_where
-from lakecleaner.engine.offset_map import MapResult, MapTask, bucket_winners
+from lakecleaner.engine.offset_map import MapFailure, MapResult, MapTask, bucket_winners
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.offsets_file import EXPECTED, KEPT, StoredOffsets, load_offsets, offsets_path, store_offsets
 from lakecleaner.engine.sparkio import Overlap, run_tasks
@@ -277,11 +277,15 @@ def clean_partition(
 ) -> PartitionOutcome:
     """Pass 1 of a partition in one key bucket, then pass 2 of each of its groups (the small files
     are fetched at once before pass 1 and kept for pass 2, `FETCHED_BYTES`), then the gate's
-    read-back of the output where it fits one key bucket."""
+    read-back of the output where it fits one key bucket. A store that fails the fetch fails the
+    partition (`MapFailure`), not the Spark job and with it every other partition of the run."""
     fetched = FetchedFiles(FETCHED_BYTES, KEPT_COLUMNS_BYTES)
     prefix = partition_prefix(task.map.topic, task.map.partition)
     files = [(prefix + f.path, f.size_bytes) for f in task.map.files]
-    fetched.prefetch(spec.open(), files, spec.settings.max_concurrency)
+    try:
+        fetched.prefetch(spec.open(), files, spec.settings.max_concurrency)
+    except StorageError as exc:
+        return PartitionOutcome(MapResult(task.map.partition, 0, error=MapFailure.of(exc)))
     found = bucket_winners(spec, config, task.map, fetched)
     if found.winners is None:
         return PartitionOutcome(found)

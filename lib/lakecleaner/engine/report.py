@@ -35,6 +35,8 @@ NOTHING_TO_DO = "nothing-to-do"
 FAILED = "failed"
 #: Statuses that make the job fail (aborted is a lost race: the next run retries).
 FAILURES = frozenset({FAILED_QUALITY, UNCLEANABLE, FAILED})
+#: The failures that mark a partition uncleanable in the cleaner state (its data failed it).
+MARKED_UNCLEANABLE = frozenset({FAILED_QUALITY, UNCLEANABLE})
 
 
 @dataclass

@@ -68,6 +68,7 @@ from lakecleaner.engine.report import (
     COMMITTED,
     FAILED,
     FAILED_QUALITY,
+    MARKED_UNCLEANABLE,
     NOTHING_TO_DO,
     UNCLEANABLE,
     PartitionReport,
@@ -276,8 +277,8 @@ class _Run:
             state = self.active[partition]
             state.winners = winners
             self._mapped(state, result.buckets[partition], result.malformed[partition], result.map_bytes[partition])
-        for partition, message in result.errors.items():
-            self.finish(partition, UNCLEANABLE, message)
+        for partition, failure in result.errors.items():
+            self.finish(partition, UNCLEANABLE if failure.uncleanable else FAILED, failure.message)
 
     @staticmethod
     def _mapped(state: _Partition, buckets: int, malformed: int, map_bytes: int) -> None:
@@ -315,7 +316,8 @@ class _Run:
                 assert isinstance(item, PartitionTask)
                 found = outcome.map
                 if found.error is not None:
-                    self.finish(found.partition, UNCLEANABLE, found.error)
+                    status = UNCLEANABLE if found.error.uncleanable else FAILED
+                    self.finish(found.partition, status, found.error.message)
                 elif found.needed_bytes:
                     wanted = more_buckets(1, found.needed_bytes, self.options.budget)
                     again[found.partition] = bucketed(self.active[found.partition].plan, self.options.budget, wanted)
@@ -610,15 +612,19 @@ class _Run:
             self.finish(state.plan.partition, status, message, discard=status == ABORTED)
 
     def record_cleaner_state(self) -> None:
-        """Mark the partitions that failed uncleanable (Kafka's `markPartitionUncleanable`, kept
-        between runs) but those whose cleaner checkpoint was reset, clear the mark of those that
-        were cleaned or had nothing to do, and keep this run as the topic's last. A lost race
-        (aborted) changes no mark. A storage error here is logged, not raised: the run's outcome
-        stands, and a lost mark only means a retry."""
+        """Mark the partitions whose data failed them uncleanable (Kafka's
+        `markPartitionUncleanable`, kept between runs: `uncleanable`, a corrupt or missing file or a
+        map too large, and `failed-quality`) but those whose cleaner checkpoint was reset, clear
+        the mark of those that were cleaned or had nothing to do, and keep this run as the topic's
+        last. A partition the store failed (`failed`) is not marked: the next run retries it, as
+        Kafka never marks a partition uncleanable for an IOException (kafka-cleaner-semantics.md
+        1.15), so a quiet partition's deletion deadline is not left to wait for new segments. A
+        lost race (aborted) changes no mark. A storage error here is logged, not raised: the run's
+        outcome stands, and a lost mark only means a retry."""
         failures = [
             Failure(p.partition, p.message, self.planned.get(p.partition))
             for p in self.report.partitions
-            if p.failed and p.partition not in self.checkpoints_reset
+            if p.status in MARKED_UNCLEANABLE and p.partition not in self.checkpoints_reset
         ]
         cleaned = {p.partition for p in self.report.partitions if p.status in (COMMITTED, NOTHING_TO_DO)}
         map_bytes = max((p.max_map_bytes for p in self.report.partitions), default=0)
