@@ -51,6 +51,7 @@ from lakecleaner.engine.keys import bool_mask, key_buckets, key_hash, rows_where
 from lakecleaner.engine.memory import give_back
 from lakecleaner.engine.offset_set import Members, OffsetSet
 from lakecleaner.engine.offsets_file import WINNERS, StoredOffsets, load_offsets, offsets_path, store_offsets
+from lakecleaner.engine.report import FAILED, UNCLEANABLE
 from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.spill import Spill, read_spill, spill_path, write_spill
 from lakecleaner.engine.storage import StoreSpec
@@ -147,6 +148,11 @@ class MapFailure:
     @staticmethod
     def of(exc: CorruptSegment | StorageError) -> MapFailure:
         return MapFailure(str(exc), isinstance(exc, CorruptSegment))
+
+    @property
+    def status(self) -> str:
+        """The partition's status in the run's report."""
+        return UNCLEANABLE if self.uncleanable else FAILED
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,13 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 _LEVEL = 1
+_V = TypeVar("_V", bound=np.generic)
 #: The widest range, in offsets a member, that a set keeps as a bitmap.
 DENSE_SPAN = 8
 
@@ -148,10 +150,10 @@ def _set_bits(packed: NDArray[np.uint8], offsets: NDArray[np.int64], low: int) -
         packed[index[starts]] |= np.bitwise_or.reduceat(masks, starts)
 
 
-def _slices(packed: NDArray[np.uint8], size: int) -> Iterator[tuple[int, NDArray[np.uint8]]]:
-    """(first byte, bytes) of `packed`, `size` bytes at a time."""
-    for start in range(0, packed.size, size):
-        yield start, packed[start : start + size]
+def _slices(values: NDArray[_V], size: int) -> Iterator[tuple[int, NDArray[_V]]]:
+    """(first index, values) of `values`, `size` at a time."""
+    for start in range(0, values.size, size):
+        yield start, values[start : start + size]
 
 
 def _listed_slices(packed: NDArray[np.uint8], low: int) -> Iterator[NDArray[np.int64]]:
@@ -190,7 +192,7 @@ def _from_sorted(members: NDArray[np.int64], low: int, high: int) -> OffsetSet:
         packed = np.zeros(_bytes_for(high - low), np.uint8)
         _set_bits(packed, members, low)
         return OffsetSet(low, high, members.size, _compress(packed), True)
-    slices = (members[start : start + _GAPS_AT_ONCE] for start in range(0, members.size, _GAPS_AT_ONCE))
+    slices = (part for _, part in _slices(members, _GAPS_AT_ONCE))
     return OffsetSet(low, high, members.size, _gaps_compressed(slices, low), False)
 
 

@@ -278,7 +278,7 @@ class _Run:
             state.winners = winners
             self._mapped(state, result.buckets[partition], result.malformed[partition], result.map_bytes[partition])
         for partition, failure in result.errors.items():
-            self.finish(partition, UNCLEANABLE if failure.uncleanable else FAILED, failure.message)
+            self.finish(partition, failure.status, failure.message)
 
     @staticmethod
     def _mapped(state: _Partition, buckets: int, malformed: int, map_bytes: int) -> None:
@@ -316,8 +316,7 @@ class _Run:
                 assert isinstance(item, PartitionTask)
                 found = outcome.map
                 if found.error is not None:
-                    status = UNCLEANABLE if found.error.uncleanable else FAILED
-                    self.finish(found.partition, status, found.error.message)
+                    self.finish(found.partition, found.error.status, found.error.message)
                 elif found.needed_bytes:
                     wanted = more_buckets(1, found.needed_bytes, self.options.budget)
                     again[found.partition] = bucketed(self.active[found.partition].plan, self.options.budget, wanted)

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lakecleaner.policy.erasure import HOUR_MS
 from lakecleaner.policy.metrics import DeletionDeadline
 from lakecleaner.summaries.read import TopicFacts
 
-HOUR_MS = 3_600_000
 #: Which of Kafka's promises a deadline is, by the config that sets it.
 RECORDS = "max.compaction.lag.ms"
 TOMBSTONES = "delete.retention.ms"
