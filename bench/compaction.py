@@ -18,7 +18,9 @@ Cases (`--case`; `--records`, `--keys` and `--partitions` override a case's shap
                     copy floor of the files it reads and DuckDB's query over the whole log
 
 Builds a compacted topic in a local lake from the vectorised workload generator (100-byte
-values, 5% tombstones by default), seals every segment, and measures in one process:
+values, 5% tombstones by default), seals every segment, and measures, in one process per case
+(several cases run one after another, each in a process of its own: a Spark application and JVM
+of its own, as each compaction run has):
 
   (a) lakecleaner: `compact_topic` end to end — both passes, the quality gate and the commit —
       as a Spark application (`--master`, default local[*]), or as a client of a Spark Connect
@@ -30,6 +32,8 @@ values, 5% tombstones by default), seals every segment, and measures in one proc
       thread per core), no deduplication: the least any compaction must pay to rewrite them.
   (c) DuckDB deduplicating the same files in one query, the script a user would otherwise write:
       the latest record per (partition, key) by offset (QUALIFY row_number() … = 1), to Parquet.
+  (b) and (c) each run in a new process of their own (bench/baselines.py), so that neither
+  leaves what its allocators keep in the process that then runs (a)'s driver.
   (d) with `--iceberg`: (a) on a lake whose topic is an Iceberg table (log and latest values,
       the embedded catalog), the tables in step before the run: what keeping them in step adds to
       a compaction (target: at most 10%).
@@ -37,8 +41,8 @@ values, 5% tombstones by default), seals every segment, and measures in one proc
 Each of (a), (b) and (c) runs `--runs` times (default 5), in turns, (a) each time on a fresh
 copy of the topic; the median run is reported, and every run's time is printed. For each:
 seconds, input records/s and MB/s (input bytes = the segment files), peak resident memory
-(sampled; for (a) the whole process tree: driver, Spark JVM and Python workers; the highest of
-the runs), and the ratios a/b and a/c. See bench/README.md.
+(sampled; for (a) the whole process tree: driver, Spark JVM and Python workers, for (b) and
+(c) their own processes; the highest of the runs), and the ratios a/b and a/c. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ import importlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -68,9 +73,8 @@ import boto3
 import botocore.config
 import psutil
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
+from bench.baselines import Apart, copy_floor, duckdb_dedupe
 from bench.s3_servers import LatencyProxy, S3Server, start_seaweedfs
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
@@ -85,7 +89,6 @@ from lakecleaner.engine.sparkio import parallelism
 from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.layout import partition_prefix
-from lakecleaner.log.segment_files import COMPRESSION, ROW_GROUP_SIZE
 from lakecleaner.workload import WorkloadSpec, generate
 
 MB = 1_000_000
@@ -105,7 +108,8 @@ class Case:
     max_a_over_c: float | None = None
     memory_within_duckdb: bool = False
     appended: int = 0
-    #: A case whose (a) peak memory this case's (a) must not exceed (measured in the same invocation).
+    #: A case whose (a) peak memory this case's (a) must not exceed (measured before it,
+    #: in a process of its own).
     memory_within_case: str | None = None
     #: Left out of `--case all` (hours of disk and time: run on its own).
     on_its_own: bool = False
@@ -179,23 +183,28 @@ def _kind(process: psutil.Process, me: psutil.Process) -> str:
 
 
 class PeakMemory:
-    """Peak resident memory, sampled every 100 ms: of this process alone (pyarrow and DuckDB run
-    in it), or with all its descendants (`tree`: the Spark JVM and its Python workers, and under
-    --remote the local Connect server's tree, `ENGINE_ROOTS`)."""
+    """Peak resident memory, sampled every 100 ms: of this process alone, or with all its
+    descendants (`tree`: the Spark JVM and its Python workers, and under --remote the local
+    Connect server's tree, `ENGINE_ROOTS`), or of `roots` and their descendants instead (a
+    baseline's own process, `bench.baselines.Apart`)."""
 
-    def __init__(self, tree: bool) -> None:
-        self.tree = tree
+    def __init__(self, tree: bool, roots: Sequence[psutil.Process] = ()) -> None:
+        self.tree = tree or bool(roots)
+        self.roots = list(roots)
         self.peak = 0
-        #: At the peak, the resident memory of each kind of process (`_kind`), in bytes.
+        #: At the peak, the resident memory of each kind of process (`_kind`), in bytes, and
+        #: how many processes of each kind there were.
         self.at_peak: dict[str, int] = {}
+        self.processes: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
         me = psutil.Process()
-        roots = [me, *ENGINE_ROOTS] if self.tree else [me]
+        roots = self.roots or ([me, *ENGINE_ROOTS] if self.tree else [me])
         while not self._stop.is_set():
             kinds: dict[str, int] = {}
+            counts: dict[str, int] = {}
             excluded = {p.pid for r in EXCLUDED_ROOTS for p in (r, *_descendants(r))}
             for p in [*roots, *(c for r in roots for c in _descendants(r) if self.tree)]:
                 if p.pid in excluded:
@@ -203,14 +212,19 @@ class PeakMemory:
                 with contextlib.suppress(psutil.Error):
                     kind = _kind(p, me)
                     kinds[kind] = kinds.get(kind, 0) + p.memory_info().rss
+                    counts[kind] = counts.get(kind, 0) + 1
             if sum(kinds.values()) > self.peak:
-                self.peak, self.at_peak = sum(kinds.values()), kinds
+                self.peak, self.at_peak, self.processes = sum(kinds.values()), kinds, counts
             self._stop.wait(0.1)
 
     def breakdown(self) -> str:
-        """The peak's parts, largest first: "JVM 2,048 MB, this process 1,229 MB, …" (to the MB:
-        two cases' peaks tens of MB apart are compared part by part)."""
-        return ", ".join(f"{k} {v / MB:,.0f} MB" for k, v in sorted(self.at_peak.items(), key=lambda kv: -kv[1]))
+        """The peak's parts, largest first: "Python workers (3) 1,260 MB, JVM 443 MB, …" (to the
+        MB: two cases' peaks tens of MB apart are compared part by part; with the number of
+        processes where there are several)."""
+        return ", ".join(
+            f"{k}{f' ({n})' if (n := self.processes.get(k, 1)) > 1 else ''} {v / MB:,.0f} MB"
+            for k, v in sorted(self.at_peak.items(), key=lambda kv: -kv[1])
+        )
 
     def __enter__(self) -> PeakMemory:
         self._thread.start()
@@ -228,21 +242,29 @@ def timed(
     fn: Callable[[], str],
     *,
     tree: bool = False,
+    apart: bool = False,
     requests: Callable[[], int] | None = None,
 ) -> Measure:
     """Run `fn` once, timed, after flushing the files written before it to disk (`os.sync`), so
     that no run pays for the write-back of what an earlier one wrote, and after this process gave
     back the memory earlier runs freed (pyarrow's allocator and the C library's malloc keep it
-    until asked, `engine.memory.give_back`), so that a run's peak is its own; with `requests` (the
-    latency proxy's count so far), the S3 requests it made are named in its detail."""
+    until asked, `engine.memory.give_back`), so that a run's peak is its own. With `apart` (the
+    baselines), `fn` runs in a new process (`bench.baselines.Apart`), whose peak is measured and
+    which takes what it used with it; with `requests` (the latency proxy's count so far), the S3
+    requests it made are named in its detail."""
     os.sync()
     gc.collect()
     give_back()
     before = requests() if requests else 0
-    with PeakMemory(tree) as memory:
-        start = time.perf_counter()
-        detail = fn()
-        seconds = time.perf_counter() - start
+    if apart:
+        baseline = Apart(fn)
+        with PeakMemory(tree, [psutil.Process(baseline.start())]) as memory:
+            seconds, detail = baseline.result()
+    else:
+        with PeakMemory(tree) as memory:
+            start = time.perf_counter()
+            detail = fn()
+            seconds = time.perf_counter() - start
     made = f"; {requests() - before:,} S3 requests" if requests else ""
     parts = f"; at the memory peak: {memory.breakdown()}" if tree else ""
     return Measure(name, seconds, records, input_bytes, memory.peak / MB, detail + made + parts)
@@ -402,61 +424,6 @@ class S3Lakes:
 Lakes = LocalLakes | S3Lakes
 
 
-def copy_floor(lakes: Lakes, files: Sequence[tuple[int, str]], out: str) -> str:
-    """Every file read and written again, zstd, no deduplication (a thread per core)."""
-    fs = lakes.filesystem
-    fs.create_dir(out, recursive=True)
-
-    def copy(item: tuple[int, str]) -> int:
-        partition, path = item
-        table = pq.read_table(path, filesystem=fs)
-        target = f"{out}/{partition}-{path.rsplit('/', 1)[-1]}"
-        pq.write_table(table, target, filesystem=fs, compression=COMPRESSION, row_group_size=ROW_GROUP_SIZE)
-        return table.num_rows
-
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        copied = sum(pool.map(copy, files))
-    return f"{copied} records copied"
-
-
-DEDUPE = """
-    SELECT * {exclude} FROM {source}
-    QUALIFY row_number() OVER (PARTITION BY "partition", key ORDER BY "offset" DESC) = 1
-"""
-
-
-def duckdb_dedupe(lakes: Lakes, files: Sequence[tuple[int, str]], out: str, topic_root: str) -> str:
-    """The latest record per (partition, key) by offset, in one DuckDB query. On a local store DuckDB
-    reads and writes the files itself; on S3 it reads them as a pyarrow dataset over pyarrow's S3
-    filesystem and its result is written back through it (DuckDB's own S3 reader is an extension,
-    downloaded at run time)."""
-    import duckdb
-
-    with duckdb.connect() as con:
-        if isinstance(lakes, LocalLakes):
-            paths = ", ".join(f"'{p}'" for _, p in files)
-            source = f"read_parquet([{paths}], hive_partitioning = true, filename = true)"
-            con.execute(f"COPY ({DEDUPE.format(exclude='EXCLUDE (filename)', source=source)}) TO '{out}' "
-                        "(FORMAT parquet, COMPRESSION zstd)")  # fmt: skip
-            kept = con.execute(f"SELECT count(*) FROM read_parquet('{out}')").fetchone()
-            return f"{kept[0] if kept else 0} records kept"
-        segments = ds.dataset(
-            [p for _, p in files],
-            filesystem=lakes.filesystem,
-            format="parquet",
-            partitioning="hive",
-            partition_base_dir=topic_root,
-        )
-        con.register("segments", segments)
-        reader = con.sql(DEDUPE.format(exclude="", source="segments")).to_arrow_reader()
-        written = 0
-        with pq.ParquetWriter(out, reader.schema, filesystem=lakes.filesystem, compression=COMPRESSION) as writer:
-            for batch in reader:
-                writer.write_batch(batch)
-                written += batch.num_rows
-    return f"{written} records kept"
-
-
 def session(master: str) -> SparkSession:
     """(a)'s Spark application, built as `lakecleaner compact` builds its own (`build_session`:
     the engine's settings for its Python workers included, and Spark's default driver memory, 1 GB,
@@ -600,11 +567,13 @@ def run_once(
         lakes.copy(source, copy)  # compaction rewrites its lake: each run gets the same input
         out = f"{prefix}/copy"
         lakes.remove(out)
-        copying = partial(copy_floor, lakes, files, lakes.path(out))
-        runs["b"].append(timed("(b) copy floor, pyarrow", input_records, input_bytes, copying, requests=counter))
+        copying = partial(copy_floor, lakes.filesystem, files, lakes.path(out))
+        runs["b"].append(
+            timed("(b) copy floor, pyarrow", input_records, input_bytes, copying, apart=True, requests=counter)
+        )
         lakes.remove(out)  # each run's output goes before the next run: a partition of 10 GB is written three times
-        dedupe = partial(duckdb_dedupe, lakes, files, lakes.path(f"{prefix}/duckdb.parquet"), topic_root)
-        runs["c"].append(timed("(c) DuckDB dedupe", input_records, input_bytes, dedupe, requests=counter))
+        dedupe = partial(duckdb_dedupe, lakes.filesystem, files, lakes.path(f"{prefix}/duckdb.parquet"), topic_root)
+        runs["c"].append(timed("(c) DuckDB dedupe", input_records, input_bytes, dedupe, apart=True, requests=counter))
         lakes.remove_file(f"{prefix}/duckdb.parquet")
         compacting = partial(compact, copy)
         runs["a"].append(
@@ -732,6 +701,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--latency-ms", type=float, default=0.0, help="with --store s3: added to every request (the latency proxy)"
     )
+    parser.add_argument(
+        "--alone",
+        action="store_true",
+        help="measure only --case, not also the case whose peak memory its own is compared with",
+    )
     parser.add_argument("--records", type=int, help="records (default: the case's)")
     parser.add_argument("--keys", type=int, help="keys (default: the case's)")
     parser.add_argument("--partitions", type=int, help="partitions (default: the case's)")
@@ -772,12 +746,63 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(
-    argv: Sequence[str] | None = None, spark: SparkSession | None = None, s3_server: S3Server | None = None
+def chosen_cases(args: argparse.Namespace) -> list[Case]:
+    """The cases `--case` names, each after the case its memory is compared with (unless `--alone`)."""
+    cases = [c for c in CASES.values() if not c.on_its_own] if args.case == "all" else [CASES[args.case]]
+    for case in list(cases):
+        if case.memory_within_case and not args.alone and all(c.name != case.memory_within_case for c in cases):
+            cases.insert(cases.index(case), CASES[case.memory_within_case])
+    return cases
+
+
+def case_argv(argv: Sequence[str], case: str, out: str) -> list[str]:
+    """`argv` for measuring `case` alone in a process of its own, its results written to `out`
+    (`--case`, `--json` and `--alone` replaced, every other option as given)."""
+    replaced = {"--case", "--json"}
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in replaced:
+            skip = True
+        elif arg != "--alone" and arg.split("=", 1)[0] not in replaced:
+            kept.append(arg)
+    return [*kept, "--case", case, "--alone", "--json", out]
+
+
+def in_own_processes(argv: Sequence[str], cases: Sequence[Case], console: Console) -> list[dict[str, Any]]:
+    """Measure each case in a process of its own (this script, `case_argv`): its own Spark
+    application, JVM and driver, as each compaction run (an Airflow task, `lakecleaner compact`)
+    has one, so that no case's peak memory holds what an earlier case grew (the JVM's heap, the
+    driver's arenas, the Python workers). A case compared with another's memory is judged here,
+    once both have run."""
+    results: list[dict[str, Any]] = []
+    for case in cases:
+        with tempfile.TemporaryDirectory(prefix="lakecleaner-bench-case-") as tmp:
+            out = Path(tmp) / "results.json"
+            subprocess.run([sys.executable, str(Path(__file__).resolve()), *case_argv(argv, case.name, str(out))],
+                           check=True)  # fmt: skip
+            (result,) = json.loads(out.read_text())
+        result["targets"] = judged(case, result, results, console)
+        results.append(result)
+    return results
+
+
+def judged(case: Case, result: dict[str, Any], earlier: Sequence[dict[str, Any]], console: Console) -> list[Any]:
+    """`result`'s targets with those against an earlier case's result, which are printed (a case
+    measured alone prints the rest itself)."""
+    reference = next((r for r in earlier if r["case"] == case.memory_within_case), None)
+    found = targets(case, result, reference)
+    for target, met in found[len(result["targets"]) :]:
+        console.print(f"target {target}: {'met' if met else 'MISSED'}", highlight=False)
+    return found
+
+
+def measured_here(
+    args: argparse.Namespace, cases: Sequence[Case], spark: SparkSession | None, s3_server: S3Server | None
 ) -> list[dict[str, Any]]:
-    """The benchmark (`spark`, `s3_server`: a session and, for --store s3, a server to use instead of
-    starting them; the smoke tests share the suite's)."""
-    args = parse_args(argv)
+    """Measure `cases` in this process, one Spark application (`spark`, or one started here)."""
     console = Console()
     started = time.perf_counter()
     if args.remote:
@@ -787,10 +812,6 @@ def main(
     else:
         importlib.import_module("great_expectations")  # the driver runs the gate's validations
         session_ = spark or session(args.master)
-    cases = [c for c in CASES.values() if not c.on_its_own] if args.case == "all" else [CASES[args.case]]
-    for case in list(cases):
-        if case.memory_within_case and all(c.name != case.memory_within_case for c in cases):
-            cases.insert(cases.index(case), CASES[case.memory_within_case])
     runs: list[tuple[Case, int, int]] = [(c, args.records or c.records, args.keys or c.keys) for c in cases]
     if args.scaling:
         sizes = sorted({(n, n // 10) for n in (1_000_000, 4_000_000, 16_000_000)} | {runs[0][1:]})
@@ -811,9 +832,9 @@ def main(
             prefix = f"{case.name}-{records}"
             lakes.remove(prefix)
             result = run_once(args, case, records, keys, session_, lakes, prefix)
-            reference = next((r for r in results if r["case"] == case.memory_within_case), None)
-            result["targets"] = targets(case, result, reference)
+            result["targets"] = targets(case, result, None)
             show(result, console)
+            result["targets"] = judged(case, result, results, console)
             results.append(result)
             lakes.remove(prefix)
     finally:
@@ -823,6 +844,21 @@ def main(
             shutil.rmtree(base, ignore_errors=True)
         if spark is None:
             session_.stop()
+    return results
+
+
+def main(
+    argv: Sequence[str] | None = None, spark: SparkSession | None = None, s3_server: S3Server | None = None
+) -> list[dict[str, Any]]:
+    """The benchmark (`spark`, `s3_server`: a session and, for --store s3, a server to use instead of
+    starting them; the smoke tests share the suite's). Several cases, unless --scaling or given a
+    session, are measured each in a process of its own (`in_own_processes`)."""
+    args = parse_args(argv)
+    cases = chosen_cases(args)
+    if len(cases) > 1 and spark is None and not args.scaling:
+        results = in_own_processes(sys.argv[1:] if argv is None else argv, cases, Console())
+    else:
+        results = measured_here(args, cases, spark, s3_server)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return results

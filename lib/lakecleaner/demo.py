@@ -22,7 +22,7 @@ from urllib.parse import quote
 import pyarrow.compute as pc
 
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.config import LakeConfig
+from lakecleaner.config import HOUR_MS, LakeConfig
 from lakecleaner.dashboard.history import MAX_RUNS, history_points
 from lakecleaner.dashboard.history_charts import history_charts, rendered
 from lakecleaner.dashboard.runs import AirflowRun, RunRecord, TopicRuns
@@ -36,7 +36,6 @@ from lakecleaner.workload import WorkloadSpec, generate
 
 CDC_TOPIC = "customers-cdc"
 EVENTS_TOPIC = "page-views"
-HOUR_MS = 3_600_000
 
 
 @dataclass(frozen=True)

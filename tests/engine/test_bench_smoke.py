@@ -6,9 +6,11 @@ import importlib.util
 import re
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 from pyspark.sql import SparkSession
 
 from tests.conftest import S3Endpoint
@@ -101,3 +103,24 @@ def test_a_run_without_room_on_the_disk_stops_before_it_starts_naming_the_space(
     else:
         raise AssertionError("make_room let a run start without room for it")
     bench.make_room(lakes, 1_000)  # room for a small input: no stop
+
+
+def test_a_case_compared_with_anothers_memory_is_measured_after_it_each_alone_in_a_process_of_its_own() -> None:
+    """`--case huge-partition` also measures high-cardinality, before it; run by the parent, each
+    child measures its case alone (`--alone`), with every other option as given."""
+    bench = _bench()
+    chosen = bench.chosen_cases(bench.parse_args(["--case", "huge-partition"]))
+    assert [c.name for c in chosen] == ["high-cardinality", "huge-partition"]
+    given = ["--case=huge-partition", "--runs", "1", "--json", "all.json", "--dir", "/d", "--alone"]
+    child = bench.case_argv(given, "high-cardinality", "one.json")
+    assert child == ["--runs", "1", "--dir", "/d", "--case", "high-cardinality", "--alone", "--json", "one.json"]
+    assert [c.name for c in bench.chosen_cases(bench.parse_args(child))] == ["high-cardinality"]
+
+
+def test_a_baseline_that_fails_in_its_own_process_fails_the_bench_naming_the_error() -> None:
+    from bench.baselines import Apart
+
+    baseline = Apart(partial(int, "not a number"))
+    assert baseline.start() > 0
+    with pytest.raises(RuntimeError, match=r"a baseline failed in its own process: ValueError: invalid literal"):
+        baseline.result()

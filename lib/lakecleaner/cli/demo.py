@@ -15,10 +15,7 @@ from lakecleaner.cli.output import console, err_console
 from lakecleaner.cli.setup import write_sample_config
 from lakecleaner.cli.status import show_status
 from lakecleaner.clock import epoch_ms, wall_clock_ms
-from lakecleaner.config import (
-    LOCAL_CONFIG,
-    find_config,
-)
+from lakecleaner.config import HOUR_MS, LOCAL_CONFIG, find_config
 from lakecleaner.errors import LakeCleanerError
 
 if TYPE_CHECKING:
@@ -75,7 +72,7 @@ def demo(
         )
     job.reset_sample_topics(lake)
     sizes = job.DemoSizes(cdc_records=records, cdc_keys=max(1, records // 10), event_records=max(1, records // 2))
-    now = wall_clock_ms() // job.HOUR_MS * job.HOUR_MS
+    now = wall_clock_ms() // HOUR_MS * HOUR_MS
     err_console.print(f"lake: {lake.uri}")
     written = job.build_sample_topics(lake, sizes, now_ms=now)
     err_console.print(job.produced_line(written), highlight=False)
@@ -125,7 +122,7 @@ def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str
     prepare_airflow(airflow_home, config_path)
     requests = [
         DagRunRequest(f"lakecleaner__{topic}", job.iso(when))
-        for when in (now, now + 2 * job.HOUR_MS)
+        for when in (now, now + 2 * HOUR_MS)
         for topic in (job.CDC_TOPIC, job.EVENTS_TOPIC)
     ]
     err_console.print(f"running {len(requests)} DAG runs, one after another ...")

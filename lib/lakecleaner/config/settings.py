@@ -150,7 +150,8 @@ DEFAULT_REPORT_RETENTION_DAYS = 30
 DEFAULT_MAX_PARTITIONS_PER_TOPIC = 10_000
 #: The most `lake.max_partitions_per_topic` may be set to.
 MAX_PARTITIONS_PER_TOPIC = 1_000_000
-DAY_MS = 86_400_000
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from lakecleaner.config import DAY_MS
 from lakecleaner.dashboard.runs import RunRecord, TopicRuns
 from lakecleaner.policy.figures import PartitionFigures
 
@@ -22,7 +23,7 @@ from lakecleaner.policy.figures import PartitionFigures
 MAX_RUNS = 3000
 #: The ranges a topic's or partition's page offers (`?range=`), in ms.
 HistoryRange = Literal["24h", "7d", "30d"]
-RANGES: dict[HistoryRange, int] = {"24h": 86_400_000, "7d": 7 * 86_400_000, "30d": 30 * 86_400_000}
+RANGES: dict[HistoryRange, int] = {"24h": DAY_MS, "7d": 7 * DAY_MS, "30d": 30 * DAY_MS}
 DEFAULT_RANGE: HistoryRange = "7d"
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from lakecleaner.config import HOUR_MS
 from lakecleaner.dashboard.charts import Chart, ChartPoint, Series, render_chart
 from lakecleaner.dashboard.history import HistoryPoint
 from lakecleaner.dashboard.units import human_bytes
 
 OUTCOME_COLOURS = {"ok": "#2e7d32", "failed": "#c62828", "dry-run": "#90a4ae"}
-_HOUR_MS = 3_600_000
 
 
 def _percent(value: float) -> str:
@@ -47,7 +47,7 @@ def _series(
 def _hours_left(point: HistoryPoint) -> float | None:
     if point.nearest_deadline_ms is None:
         return None
-    return (point.nearest_deadline_ms - point.time_ms) / _HOUR_MS
+    return (point.nearest_deadline_ms - point.time_ms) / HOUR_MS
 
 
 def history_charts(

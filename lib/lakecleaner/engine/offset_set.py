@@ -30,6 +30,11 @@ _LEVEL = 1
 _V = TypeVar("_V", bound=np.generic)
 #: The widest range, in offsets a member, that a set keeps as a bitmap.
 DENSE_SPAN = 8
+#: The widest range, in offsets an expected member, that `Members` gathers in a bitmap: a bit per
+#: offset is then at most the 8 bytes a member that a list of them takes, and a list is copied
+#: once more to be sorted (a key bucket's winners, 1.4M over 100M offsets: 12.5 MB, where the
+#: list and its sorted copy held 22 MB).
+GATHER_SPAN = 64
 
 
 @dataclass(frozen=True)
@@ -79,12 +84,13 @@ class OffsetSet:
 
 class Members:
     """Offsets of [low, high), at most `expected` of them, gathered a batch or a set at a time: a
-    bit per offset of a dense range, else the offsets themselves."""
+    bit per offset of a range at most `GATHER_SPAN` offsets an expected member, else the offsets
+    themselves. The result takes its own form from the members gathered (`_from_packed`)."""
 
     def __init__(self, low: int, high: int, expected: int) -> None:
         self.low, self.high = low, max(high, low)
         span = self.high - low
-        self.packed = np.zeros(_bytes_for(span), np.uint8) if _dense(span, expected) else None
+        self.packed = np.zeros(_bytes_for(span), np.uint8) if span <= GATHER_SPAN * expected else None
         self.parts: list[NDArray[np.int64]] = []
 
     def add(self, offsets: NDArray[np.int64]) -> None:
@@ -117,14 +123,14 @@ class Members:
         return _from_sorted(_distinct(every), self.low, self.high)
 
 
-#: The bits set in each byte value.
-_BITS_SET = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(axis=1).astype(np.uint8)
 #: Offsets whose bits are set at once.
 _SET_AT_ONCE = 1 << 18
 #: Bytes of a bitmap counted at once.
 _COUNT_BYTES = 1 << 20
 #: Bytes of a bitmap listed at once: a byte per offset of the slice, and up to 8 bytes a member.
 _LIST_BYTES = 1 << 17
+#: A slice of a bitmap with fewer nonzero bytes than one in this many is listed from those bytes.
+_SPARSE_BYTES = 4
 #: Members whose gaps are taken and compressed at once.
 _GAPS_AT_ONCE = 1 << 17
 
@@ -158,9 +164,15 @@ def _slices(values: NDArray[_V], size: int) -> Iterator[tuple[int, NDArray[_V]]]
 
 def _listed_slices(packed: NDArray[np.uint8], low: int) -> Iterator[NDArray[np.int64]]:
     """The offsets whose bits are set (bit i is offset low + i), ascending, a slice of the bitmap
-    at a time (`_LIST_BYTES`)."""
+    at a time (`_LIST_BYTES`): a sparse slice's nonzero bytes alone are unpacked (a key bucket's
+    winners set a bit in one byte of seven), a dense slice's every byte."""
     for start, part in _slices(packed, _LIST_BYTES):
-        yield np.flatnonzero(np.unpackbits(part)).astype(np.int64) + (low + 8 * start)
+        nonzero = np.flatnonzero(part)
+        if nonzero.size * _SPARSE_BYTES < part.size:
+            bits = np.flatnonzero(np.unpackbits(part[nonzero]))
+            yield (nonzero[bits >> 3] * 8 + (bits & 7)) + (low + 8 * start)
+        else:
+            yield np.flatnonzero(np.unpackbits(part)).astype(np.int64) + (low + 8 * start)
 
 
 def _bit_slice(packed: NDArray[np.uint8], start: int, stop: int) -> NDArray[np.uint8]:
@@ -180,7 +192,7 @@ def _bit_slice(packed: NDArray[np.uint8], start: int, stop: int) -> NDArray[np.u
 
 def _from_packed(packed: NDArray[np.uint8], low: int, high: int) -> OffsetSet:
     """The set of the offsets marked in `packed` (a bit per offset of [low, high)), in its form."""
-    count = sum(int(_BITS_SET[part].sum(dtype=np.int64)) for _, part in _slices(packed, _COUNT_BYTES))
+    count = sum(int(np.bitwise_count(part).sum(dtype=np.int64)) for _, part in _slices(packed, _COUNT_BYTES))
     if _dense(high - low, count):
         return OffsetSet(low, high, count, _compress(packed), True)
     return OffsetSet(low, high, count, _gaps_compressed(_listed_slices(packed, low), low), False)

@@ -37,12 +37,11 @@ from typing import Any
 
 from croniter import croniter
 
-from lakecleaner.config import DAY_MS, LONG_MAX, TopicConfig
+from lakecleaner.config import DAY_MS, HOUR_MS, LONG_MAX, TopicConfig
 from lakecleaner.log.manifest import Segment
 from lakecleaner.policy.segment_times import largest_timestamp, rolling_timestamp
 from lakecleaner.policy.text import format_timestamp_ms
 
-HOUR_MS = 3_600_000
 #: gc deletes an unreferenced file only once it is older than this (retention.gc.ORPHAN_MIN_AGE_MS).
 ORPHAN_MIN_AGE_MS = HOUR_MS
 

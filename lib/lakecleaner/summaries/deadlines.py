@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lakecleaner.policy.erasure import HOUR_MS
+from lakecleaner.config import HOUR_MS
 from lakecleaner.policy.metrics import DeletionDeadline
 from lakecleaner.summaries.read import TopicFacts
 
