@@ -781,8 +781,10 @@ def in_own_processes(argv: Sequence[str], cases: Sequence[Case], console: Consol
     for case in cases:
         with tempfile.TemporaryDirectory(prefix="lakecleaner-bench-case-") as tmp:
             out = Path(tmp) / "results.json"
-            subprocess.run([sys.executable, str(Path(__file__).resolve()), *case_argv(argv, case.name, str(out))],
-                           check=True)  # fmt: skip
+            command = [sys.executable, str(Path(__file__).resolve()), *case_argv(argv, case.name, str(out))]
+            if subprocess.run(command, check=False).returncode != 0:
+                raise SystemExit(f"the {case.name} case failed in its own process (its error is above): "
+                                 f"{' '.join(command)}")  # fmt: skip
             (result,) = json.loads(out.read_text())
         result["targets"] = judged(case, result, results, console)
         results.append(result)

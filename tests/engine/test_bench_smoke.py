@@ -124,3 +124,10 @@ def test_a_baseline_that_fails_in_its_own_process_fails_the_bench_naming_the_err
     assert baseline.start() > 0
     with pytest.raises(RuntimeError, match=r"a baseline failed in its own process: ValueError: invalid literal"):
         baseline.result()
+
+
+def test_a_case_that_fails_in_its_own_process_stops_the_bench_naming_it(capfd: pytest.CaptureFixture[str]) -> None:
+    bench = _bench()
+    with pytest.raises(SystemExit, match=r"the default case failed in its own process \(its error is above\): "):
+        bench.in_own_processes(["--runs", "many"], [bench.CASES["default"]], bench.Console())
+    assert "argument --runs: invalid int value: 'many'" in capfd.readouterr().err
