@@ -1,5 +1,5 @@
 """The baselines lakecleaner's compaction is measured against (bench/compaction.py), each run in a
-process of its own (`run_apart`), so that its peak memory is its own and what it leaves behind
+process of its own (`Apart`), so that its peak memory is its own and what it leaves behind
 (DuckDB's allocator keeps some of a 9 GB query) is not the next run's:
 
   (b) the copy floor: every segment file read and written again with pyarrow, no deduplication;
