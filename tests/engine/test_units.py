@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import tracemalloc
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -152,6 +154,13 @@ def test_latest_per_key_breaks_ties_by_offset() -> None:
     ordered, bad = order_table(table, TopicConfig(compaction_strategy="timestamp"))
     winners = latest_per_key(ordered)
     assert sorted(winners.column("offset").to_pylist()) == [2, 4] and bad == 0
+
+
+def test_latest_per_key_by_offset_drops_null_keys_and_keeps_each_keys_highest_offset() -> None:
+    table = pa.table({"offset": pa.array([1, 2, 3, 4, 5], pa.int64()), "key": pa.array([b"a", None, b"a", b"b", None])})
+    ordered, _ = order_table(table, TopicConfig(compaction_strategy="offset"))
+    winners = sorted(latest_per_key(ordered).to_pylist(), key=lambda r: r["offset"])
+    assert winners == [{"key": b"a", "offset": 3}, {"key": b"b", "offset": 4}]
 
 
 def test_clean_rows_applies_the_record_rule() -> None:
@@ -316,6 +325,34 @@ def test_a_dense_offset_set_cuts_at_any_bit(members: set[int], cuts: list[int]) 
         assert piece.offsets().tolist() == [o for o in offsets.tolist() if low <= o < high]
 
 
+class Allocated:
+    """The most bytes held at once inside a `peak_allocated` block, by numpy and Python (tracemalloc)
+    plus by Arrow's pool (a proxy installed as the default): an upper bound, as the two peaks
+    need not coincide."""
+
+    peak = 0
+
+
+#: Every proxy pool installed: a buffer allocated from one is freed through it, maybe after the
+#: block, so each lives as long as the tests.
+_PROXIES: list[pa.MemoryPool] = []
+
+
+@contextlib.contextmanager
+def peak_allocated() -> Iterator[Allocated]:
+    found, previous = Allocated(), pa.default_memory_pool()
+    pool = pa.proxy_memory_pool(previous)
+    _PROXIES.append(pool)
+    pa.set_memory_pool(pool)
+    tracemalloc.start()
+    try:
+        yield found
+        found.peak = tracemalloc.get_traced_memory()[1] + pool.max_memory()
+    finally:
+        tracemalloc.stop()
+        pa.set_memory_pool(previous)
+
+
 def test_a_dense_offset_set_takes_a_bit_per_offset_not_a_byte() -> None:
     """A large partition's winners (half of 32M offsets, in 64 key buckets as pass 1 returns them,
     each sparse over the range): joining them, cutting the result into groups and reading a group
@@ -323,36 +360,28 @@ def test_a_dense_offset_set_takes_a_bit_per_offset_not_a_byte() -> None:
     span = 32_000_000
     offsets = np.flatnonzero(np.random.default_rng(3).random(span) < 0.5).astype(np.int64)
     buckets = [OffsetSet.of(offsets[offsets % 64 == b], 0, span) for b in range(64)]
-    tracemalloc.start()
-    try:
+    with peak_allocated() as allocated:
         joined = Members(0, span, offsets.size)
         for bucket in buckets:
             joined.join(bucket)
         whole = joined.result()
         groups = whole.split([(g, g + 400_000) for g in range(0, span, 400_000)])
         first = groups[7].offsets()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
     assert whole.bitmap and len(whole) == offsets.size and not any(b.bitmap for b in buckets)
     assert np.array_equal(first, offsets[(offsets >= 2_800_000) & (offsets < 3_200_000)])
-    assert peak < 5 * span // 8  # five bitmaps of span / 8 bytes at most; a byte per offset alone is span
+    assert allocated.peak < 5 * span // 8  # five bitmaps of span / 8 bytes at most; a byte per offset alone is span
 
 
 def test_an_offset_set_over_a_sparse_range_takes_memory_per_member_not_per_offset() -> None:
     """A cleaned section's winners: 100k records left over 10^11 offsets. A bitmap would be 12.5 GB;
     the set keeps the gaps, and building, reading and cutting it never allocates per offset."""
     offsets = np.sort(np.random.default_rng(5).choice(10**11, 100_000, replace=False)).astype(np.int64)
-    tracemalloc.start()
-    try:
+    with peak_allocated() as allocated:
         members = OffsetSet.of(offsets, 0, 10**11)
         shares = members.split([(0, 5 * 10**10), (5 * 10**10, 10**11)])
         assert np.array_equal(np.concatenate([s.offsets() for s in shares]), offsets)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
     assert not members.bitmap and len(members) == 100_000
-    assert peak < 20 * 8 * offsets.size  # a few arrays of the members' 8-byte offsets
+    assert allocated.peak < 20 * 8 * offsets.size  # a few arrays of the members' 8-byte offsets
 
 
 @given(
@@ -391,17 +420,29 @@ def test_a_buckets_winners_are_gathered_and_made_a_set_in_less_than_twice_their_
     MB, no more than their list) and making their set hold less than twice their 8-byte offsets,
     not the list, its sorted copy and the gaps (2.0 times at 100M, five times before that)."""
     winners = np.random.default_rng(11).choice(span, 1_450_000, replace=False).astype(np.int64)
-    tracemalloc.start()
-    try:
+    with peak_allocated() as allocated:
         gathered = Members(0, span, 2 * winners.size)
         for batch in np.array_split(winners, 12):
             gathered.add(batch.copy())  # each batch the caller's own, as a probe's flushed rows are
         made = gathered.result()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
     assert not made.bitmap and np.array_equal(made.offsets(), np.sort(winners))
-    assert peak < 1.7 * 8 * winners.size
+    assert allocated.peak < 1.7 * 8 * winners.size
+
+
+def test_a_buckets_bitmap_is_drawn_from_arrows_pool_where_its_map_was_reduced() -> None:
+    """A key bucket's task gathers its winners right after reducing its map in Arrow's memory: the
+    bitmap (a bit per offset of the partition, 12.5 MB at 100M offsets) comes from Arrow's pool,
+    which keeps what the map freed, not from malloc, which would add it to the task's peak."""
+    span = 100_000_000
+    with peak_allocated():
+        pool = pa.default_memory_pool()
+        before = pool.bytes_allocated()
+        tracemalloc.reset_peak()
+        gathered = Members(0, span, 2_900_000)
+        from_pool, from_malloc = pool.bytes_allocated() - before, tracemalloc.get_traced_memory()[1]
+    assert from_pool >= span // 8 and from_malloc < span // 80
+    gathered.add(np.array([5, 99_999_999], np.int64))
+    assert gathered.result().offsets().tolist() == [5, 99_999_999]
 
 
 @given(st.lists(st.sampled_from([b"a", b"b", b"", b"dd"]), max_size=30), st.booleans())

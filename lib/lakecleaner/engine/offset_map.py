@@ -336,7 +336,9 @@ class _CleanProbe:
         parts = ([self.dirty] if self.dirty is not None else []) + self.candidates
         if parts:
             final = latest_per_key(pa.concat_tables(parts)) if self.candidates else parts[0]
-            self.won.add(final.column("offset").to_numpy())
+            # combined in Arrow's memory, which the map just freed (numpy would concatenate the
+            # chunks in malloc's, on top of it: `offset_set._zeroed`)
+            self.won.add(final.column("offset").combine_chunks().to_numpy())
         return self.won.result()
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
+import pyarrow as pa
 from numpy.typing import NDArray
 
 _LEVEL = 1
@@ -90,7 +91,7 @@ class Members:
     def __init__(self, low: int, high: int, expected: int) -> None:
         self.low, self.high = low, max(high, low)
         span = self.high - low
-        self.packed = np.zeros(_bytes_for(span), np.uint8) if span <= GATHER_SPAN * expected else None
+        self.packed = _zeroed(_bytes_for(span)) if span <= GATHER_SPAN * expected else None
         self.parts: list[NDArray[np.int64]] = []
 
     def add(self, offsets: NDArray[np.int64]) -> None:
@@ -141,6 +142,18 @@ def _dense(span: int, members: int) -> bool:
 
 def _bytes_for(span: int) -> int:
     return (span + 7) // 8
+
+
+def _zeroed(size: int) -> NDArray[np.uint8]:
+    """`size` zero bytes for a bitmap, from Arrow's memory pool rather than the C library's malloc.
+    A key bucket's task makes its winners' set right after reducing its offset map in Arrow's
+    memory, which Arrow's allocator keeps for the task's next step (`engine.memory`): the bitmap,
+    a bit per offset of the partition's range and so the one array of the task that grows with
+    the partition, then reuses what the map freed rather than adding to the task's peak (a bucket
+    of a 100M-offset partition: 12.5 MB on top of 510 MB from malloc; from the pool, none)."""
+    packed = np.frombuffer(pa.allocate_buffer(size), np.uint8)
+    packed.fill(0)
+    return packed
 
 
 def _set_bits(packed: NDArray[np.uint8], offsets: NDArray[np.int64], low: int) -> None:
@@ -201,7 +214,7 @@ def _from_packed(packed: NDArray[np.uint8], low: int, high: int) -> OffsetSet:
 def _from_sorted(members: NDArray[np.int64], low: int, high: int) -> OffsetSet:
     """The set of `members` (ascending, distinct) in its form."""
     if _dense(high - low, members.size):
-        packed = np.zeros(_bytes_for(high - low), np.uint8)
+        packed = _zeroed(_bytes_for(high - low))
         _set_bits(packed, members, low)
         return OffsetSet(low, high, members.size, _compress(packed), True)
     slices = (part for _, part in _slices(members, _GAPS_AT_ONCE))

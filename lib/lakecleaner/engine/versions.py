@@ -104,8 +104,11 @@ def latest_per_key(ordered: pa.Table) -> pa.Table:
     without a `hash` column: `uses_hash`); with order columns, a sort of the keys' hashes and
     ranks (`keys.key_order`), for which a `hash` column (`keys.key_hash`), when present, saves
     hashing the keys again. A partial offset map: merging partial winners with the same rule
-    gives the winners of the union."""
-    keyed = ordered.filter(pc.is_valid(ordered.column("key")))
+    gives the winners of the union. A table without null keys (pass 1's rows: `offset_map` drops
+    them as it reads) is used as it is: Arrow's filter copies every row even when it keeps all
+    (a key bucket of 2.9M rows: 75 MB and 0.4 s of its 1.3 s reduction)."""
+    keys = ordered.column("key")
+    keyed = ordered if keys.null_count == 0 else ordered.filter(pc.is_valid(keys))
     if keyed.num_rows == 0:
         return keyed
     ranked = [c for c in keyed.column_names[1:] if c != HASH]
