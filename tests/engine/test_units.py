@@ -384,6 +384,7 @@ def test_an_offset_set_over_a_sparse_range_takes_memory_per_member_not_per_offse
     assert allocated.peak < 20 * 8 * offsets.size  # a few arrays of the members' 8-byte offsets
 
 
+@settings(deadline=None)
 @given(
     st.lists(st.integers(0, 5_000), max_size=400),
     st.integers(1, 4),
@@ -443,6 +444,21 @@ def test_a_buckets_bitmap_is_drawn_from_arrows_pool_where_its_map_was_reduced() 
     assert from_pool >= span // 8 and from_malloc < span // 80
     gathered.add(np.array([5, 99_999_999], np.int64))
     assert gathered.result().offsets().tolist() == [5, 99_999_999]
+
+
+def test_a_buckets_sparse_winners_are_joined_a_slice_at_a_time() -> None:
+    """The driver joins each key bucket's winners (1.47M over 100M offsets, kept as gaps) into the
+    partition's bitmap a slice at a time: beyond the bitmap, under 12 MB (a batch of bits set), not
+    also the bucket's gaps and their sums at once (two 12 MB arrays, which stayed in the driver's
+    heap)."""
+    span = 100_000_000
+    winners = np.sort(np.random.default_rng(13).choice(span, 1_470_000, replace=False)).astype(np.int64)
+    bucket = OffsetSet.of(winners, 0, span)
+    with peak_allocated() as allocated:
+        united = Members(0, span, span // 2)
+        united.join(bucket)
+    assert not bucket.bitmap and allocated.peak < span // 8 + 12 * 1024 * 1024
+    assert np.array_equal(united.result().offsets(), winners)
 
 
 @given(st.lists(st.sampled_from([b"a", b"b", b"", b"dd"]), max_size=30), st.booleans())

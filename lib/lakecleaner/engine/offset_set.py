@@ -57,11 +57,17 @@ class OffsetSet:
 
     def offsets(self) -> NDArray[np.int64]:
         """The members, ascending."""
+        return np.concatenate([np.zeros(0, np.int64), *self.slices()])
+
+    def slices(self) -> Iterator[NDArray[np.int64]]:
+        """The members, ascending, a slice at a time: a bitmap's listed `_LIST_BYTES` of bits at a
+        time, gaps decompressed and summed `_GAPS_AT_ONCE` at a time, so that a reader that takes
+        them a slice at a time never holds them all (joining a key bucket's 1.47M winners: two
+        12 MB arrays, the gaps and their sums, before)."""
         if self.bitmap:
-            return np.concatenate([np.zeros(0, np.int64), *_listed_slices(self._packed_bits(), self.low)])
-        members = np.cumsum(np.frombuffer(zlib.decompress(self.packed), "<i8"), dtype=np.int64)
-        members += self.low
-        return members
+            yield from _listed_slices(self._packed_bits(), self.low)
+        else:
+            yield from _summed_gaps(self.packed, self.low)
 
     def __len__(self) -> int:
         return self.count
@@ -111,7 +117,8 @@ class Members:
         if self.packed is not None and other.bitmap:
             np.bitwise_or(self.packed, other._packed_bits(), out=self.packed)
         else:
-            self.add(other.offsets())
+            for members in other.slices():
+                self.add(members)
 
     def result(self) -> OffsetSet:
         """The set of the members added. Gathered offsets are copied once, sorted in place and
@@ -186,6 +193,27 @@ def _listed_slices(packed: NDArray[np.uint8], low: int) -> Iterator[NDArray[np.i
             yield (nonzero[bits >> 3] * 8 + (bits & 7)) + (low + 8 * start)
         else:
             yield np.flatnonzero(np.unpackbits(part)).astype(np.int64) + (low + 8 * start)
+
+
+def _summed_gaps(packed: bytes, low: int) -> Iterator[NDArray[np.int64]]:
+    """The members of a set of gaps (`_gaps_compressed`), ascending, `_GAPS_AT_ONCE` at a time:
+    the stream is decompressed a slice's bytes at a time and each slice's gaps summed from the
+    member before it."""
+    stream, pending, rest, previous = zlib.decompressobj(), packed, b"", np.int64(low)
+    while True:
+        piece = rest + stream.decompress(pending, 8 * _GAPS_AT_ONCE)
+        progressed, pending = len(piece) > len(rest) or stream.unconsumed_tail != pending, stream.unconsumed_tail
+        if not progressed:
+            piece += stream.flush()
+        whole = len(piece) - len(piece) % 8
+        rest = piece[whole:]
+        if whole:
+            members = np.cumsum(np.frombuffer(piece, "<i8", whole // 8), dtype=np.int64)
+            members += previous
+            previous = members[-1]
+            yield members
+        if not progressed:
+            return
 
 
 def _bit_slice(packed: NDArray[np.uint8], start: int, stop: int) -> NDArray[np.uint8]:
