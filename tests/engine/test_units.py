@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import tracemalloc
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -459,6 +461,18 @@ def test_a_buckets_sparse_winners_are_joined_a_slice_at_a_time() -> None:
         united.join(bucket)
     assert not bucket.bitmap and allocated.peak < span // 8 + 12 * 1024 * 1024
     assert np.array_equal(united.result().offsets(), winners)
+
+
+def test_a_set_of_gaps_cut_short_raises_as_it_is_read_a_slice_at_a_time() -> None:
+    """Read a slice at a time, a set whose compressed gaps were cut short (or are not whole
+    8-byte gaps) raises, as decompressing it whole did, rather than listing the members before
+    the cut."""
+    gaps = OffsetSet.of(np.arange(0, 10**9, 997, dtype=np.int64), 0, 10**9)
+    assert not gaps.bitmap
+    with pytest.raises(zlib.error, match="truncated"):
+        dataclasses.replace(gaps, packed=gaps.packed[:-5]).offsets()
+    with pytest.raises(ValueError, match="whole 8-byte gap"):
+        dataclasses.replace(gaps, packed=zlib.compress(b"1234567")).offsets()
 
 
 @given(st.lists(st.sampled_from([b"a", b"b", b"", b"dd"]), max_size=30), st.booleans())

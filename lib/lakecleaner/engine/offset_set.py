@@ -198,22 +198,23 @@ def _listed_slices(packed: NDArray[np.uint8], low: int) -> Iterator[NDArray[np.i
 def _summed_gaps(packed: bytes, low: int) -> Iterator[NDArray[np.int64]]:
     """The members of a set of gaps (`_gaps_compressed`), ascending, `_GAPS_AT_ONCE` at a time:
     the stream is decompressed a slice's bytes at a time and each slice's gaps summed from the
-    member before it."""
+    member before it. A stream cut short raises zlib.error, one whose bytes are not whole 8-byte
+    gaps ValueError, as decompressing it whole did."""
     stream, pending, rest, previous = zlib.decompressobj(), packed, b"", np.int64(low)
-    while True:
-        piece = rest + stream.decompress(pending, 8 * _GAPS_AT_ONCE)
-        progressed, pending = len(piece) > len(rest) or stream.unconsumed_tail != pending, stream.unconsumed_tail
-        if not progressed:
-            piece += stream.flush()
-        whole = len(piece) - len(piece) % 8
-        rest = piece[whole:]
+    while not stream.eof:
+        piece = stream.decompress(pending, 8 * _GAPS_AT_ONCE)
+        if not piece and stream.unconsumed_tail == pending:  # no step forward: the stream ends early
+            raise zlib.error("Error -5 while decompressing data: incomplete or truncated stream")
+        pending, data = stream.unconsumed_tail, rest + piece
+        whole = len(data) - len(data) % 8
+        rest = data[whole:]
         if whole:
-            members = np.cumsum(np.frombuffer(piece, "<i8", whole // 8), dtype=np.int64)
+            members = np.cumsum(np.frombuffer(data, "<i8", whole // 8), dtype=np.int64)
             members += previous
             previous = members[-1]
             yield members
-        if not progressed:
-            return
+    if rest:
+        raise ValueError(f"an offset set's gaps are {len(rest)} bytes short of a whole 8-byte gap")
 
 
 def _bit_slice(packed: NDArray[np.uint8], start: int, stop: int) -> NDArray[np.uint8]:
