@@ -48,7 +48,7 @@ from pyspark.sql import SparkSession
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.inputs import CompactionInput
 from lakecleaner.engine.keys import bool_mask, key_buckets, key_hash, rows_where
-from lakecleaner.engine.memory import give_back
+from lakecleaner.engine.memory import give_back, trim_heap_tops
 from lakecleaner.engine.offset_set import Members, OffsetSet
 from lakecleaner.engine.offsets_file import WINNERS, StoredOffsets, load_offsets, offsets_path, store_offsets
 from lakecleaner.engine.report import FAILED, UNCLEANABLE
@@ -557,7 +557,8 @@ def _scatter_and_map(
                 result.errors[p] = _too_small(budget, topic, p, buckets[p])
             again[p] = max(again.get(p, 0), wanted)
     done = [p for p in buckets if p not in result.errors and p not in again]
-    united = _united_winners(spec, topic, [o for o in outcomes if o.partition in done], plans, result)
+    ranges = {p: _range(plans[p]) for p in done}
+    united = _united_winners(spec, topic, [o for o in outcomes if o.partition in done], ranges, result)
     for p in done:
         if p in result.errors:
             continue
@@ -569,18 +570,18 @@ def _scatter_and_map(
 
 
 def _united_winners(
-    spec: StoreSpec, topic: str, outcomes: list[MapResult], plans: dict[int, CompactionInput], result: OffsetMap
+    spec: StoreSpec, topic: str, outcomes: list[MapResult], ranges: dict[int, tuple[int, int]], result: OffsetMap
 ) -> dict[int, Members]:
-    """Each partition's winners, its buckets' sets joined as they arrive (every bucket task of a
-    round writes its set to the store, `MapTask.winners_path`): read back at once (under
-    lake.storage.max_concurrency, `WINNERS_READ_BYTES` at a time), so that the driver holds a
-    partition's union (a bit per offset of a dense range) and the sets in flight, never every
-    bucket's at once. A partition whose file cannot be read goes to `result.errors`."""
+    """Each partition's winners over its range [low, high), its buckets' sets joined as they arrive
+    (every bucket task of a round writes its set to the store, `MapTask.winners_path`): read back
+    at once (under lake.storage.max_concurrency, `WINNERS_READ_BYTES` at a time), so that the
+    driver holds a partition's union (a bit per offset of a dense range) and the sets in flight,
+    never every bucket's at once, and afterwards the union alone (`memory.trim_heap_tops`: the
+    files' buffers are freed into the reading threads' heaps). A partition whose file cannot be
+    read goes to `result.errors`."""
     store = spec.open()
     stored = [(o.partition, o.stored) for o in outcomes if o.stored is not None]
-    united = {
-        p: Members(*_range(plans[p]), sum(s.empty.count for q, s in stored if q == p)) for p in {p for p, _ in stored}
-    }
+    united = {p: Members(*ranges[p], sum(s.empty.count for q, s in stored if q == p)) for p in {p for p, _ in stored}}
 
     def read(item: tuple[int, StoredOffsets]) -> OffsetSet | MapFailure:
         try:
@@ -590,6 +591,7 @@ def _united_winners(
 
     limit = spec.settings.max_concurrency
     sizes = [s.size for _, s in stored]
+    trim_heap_tops()
     for index, found in map_bounded(read, stored, sizes, WINNERS_READ_BYTES, limit, limit):
         partition = stored[index][0]
         if isinstance(found, MapFailure):

@@ -40,6 +40,7 @@ from lakecleaner.config import (
 from lakecleaner.engine.commit import InputsChanged, apply_compaction
 from lakecleaner.engine.gate_rows import GateOutcome, GateTask, gate_buckets
 from lakecleaner.engine.inputs import CompactionInput, Group, StalePlan, compaction_input
+from lakecleaner.engine.memory import give_back
 from lakecleaner.engine.offset_map import (
     MapBudget,
     bucketed,
@@ -293,6 +294,8 @@ class _Run:
             state = self.active[partition]
             state.tasks = [self._task(i, state.plan, g) for i, g in enumerate(state.plan.groups)]
         keyed = [p for p in keyed if self._shares_stored(self.active[p])]
+        if keyed:
+            give_back()  # the winners and their shares, stored: not held through pass 2 (`engine.memory`)
         for partition in [*single, *keyed]:
             state = self.active[partition]
             if state.shares:
