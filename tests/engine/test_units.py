@@ -23,6 +23,7 @@ from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected, GateRules, _all_different
 from lakecleaner.engine.inputs import StalePlan, compaction_input, group_segments
 from lakecleaner.engine.keys import in_sorted, key_buckets, key_hash, key_order
+from lakecleaner.engine.memory import Growth
 from lakecleaner.engine.offset_map import MapBudget, planned_buckets
 from lakecleaner.engine.offset_set import Members, OffsetSet
 from lakecleaner.engine.recopy import RowCounts, clean_rows
@@ -508,3 +509,26 @@ def test_a_partitions_failed_groups_are_named_up_to_three_and_the_rest_counted()
     assert failures_text(errors[:3]) == "; ".join(errors[:3]) and failures_text(errors[:4]).endswith(
         "and 1 more group failed"
     )
+
+
+def test_a_task_of_overlapping_items_gives_back_once_its_memory_grew_past_the_slack() -> None:
+    """A long task of overlapping items (pass 2's groups) gives back only when what the worker
+    holds after an item has grown by more than the slack over what it held after the first item
+    since the last give-back; where its resident memory is not to be read, never."""
+    mb = 1 << 20
+    after_items = [500 * mb, 520 * mb, 564 * mb, 565 * mb, 480 * mb, 530 * mb, 545 * mb, 575 * mb]
+    read: list[int] = []
+    released: list[int] = []
+
+    def resident() -> int:
+        read.append(after_items[len(read)])
+        return read[-1]
+
+    growth = Growth(64 * mb, resident, lambda: released.append(len(read)))
+    for _ in after_items:
+        growth.item_done()
+    assert released == [4, 7]  # 565 > 500 + 64; then 545 > 480 + 64, and 575 is the new floor
+    unread = Growth(64 * mb, lambda: None, lambda: released.append(0))
+    for _ in range(5):
+        unread.item_done()
+    assert released == [4, 7]

@@ -36,7 +36,7 @@ from typing import Any, Generic, TypeVar
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from lakecleaner.engine.memory import give_back
+from lakecleaner.engine.memory import Growth, give_back
 from lakecleaner.io.concurrent import map_bounded
 
 T = TypeVar("T")
@@ -87,7 +87,8 @@ class _TaskRunner(Generic[T, R]):
         """(index, result) of a task's items: in order, the worker giving back after each what its
         allocators keep (`engine.memory`), or as they finish when they overlap, the worker giving
         back once they all have (a worker runs the next step's tasks too: pass 1's first key
-        buckets began with 170-230 MB the scatter step's overlapping reads had left)."""
+        buckets began with 170-230 MB the scatter step's overlapping reads had left), and between
+        them once its memory has grown by `OVERLAP_BYTES` past the first item's (`memory.Growth`)."""
         if self.overlap is None:
             for index in pack:
                 value = self.fn(self.items[index])
@@ -96,7 +97,9 @@ class _TaskRunner(Generic[T, R]):
             return
         limit = max(1, self.overlap.max_concurrency // len(self.packs))
         items, weights = [self.items[i] for i in pack], [self.weights[i] for i in pack]
+        growth = Growth(OVERLAP_BYTES)
         for position, value in map_bounded(self.fn, items, weights, OVERLAP_BYTES, limit, self.overlap.max_concurrency):
+            growth.item_done()
             yield pack[position], value
         give_back()
 
