@@ -16,6 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakecleaner.engine import EngineOptions, RunReport
+from lakecleaner.engine.memory import resident_bytes
 from lakecleaner.engine.offset_map import PLANNED_ENTRY_BYTES
 from lakecleaner.engine.report import COMMITTED
 from lakecleaner.engine.sparkio import Overlap, parallelism, run_tasks
@@ -121,11 +122,11 @@ def test_a_worker_begins_each_item_without_what_the_one_before_freed(spark: Spar
     allocator set to keep what it frees (`workers.WORKER_ENV`), three items in a row that each
     allocate, write and free 256 MB of Arrow memory (as a bucket's map does) begin within 64 MB
     of one another in each worker."""
-    if not Path("/proc/self/statm").exists():
+    if resident_bytes() is None:
         pytest.skip("reads a worker's resident memory from /proc")
 
     def resident_then_allocate(item: int) -> tuple[int, int]:  # local: sent to the workers by value
-        resident = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        resident = resident_bytes()
         values = pc.add(pa.array(np.zeros(ITEM_BYTES // 8, np.int64)), item)
         del values
         return os.getpid(), resident
@@ -145,7 +146,7 @@ def test_a_worker_begins_the_next_steps_items_without_what_overlapping_items_fre
     then begins the next step's items (pass 1's key buckets after its scatter step) from what one
     item uses, not from what the overlapping items left. Each worker's first item of the second
     step begins within 64 MB of its later ones, though the first step's items each freed 256 MB."""
-    if not Path("/proc/self/statm").exists():
+    if resident_bytes() is None:
         pytest.skip("reads a worker's resident memory from /proc")
 
     def allocate(item: int) -> int:  # local: sent to the workers by value
@@ -154,7 +155,7 @@ def test_a_worker_begins_the_next_steps_items_without_what_overlapping_items_fre
         return os.getpid()
 
     def resident(item: int) -> tuple[int, int]:
-        return os.getpid(), int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        return os.getpid(), resident_bytes()
 
     workers = parallelism(spark)
     items = list(range(2 * workers))
@@ -172,10 +173,9 @@ def test_a_worker_begins_the_next_steps_items_without_what_overlapping_items_fre
 #: threads), and print the resident memory before and after, and the joined set's bytes.
 _JOIN_IN_A_NEW_PROCESS = """
 import sys
-from pathlib import Path
 import numpy as np
 from lakecleaner.config import StorageSettings
-from lakecleaner.engine.memory import give_back
+from lakecleaner.engine.memory import give_back, resident_bytes
 from lakecleaner.engine.offset_map import MapResult, OffsetMap, _united_winners
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.offsets_file import store_offsets
@@ -193,11 +193,9 @@ def stored(b):
 
 outcomes = [stored(b) for b in range(buckets)]
 give_back()
-def resident():
-    return int(Path("/proc/self/statm").read_text().split()[1]) * 4096
-before = resident()
+before = resident_bytes()
 united = _united_winners(spec, "t", outcomes, {0: (0, span)}, OffsetMap())
-print(before, resident(), len(united[0].packed))
+print(before, resident_bytes(), len(united[0].packed))
 """
 
 
@@ -206,8 +204,8 @@ def test_the_driver_keeps_a_partitions_joined_winners_not_the_files_its_threads_
     joined it holds the union (a bit per offset) and gives back the files' buffers, which glibc
     otherwise keeps at the top of each reading thread's heap, out of `malloc_trim`'s reach: 19-26
     MB above the 8 MB set here, 45-60 MB above 12.5 MB at 100M offsets in 34 buckets."""
-    if not Path("/proc/self/statm").exists() or os.sysconf("SC_PAGE_SIZE") != 4096:
-        pytest.skip("reads the process's resident memory from /proc, in 4 KiB pages")
+    if resident_bytes() is None:
+        pytest.skip("reads the process's resident memory from /proc")
     done = subprocess.run(
         [sys.executable, "-c", _JOIN_IN_A_NEW_PROCESS, str(tmp_path)], capture_output=True, text=True, timeout=300
     )
