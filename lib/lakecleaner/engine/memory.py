@@ -22,7 +22,8 @@ case 2.36-2.44 GB against 2.64-2.87 GB. Items that run at once in a task (pass 2
 gate's read-back: `sparkio.Overlap`) are not each followed by a giving back: one would take the
 memory the others are using and still need, and doing so made those cases 16-30% slower. Such a
 task gives back only once the worker's memory has grown past its first item's by a bound
-(`Growth`): a pass-2 task of 100 groups (100M records) otherwise climbed 120-190 MB over them.
+(`Growth`, `GROWTH_SLACK_BYTES`): a pass-2 task of 100 groups (100M records) otherwise climbed
+120-190 MB over them.
 Arrow's allocator gives back only when asked (`workers.WORKER_ENV`).
 
 The driver gives back the same way once it has joined a partition's key buckets' winners
@@ -53,6 +54,11 @@ import pyarrow as pa
 _M_TRIM_THRESHOLD = -1
 #: The free memory at the top of a malloc heap the driver keeps (`trim_heap_tops`).
 HEAP_TOP_BYTES = 1 << 20
+#: How far a worker's resident memory may grow between the overlapping items of a task before it
+#: gives back (`Growth`): 64 MiB let a pass-2 task of 100 groups (100M records) end 40-60 MB a
+#: worker above one of 20 groups (20M records); at 16 MiB both end alike, in the same time
+#: (bench/README.md, "A long pass-2 task, bounded").
+GROWTH_SLACK_BYTES = 16 << 20
 
 
 def give_back() -> None:
@@ -85,7 +91,7 @@ class Growth:
 
     def __init__(
         self,
-        slack: int,
+        slack: int = GROWTH_SLACK_BYTES,
         resident: Callable[[], int | None] = resident_bytes,
         release: Callable[[], None] = give_back,
     ) -> None:

@@ -88,7 +88,7 @@ class _TaskRunner(Generic[T, R]):
         allocators keep (`engine.memory`), or as they finish when they overlap, the worker giving
         back once they all have (a worker runs the next step's tasks too: pass 1's first key
         buckets began with 170-230 MB the scatter step's overlapping reads had left), and between
-        them once its memory has grown by `OVERLAP_BYTES` past the first item's (`memory.Growth`)."""
+        them once its memory has grown by `memory.GROWTH_SLACK_BYTES` past the first item's (`memory.Growth`)."""
         if self.overlap is None:
             for index in pack:
                 value = self.fn(self.items[index])
@@ -97,7 +97,7 @@ class _TaskRunner(Generic[T, R]):
             return
         limit = max(1, self.overlap.max_concurrency // len(self.packs))
         items, weights = [self.items[i] for i in pack], [self.weights[i] for i in pack]
-        growth = Growth(OVERLAP_BYTES)
+        growth = Growth()
         for position, value in map_bounded(self.fn, items, weights, OVERLAP_BYTES, limit, self.overlap.max_concurrency):
             growth.item_done()
             yield pack[position], value
