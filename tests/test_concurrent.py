@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import pytest
 
-from lakecleaner.io.concurrent import map_bounded, map_ordered
+from lakecleaner.io.concurrent import executor, map_bounded, map_ordered
 
 
 class Gauge:
@@ -87,3 +88,37 @@ def test_an_item_heavier_than_the_budget_runs_in_the_callers_thread_and_its_own_
     assert in_caller and len(fan_out_threads) > 1 and caller.name not in fan_out_threads
     light_in_caller, light_threads = seen[3]
     assert not light_in_caller and len(light_threads) == 1  # a light item's fan-out runs inline
+
+
+def _io_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name.startswith("lakecleaner-io"))
+
+
+def test_a_process_using_two_pool_sizes_in_turn_keeps_one_pool_of_each() -> None:
+    """Lakes of two `max_concurrency`s read in turn reuse their pools: no pool started per turn,
+    no idle threads left behind."""
+    sizes = (3, 5)
+    for size in sizes:
+        map_ordered(lambda x: x, range(20), size)
+    pools, threads = {size: executor(size) for size in sizes}, _io_threads()
+    for _ in range(10):
+        for size in sizes:
+            assert map_ordered(lambda x: x * 2, range(20), size) == [x * 2 for x in range(20)]
+            assert executor(size) is pools[size]
+    assert _io_threads() == threads
+
+
+def test_a_forked_child_gets_pools_of_its_own() -> None:
+    """A child of a fork holds none of its parent's pool threads: it gets a new pool, which runs."""
+    parent = executor(3)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        ok = executor(3) is not parent and map_ordered(lambda x: x + 1, range(10), 3) == list(range(1, 11))
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.waitpid(child, 0)
+    os.close(read)
+    assert executor(3) is parent

@@ -3,7 +3,7 @@
 Reading a topic's state means one small GET per partition; on a bucket 20 ms away, 1,000 of them
 one after another take 20 s, so they fan out over this pool. It is sized by
 `lake.storage.max_concurrency` (the HTTP connection pool is sized to match, `io/s3/connection.py`) and
-rebuilt after a fork (Spark's Python workers and Airflow's task processes are forked; a child
+one per size in use, rebuilt after a fork (Spark's Python workers and Airflow's task processes are forked; a child
 inherits a pool whose threads are gone), as pyiceberg's `ExecutorFactory` does. `map_ordered`
 keeps the input order, so plans built from its results stay deterministic.
 
@@ -32,17 +32,23 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _lock = threading.Lock()
-_state: dict[str, object] = {}
+#: The pools of this process, by (process id, size).
+_pools: dict[tuple[int, int], ThreadPoolExecutor] = {}
 _in_task = threading.local()
 
 
 def executor(max_workers: int) -> ThreadPoolExecutor:
-    """The process's pool of `max_workers` threads (a new one after a fork or a new size)."""
+    """The process's pool of `max_workers` threads: one per size in use, kept (a process that
+    reads lakes of two `max_concurrency`s in turn would otherwise start a pool at every turn and
+    leave the last one's threads idle), and new ones after a fork, whose child holds none of the
+    parent's threads."""
+    key = (os.getpid(), max_workers)
     with _lock:
-        pool = _state.get("pool")
-        if not isinstance(pool, ThreadPoolExecutor) or _state.get("key") != (os.getpid(), max_workers):
-            pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lakecleaner-io")
-            _state.update(pool=pool, key=(os.getpid(), max_workers))
+        pool = _pools.get(key)
+        if pool is None:
+            for inherited in [k for k in _pools if k[0] != key[0]]:
+                del _pools[inherited]
+            pool = _pools[key] = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lakecleaner-io")
         return pool
 
 
