@@ -18,7 +18,8 @@ Cases (`--case`; `--records`, `--keys` and `--partitions` override a case's shap
                     copy floor of the files it reads and DuckDB's query over the whole log
 
 Builds a compacted topic in a local lake from the vectorised workload generator (100-byte
-values, 5% tombstones by default), seals every segment, and measures, in one process per case
+values, 5% tombstones by default) in a process of its own (`topic_build.built_apart`), seals
+every segment, and measures, in one process per case
 (several cases run one after another, each in a process of its own: a Spark application and JVM
 of its own, as each compaction run has):
 
@@ -76,6 +77,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from bench.baselines import Apart, copy_floor, duckdb_dedupe
 from bench.s3_servers import LatencyProxy, S3Server, start_seaweedfs
+from bench.topic_build import LakeSource, build_topic, built_apart, open_lake
 from pyspark import cloudpickle
 from pyspark.sql import SparkSession
 from rich.console import Console
@@ -270,19 +272,6 @@ def timed(
     return Measure(name, seconds, records, input_bytes, memory.peak / MB, detail + made + parts)
 
 
-def build_topic(lake: Lake, spec: WorkloadSpec, segment_bytes: int, batch_records: int) -> Topic:
-    """The workload appended batch by batch (one file per batch), then every segment sealed."""
-    topic = lake.create_topic(
-        "bench", partitions=spec.partitions, config={"cleanup.policy": "compact", "segment.bytes": segment_bytes}
-    )
-    now = spec.start_ms + spec.timestamp_spread_ms
-    for partition, batch in generate(spec, batch_records):
-        topic.partition(partition).append(batch, now_ms=now)
-    for log in topic.partition_logs():
-        log.roll(now_ms=now)
-    return topic
-
-
 def segment_files(topic: Topic) -> list[tuple[int, str, int]]:
     """(partition, key under the lake's root, bytes) of every file of the topic's log."""
     return [
@@ -305,8 +294,11 @@ class LocalLakes:
         self.requests_made: Callable[[], int] | None = None
 
     def lake(self, name: str, iceberg: bool = False) -> Lake:
-        root = self.workdir / name
-        return Lake.open(tabled(root) if iceberg else f"file://{root}")
+        return Lake.open(tabled(self.workdir / name)) if iceberg else open_lake(self.source(name))
+
+    def source(self, name: str) -> LakeSource:
+        """What opens lake `name` (`topic_build.open_lake`), here or in another process."""
+        return f"file://{self.workdir / name}"
 
     def copy(self, source: str, target: str) -> None:
         shutil.copytree(self.workdir / source, self.workdir / target)
@@ -372,9 +364,13 @@ class S3Lakes:
     def lake(self, name: str, iceberg: bool = False) -> Lake:
         if iceberg:
             raise SystemExit("--iceberg runs on --store local only (an s3:// lake's tables need a catalog)")
+        return open_lake(self.source(name))
+
+    def source(self, name: str) -> LakeSource:
+        """What opens lake `name` (`topic_build.open_lake`), here or in another process."""
         storage = {"endpoint_url": self.endpoint, "region": "us-east-1"}
         storage |= {"access_key_id": self.server.access_key, "secret_access_key": self.server.secret_key}
-        return Lake.open(parse_config({"lake": {"uri": f"s3://{self.server.bucket}/{name}", "storage": storage}}))
+        return {"lake": {"uri": f"s3://{self.server.bucket}/{name}", "storage": storage}}
 
     def _keys(self, name: str) -> list[str]:
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.server.bucket, Prefix=f"{name}/")
@@ -524,9 +520,9 @@ def run_once(
         seed=args.seed,
     )
     source = f"{prefix}/lake"
-    lake = lakes.lake(source)
     started = time.perf_counter()
-    topic = build_topic(lake, spec, args.segment_bytes, args.batch_records)
+    topic = built_apart(lakes.source(source), spec, args.segment_bytes, args.batch_records)
+    lake = lakes.lake(source)
     now = spec.start_ms + spec.timestamp_spread_ms + 1
     setup = ""
     appended = case.appended if args.appended is None else args.appended
