@@ -55,9 +55,9 @@ _M_TRIM_THRESHOLD = -1
 #: The free memory at the top of a malloc heap the driver keeps (`trim_heap_tops`).
 HEAP_TOP_BYTES = 1 << 20
 #: How far a worker's resident memory may grow between the overlapping items of a task before it
-#: gives back (`Growth`): 64 MiB let a pass-2 task of 100 groups (100M records) end 40-60 MB a
-#: worker above one of 20 groups (20M records); at 16 MiB both end alike, in the same time
-#: (bench/README.md, "A long pass-2 task, bounded").
+#: gives back (`Growth`): with 64 MiB a pass-2 task of 100 groups (100M records) ended 20-50 MB a
+#: worker above one of 20 groups (20M records); with 16 MiB they end alike, in the same time
+#: (bench/README.md, "Every step sampled, and two more things mended").
 GROWTH_SLACK_BYTES = 16 << 20
 
 

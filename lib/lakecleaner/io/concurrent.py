@@ -1,10 +1,11 @@
-"""One bounded thread pool per process for metadata I/O (manifests, offsets files, footers).
+"""A bounded thread pool per process for metadata I/O (manifests, offsets files, footers).
 
 Reading a topic's state means one small GET per partition; on a bucket 20 ms away, 1,000 of them
 one after another take 20 s, so they fan out over this pool. It is sized by
-`lake.storage.max_concurrency` (the HTTP connection pool is sized to match, `io/s3/connection.py`) and
-one per size in use, rebuilt after a fork (Spark's Python workers and Airflow's task processes are forked; a child
-inherits a pool whose threads are gone), as pyiceberg's `ExecutorFactory` does. `map_ordered`
+`lake.storage.max_concurrency` (the HTTP connection pool is sized to match, `io/s3/connection.py`),
+one pool per size in use, and rebuilt after a fork (Spark's Python workers and Airflow's task
+processes are forked; a child inherits a pool whose threads are gone), as pyiceberg's
+`ExecutorFactory` does. `map_ordered`
 keeps the input order, so plans built from its results stay deterministic.
 
 A `map_ordered` called from inside one of the pool's tasks runs its items in that thread, one
