@@ -5,8 +5,8 @@ one after another take 20 s, so they fan out over this pool. It is sized by
 `lake.storage.max_concurrency` (the HTTP connection pool is sized to match, `io/s3/connection.py`),
 one pool per size in use, and rebuilt after a fork (Spark's Python workers and Airflow's task
 processes are forked; a child inherits a pool whose threads are gone), as pyiceberg's
-`ExecutorFactory` does. `map_ordered`
-keeps the input order, so plans built from its results stay deterministic.
+`ExecutorFactory` does. `map_ordered` keeps the input order, so plans built from its results stay
+deterministic.
 
 A `map_ordered` called from inside one of the pool's tasks runs its items in that thread, one
 after another: a task waiting for tasks queued behind it on a full pool would wait forever. So a
