@@ -101,12 +101,12 @@ def test_spark_submits_conf_and_the_configs_override_the_engines_worker_settings
     over the engine's settings for its workers; otherwise the session gets them."""
     key = f"spark.executorEnv.{next(iter(WORKER_ENV))}"
     nothing_submitted = SparkConf(loadDefaults=False)
-    assert session_conf(SparkSettings(), nothing_submitted) == worker_conf()
+    assert session_conf(SparkSettings(), nothing_submitted, starts_jvm=False) == worker_conf()
     submitted = SparkConf(loadDefaults=False).set(key, "20")
     others = {k: v for k, v in worker_conf().items() if k != key}
-    assert session_conf(SparkSettings(), submitted) == others  # the session keeps spark-submit's
+    assert session_conf(SparkSettings(), submitted, starts_jvm=False) == others  # the session keeps spark-submit's
     settings = SparkSettings(conf={key: "10", "spark.ui.enabled": "false"})
-    assert session_conf(settings, submitted) == {**others, key: "10", "spark.ui.enabled": "false"}
+    assert session_conf(settings, submitted, starts_jvm=False) == {**others, key: "10", "spark.ui.enabled": "false"}
 
 
 def _python_daemons(server: ConnectServer) -> list[str]:

@@ -12,6 +12,7 @@ from pyspark.core.context import SparkContext
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import SparkSettings, spark_loopback_env
+from lakecleaner.engine.driver_jvm import driver_conf
 from lakecleaner.engine.workers import worker_conf
 from lakecleaner.spark_jobs import package_zip
 
@@ -30,7 +31,7 @@ def build_session(
     """A Spark Connect session to `remote` (else the config's spark.remote), when there is one:
     the server's own settings apply and spark.conf is not sent. Otherwise a classic Spark session
     named `app_name`, on `master` (else the config's spark.master), with `session_conf`: the
-    engine's settings for its Python workers and the config's spark.conf. What a spark-submit
+    engine's settings for its Python workers and its driver's JVM, and the config's spark.conf. What a spark-submit
     already set (its --name, --master and --conf) wins over those defaults. When `settings.ships_package`
     says so for the master, the package zip joins spark.submit.pyFiles, so executors whose Python
     lacks lakecleaner import it from there."""
@@ -45,7 +46,7 @@ def build_session(
     for key, value in spark_loopback_env(chosen, os.environ).items():
         os.environ.setdefault(key, value)  # read by the JVM pyspark starts for this session
     builder = builder.master(chosen)
-    for key, value in session_conf(settings, submitted).items():
+    for key, value in session_conf(settings, submitted, not started_by_spark_submit()).items():
         builder = builder.config(key, value)
     py_files = [f for f in submitted.get(PY_FILES, "").split(",") if f]
     if settings.ships_package(chosen) and not any(f.endswith(package_zip().name) for f in py_files):
@@ -53,11 +54,15 @@ def build_session(
     return builder.getOrCreate()
 
 
-def session_conf(settings: SparkSettings, submitted: SparkConf) -> dict[str, str]:
+def session_conf(settings: SparkSettings, submitted: SparkConf, starts_jvm: bool) -> dict[str, str]:
     """What a classic session lakecleaner builds is configured with: `worker_conf()` where
-    spark-submit did not set it (`submitted`, an Airflow connection's --conf), then the config's
-    spark.conf, which may override both."""
+    spark-submit did not set it (`submitted`, an Airflow connection's --conf), and when the session
+    `starts_jvm` (no spark-submit started the driver), the driver's Java options where neither
+    spark-submit, the config nor Spark's defaults file chose them (`driver_jvm.driver_conf`); then
+    the config's spark.conf, which may override them all."""
     engine = {key: value for key, value in worker_conf().items() if not submitted.contains(key)}
+    if starts_jvm:
+        engine |= driver_conf({key for key, _ in submitted.getAll()} | set(settings.conf))
     return {**engine, **settings.conf}
 
 
@@ -70,10 +75,15 @@ def submitted_conf() -> SparkConf:
     override spark-submit's (a `spark` connection's master ignored for the config's spark.master).
     Outside spark-submit no JVM is started here: the builder's settings (driver memory among them)
     must be there when it starts."""
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+    if not started_by_spark_submit():
         return SparkConf(loadDefaults=False)
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM
     return SparkConf()
+
+
+def started_by_spark_submit() -> bool:
+    """Whether spark-submit started this driver's JVM and handed this process its gateway."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def shared_session_id(generation: int) -> str:

@@ -35,6 +35,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 
 from lakecleaner.config import SparkSettings, spark_loopback_env
+from lakecleaner.engine.driver_jvm import driver_conf
 from lakecleaner.spark_jobs import package_zip
 
 if TYPE_CHECKING:
@@ -133,12 +134,15 @@ def spark_submit_command(
     name: str,
     conf: Mapping[str, str],
     py_files: Sequence[str] = (),
+    environ: Mapping[str, str] = os.environ,
 ) -> list[str]:
-    """The spark-submit command line."""
+    """The spark-submit command line: `conf`, and the engine's Java options for the driver where
+    neither `conf` nor Spark's defaults file (found through `environ`, spark-submit's environment)
+    chooses them (`engine.driver_jvm`)."""
     command = [spark_submit_binary(target.binary), "--master", target.master, "--name", name]
     if target.deploy_mode:
         command += ["--deploy-mode", target.deploy_mode]
-    for key, value in conf.items():
+    for key, value in {**driver_conf(conf, environ), **conf}.items():
         command += ["--conf", f"{key}={value}"]
     if py_files:
         command += ["--py-files", ",".join(py_files)]
@@ -220,11 +224,17 @@ class Compact(BaseOperator):
 
     def spark_submit(self, target: SubmitTarget) -> None:
         py_files = [str(package_zip())] if self.spark.ships_package(target.master) else []
+        env = {**os.environ, **self.env}
         command = spark_submit_command(
-            target, self.application, self.arguments, name=self.name, conf=self.spark.conf, py_files=py_files
+            target,
+            self.application,
+            self.arguments,
+            name=self.name,
+            conf=self.spark.conf,
+            py_files=py_files,
+            environ=env,
         )
         self._hook = SubprocessHook()
-        env = {**os.environ, **self.env}
         # in the task's working directory, as its other steps run: the hook's default is a temporary one,
         # where a relative lake URI (file://./lake, the sample config's) names another, empty lake
         result = self._hook.run_command(command, env={**env, **spark_loopback_env(target.master, env)}, cwd=os.getcwd())
