@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -124,20 +125,53 @@ def test_a_worker_begins_each_item_without_what_the_one_before_freed(spark: Spar
     of one another in each worker."""
     if resident_bytes() is None:
         pytest.skip("reads a worker's resident memory from /proc")
+    items = list(range(3 * parallelism(spark)))
+    began = _began(run_tasks(spark, items, _resident_then_allocate(), "three items of 256 MB a task"))
+    for resident in began.values():
+        assert max(resident) - resident[0] < 64 * 1024 * 1024, resident
+
+
+def test_a_worker_gives_back_after_an_overlapping_tasks_item_that_ran_alone(spark: SparkSession) -> None:
+    """An item heavier than `OVERLAP_BYTES` runs alone in a task whose items may overlap
+    (`map_bounded`), so nothing else holds memory when it ends: the worker gives back after it, as
+    after an item of a task that runs its items in order (the gate's read-back, a share of a
+    partition's records an item). Three such items a task, each allocating and freeing 256 MB of
+    Arrow memory, begin within 64 MB of one another in each worker."""
+    if resident_bytes() is None:
+        pytest.skip("reads a worker's resident memory from /proc")
+    workers = parallelism(spark)
+    done = run_tasks(
+        spark,
+        list(range(3 * workers)),
+        _resident_then_allocate(),
+        "three items of 256 MB a task, each heavier than the overlap budget",
+        weight=lambda _: ITEM_BYTES,
+        overlap=Overlap(4 * workers),
+    )
+    for resident in _began(done).values():
+        assert max(resident) - resident[0] < 64 * 1024 * 1024, resident
+
+
+def _resident_then_allocate() -> Callable[[int], tuple[int, int]]:
+    """An item that returns its worker and the worker's resident memory as it began, then allocates,
+    writes and frees 256 MB of Arrow memory (as a bucket's map does)."""
 
     def resident_then_allocate(item: int) -> tuple[int, int]:  # local: sent to the workers by value
         resident = resident_bytes()
         values = pc.add(pa.array(np.zeros(ITEM_BYTES // 8, np.int64)), item)
         del values
-        return os.getpid(), resident
+        return os.getpid(), resident or 0
 
-    items = list(range(3 * parallelism(spark)))
+    return resident_then_allocate
+
+
+def _began(done: list[tuple[int, int]]) -> dict[int, list[int]]:
+    """Each worker's resident memory as each of its items began, in order; some worker ran several."""
     began: dict[int, list[int]] = {}
-    for pid, resident in run_tasks(spark, items, resident_then_allocate, "three items of 256 MB a task"):
+    for pid, resident in done:
         began.setdefault(pid, []).append(resident)
     assert any(len(r) > 1 for r in began.values()), began
-    for resident in began.values():
-        assert max(resident) - resident[0] < 64 * 1024 * 1024, resident
+    return began
 
 
 def test_a_worker_begins_the_next_steps_items_without_what_overlapping_items_freed(spark: SparkSession) -> None:
