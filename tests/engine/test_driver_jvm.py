@@ -15,7 +15,12 @@ from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import SparkSettings
-from lakecleaner.engine.driver_jvm import DRIVER_JAVA_OPTIONS, DRIVER_JAVA_OPTIONS_KEY, driver_conf
+from lakecleaner.engine.driver_jvm import (
+    DRIVER_JAVA_OPTIONS,
+    DRIVER_JAVA_OPTIONS_KEY,
+    ENVIRONMENT_JAVA_OPTIONS,
+    driver_conf,
+)
 from lakecleaner.engine.session import session_conf
 from lakecleaner.engine.workers import worker_conf
 from lakecleaner.orchestration.compact_task import SubmitTarget, spark_submit_command
@@ -51,7 +56,8 @@ def _probe(command: list[str], env: dict[str, str]) -> dict[str, object]:
 
 
 def _environment(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT"}}
+    dropped = {"SPARK_CONF_DIR", "PYSPARK_GATEWAY_PORT", *ENVIRONMENT_JAVA_OPTIONS}
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     return {**env, **extra}
 
 
@@ -85,6 +91,20 @@ def test_sparks_defaults_file_keeps_the_driver_options_an_administrator_set(tmp_
     assert driver_conf(set(), env) == {}
     (tmp_path / "spark-defaults.conf").write_text(f"# {DRIVER_JAVA_OPTIONS_KEY} -XX:+UseParallelGC\n")
     assert driver_conf(set(), env) == {DRIVER_JAVA_OPTIONS_KEY: DRIVER_JAVA_OPTIONS}  # a comment sets nothing
+
+
+def test_a_collector_chosen_in_the_environments_java_options_is_left_alone() -> None:
+    """A JVM given two collectors refuses to start ("Multiple garbage collectors selected"), so
+    where JAVA_TOOL_OPTIONS or JDK_JAVA_OPTIONS choose one, lakecleaner passes no options of its
+    own: the session starts, on the environment's collector."""
+    parallel = _environment(JDK_JAVA_OPTIONS="-XX:+UseParallelGC")
+    refused = subprocess.run(["java", *DRIVER_JAVA_OPTIONS.split(), "-version"], env=parallel, capture_output=True)
+    assert refused.returncode != 0 and b"Multiple garbage collectors" in refused.stdout + refused.stderr
+    assert driver_conf(set(), parallel) == {}
+    assert driver_conf(set(), _environment(JAVA_TOOL_OPTIONS="-Dfile.encoding=UTF-8")) == {
+        DRIVER_JAVA_OPTIONS_KEY: DRIVER_JAVA_OPTIONS
+    }
+    assert _probe([sys.executable, "-c", JVM_PROBE], parallel)["collectors"] == PARALLEL
 
 
 def test_the_dags_spark_submit_starts_the_driver_with_the_options(tmp_path: Path) -> None:

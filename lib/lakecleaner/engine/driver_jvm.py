@@ -6,18 +6,20 @@ store (`offsets_file`), and what Spark carries back are task descriptions and sm
 live heap after a collection stayed at 70-240 MB through a compaction of 100M records, yet under
 the JVM's defaults on a machine of 2 cores and 24 GB (G1, an initial heap of 1/64 of memory:
 368 MB) the JVM's resident memory spread over 439-536 MB from run to run of the same compaction,
-and decided a single run's peak memory. With `-XX:+UseSerialGC -Xms64m`: 395-406 MB, the same
-from run to run (bench/README.md, "The Spark driver's JVM"). G1 is the collector for heaps of
-many GB and many threads; a driver that holds task descriptions needs neither.
+and decided a single run's peak memory. With `-XX:+UseSerialGC -Xms64m`: 394-414 MB, in as much
+time (bench/README.md, "The driver's JVM, and the gate's alone items"). G1 is the collector for
+heaps of many GB and many threads; a driver that holds task descriptions needs neither.
 
 These are defaults, never overrides: a classic session lakecleaner builds (`engine.session`) and
 the DAG's spark-submit (`orchestration.compact_task`) pass them as spark.driver.extraJavaOptions
 only where nothing else chose the driver's Java options — spark-submit's --conf (an Airflow
 connection's), the config's spark.conf, or Spark's defaults file (spark-defaults.conf in
 SPARK_CONF_DIR, else in the Spark distribution's conf/), where an administrator sets them: a
---conf would replace that file's value, not add to it. They reach only a JVM not yet started:
-a driver that spark-submit started without them keeps its own. A Spark Connect server is a JVM
-serving many runs at once for hours (`lakecleaner connect-server`): it keeps the JVM's defaults.
+--conf would replace that file's value, not add to it. Nor where the environment's Java options
+(JAVA_TOOL_OPTIONS, JDK_JAVA_OPTIONS) choose a collector: a JVM given two refuses to start. They
+reach only a JVM not yet started: a driver that spark-submit started without them keeps its own.
+A Spark Connect server is a JVM serving many runs at once for hours (`lakecleaner connect-server`):
+it keeps the JVM's defaults.
 """
 
 from __future__ import annotations
@@ -36,13 +38,20 @@ DRIVER_JAVA_OPTIONS = "-XX:+UseSerialGC -Xms64m"
 #: A line of spark-defaults.conf that sets the driver's Java options (Spark reads `key value`,
 #: `key=value` or `key: value`, as java.util.Properties does).
 _SETS_OPTIONS = re.compile(rf"\s*{re.escape(DRIVER_JAVA_OPTIONS_KEY)}\s*[\s=:]")
+#: The variables whose Java options every JVM started from this environment takes.
+ENVIRONMENT_JAVA_OPTIONS = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
+#: A Java option that chooses a garbage collector (-XX:+UseG1GC, -XX:+UseParallelGC, …).
+_CHOOSES_COLLECTOR = re.compile(r"-XX:\+Use\w*GC\b")
 
 
 def driver_conf(chosen: Container[str], environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """`DRIVER_JAVA_OPTIONS` as spark.driver.extraJavaOptions, unless `chosen` (the keys set by
     spark-submit and the config's spark.conf) or Spark's defaults file (`defaults_file`) sets the
-    driver's Java options: then nothing."""
+    driver's Java options, or the environment's Java options choose a collector (the JVM refuses
+    to start with two: "Multiple garbage collectors selected"): then nothing."""
     if DRIVER_JAVA_OPTIONS_KEY in chosen or _sets_options(defaults_file(environ)):
+        return {}
+    if any(_CHOOSES_COLLECTOR.search(environ.get(name, "")) for name in ENVIRONMENT_JAVA_OPTIONS):
         return {}
     return {DRIVER_JAVA_OPTIONS_KEY: DRIVER_JAVA_OPTIONS}
 
