@@ -95,13 +95,13 @@ class _TaskRunner(Generic[T, R]):
         partition's records an item, began each item after the first of a task above what the first
         had left: 480-490 MB after a give-back, up to 556 MB after, so that a task of 8 shares at
         100M records peaked higher than one of 2 at 20M)."""
-        limit = max(1, self.overlap.max_concurrency // len(self.packs)) if self.overlap else 1
-        if self.overlap is None or limit == 1:  # one after another (`map_bounded` with a limit of 1)
+        if self.overlap is None:
             for index in pack:
                 value = self.fn(self.items[index])
                 give_back()
                 yield index, value
             return
+        limit = max(1, self.overlap.max_concurrency // len(self.packs))
         items, weights = [self.items[i] for i in pack], [self.weights[i] for i in pack]
         growth = Growth()
         for position, value in map_bounded(self.fn, items, weights, OVERLAP_BYTES, limit, self.overlap.max_concurrency):
