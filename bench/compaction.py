@@ -422,9 +422,9 @@ Lakes = LocalLakes | S3Lakes
 
 def session(master: str) -> SparkSession:
     """(a)'s Spark application, built as `lakecleaner compact` builds its own (`build_session`:
-    the engine's settings for its Python workers included, and Spark's default driver memory, 1 GB,
-    as a user's: with 4 GB the JVM's G1 grew its heap 0.1 GB further on the 100M-record partition,
-    none of it live)."""
+    the engine's settings for its Python workers and its driver's JVM included, and Spark's
+    default driver memory, 1 GB, as a user's: with 4 GB the JVM's G1 grew its heap 0.1 GB further
+    on the 100M-record partition, none of it live)."""
     conf = {"spark.ui.showConsoleProgress": "false"}
     return build_session(SparkSettings(master=master, conf=conf), "lakecleaner-bench")
 

@@ -23,7 +23,9 @@ gate's read-back: `sparkio.Overlap`) are not each followed by a giving back: one
 memory the others are using and still need, and doing so made those cases 16-30% slower. Such a
 task gives back only once the worker's memory has grown past its first item's by a bound
 (`Growth`, `GROWTH_SLACK_BYTES`): a pass-2 task of 100 groups (100M records) otherwise climbed
-120-190 MB over them.
+120-190 MB over them. An item of such a task too heavy to overlap (`sparkio.OVERLAP_BYTES`) runs
+alone, and is followed by a giving back as in a task of items in order: the gate's read-back of
+a share of 100M records otherwise began each item after a task's first 50-70 MB higher.
 Arrow's allocator gives back only when asked (`workers.WORKER_ENV`).
 
 The driver gives back the same way once it has joined a partition's key buckets' winners
