@@ -6,9 +6,10 @@ store (`offsets_file`), and what Spark carries back are task descriptions and sm
 live heap after a collection stayed at 70-240 MB through a compaction of 100M records, yet under
 the JVM's defaults on a machine of 2 cores and 24 GB (G1, an initial heap of 1/64 of memory:
 368 MB) the JVM's resident memory spread over 439-536 MB from run to run of the same compaction,
-and decided a single run's peak memory. With `-XX:+UseSerialGC -Xms64m`: 394-414 MB, in as much
-time (bench/README.md, "The driver's JVM, and the gate's alone items"). G1 is the collector for
-heaps of many GB and many threads; a driver that holds task descriptions needs neither.
+and decided a single run's peak memory. With `-XX:+UseSerialGC -Xms64m`: 394-414 MB, in times
+this machine's spread does not tell apart from G1's (bench/README.md, "The driver's JVM, and the
+gate's alone items"). G1 is the collector for heaps of many GB and many threads; a driver that
+holds task descriptions needs neither.
 
 These are defaults, never overrides: a classic session lakecleaner builds (`engine.session`) and
 the DAG's spark-submit (`orchestration.compact_task`) pass them as spark.driver.extraJavaOptions
