@@ -58,8 +58,8 @@ def session_conf(settings: SparkSettings, submitted: SparkConf, starts_jvm: bool
     """What a classic session lakecleaner builds is configured with: `worker_conf()` where
     spark-submit did not set it (`submitted`, an Airflow connection's --conf), and when the session
     `starts_jvm` (no spark-submit started the driver), the driver's Java options where neither
-    spark-submit, the config nor Spark's defaults file chose them (`driver_jvm.driver_conf`); then
-    the config's spark.conf, which may override them all."""
+    spark-submit, the config, Spark's defaults file nor the environment's Java options chose them
+    (`driver_jvm.driver_conf`); then the config's spark.conf, which may override them all."""
     engine = {key: value for key, value in worker_conf().items() if not submitted.contains(key)}
     if starts_jvm:
         engine |= driver_conf({key for key, _ in submitted.getAll()} | set(settings.conf))

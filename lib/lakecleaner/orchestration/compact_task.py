@@ -137,8 +137,8 @@ def spark_submit_command(
     environ: Mapping[str, str] = os.environ,
 ) -> list[str]:
     """The spark-submit command line: `conf`, and the engine's Java options for the driver where
-    neither `conf` nor Spark's defaults file (found through `environ`, spark-submit's environment)
-    chooses them (`engine.driver_jvm`)."""
+    neither `conf`, Spark's defaults file nor the Java options of `environ` (spark-submit's
+    environment, through which that file is found too) choose them (`engine.driver_jvm`)."""
     command = [spark_submit_binary(target.binary), "--master", target.master, "--name", name]
     if target.deploy_mode:
         command += ["--deploy-mode", target.deploy_mode]
