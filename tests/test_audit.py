@@ -6,8 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,6 +33,7 @@ from lakecleaner.policy.erasure import (
     schedule_interval_ms,
 )
 from lakecleaner.retention import trim_partition
+from tests.cli_process import run_cli
 from tests.conftest import ALL_BACKENDS
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)
@@ -291,11 +290,9 @@ def test_audit_key_takes_a_200_kb_key_from_a_file_and_from_stdin(tmp_path: Path)
     key = b"k" * 200_000
     lake.create_topic("users").partition(0).append([Record(key, b"v")])
     (tmp_path / "key").write_bytes(key)
-    base = [sys.executable, "-m", "lakecleaner.cli", "--lake", f"file://{tmp_path / 'lake'}", "--json"]
+    base = ["--lake", f"file://{tmp_path / 'lake'}", "--json"]
     for args, stdin in ((["--key-file", str(tmp_path / "key")], None), (["--key-file", "-"], key)):
-        proc = subprocess.run(
-            [*base, "audit", "key", "--topic", "users", *args], input=stdin, capture_output=True, timeout=120
-        )
+        proc = run_cli(*base, "audit", "key", "--topic", "users", *args, input=stdin)
         assert proc.returncode == 0, proc.stderr
         copies = json.loads(proc.stdout)["copies"]
         assert [(c["offset"], c["kind"]) for c in copies] == [(0, LIVE)]

@@ -15,19 +15,13 @@ from lakecleaner.cleaner_state import Failure, mark_uncleanable
 from lakecleaner.config import parse_config
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
+from tests.cli_process import run_cli
 
 
 def run(lake: Path, *args: str, stdin: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
     cwd = lake.with_name(lake.name + "-cwd")  # the test's own: the demo writes the sample config there
     cwd.mkdir(exist_ok=True)
-    proc = subprocess.run(
-        [sys.executable, "-m", "lakecleaner.cli", "--lake", f"file://{lake}", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-    )
+    proc = run_cli("--lake", f"file://{lake}", *args, input=stdin, cwd=cwd)
     if ok:
         assert proc.returncode == 0, proc.stderr
     return proc

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from lakecleaner.retention import gc_topic, retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import GcRunReport
 from tests import lake_process
+from tests.cli_process import run_cli
 from tests.conftest import ALL_BACKENDS, S3Endpoint
 from tests.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_read
 
@@ -433,13 +433,7 @@ def run_cli_lake(lake: Lake, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LAKECLEANER_S3_ENDPOINT_URL": s.endpoint_url or ""}
     if s.access_key_id:
         env.update(AWS_ACCESS_KEY_ID=s.access_key_id, AWS_SECRET_ACCESS_KEY=s.secret_access_key or "")
-    return subprocess.run(
-        [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={k: v for k, v in env.items() if v},
-    )
+    return run_cli("--lake", lake.uri, *args, env={k: v for k, v in env.items() if v})
 
 
 @pytest.mark.parametrize("body", [b"{not json", b'{"name": "other", "partitions": 3}', b'{"partitions": 3}'])

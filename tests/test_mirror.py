@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,12 +22,12 @@ from lakecleaner.errors import KafkaUnavailable, MirrorMismatch
 from lakecleaner.kafka.clients import retried
 from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
+from tests import cli_process
 from tests.dashboard.conftest import Scene
 from tests.dashboard.test_app import as_user, client
 from tests.kafka_mock import MOCK_PARTITIONS, KafkaRecord, MockCluster
 
 T0 = 1_790_000_000_000
-CLI = (sys.executable, "-m", "lakecleaner.cli")
 
 
 def write_config(tmp_path: Path, bootstrap: str, topic: str, **topic_settings: Any) -> Path:
@@ -148,12 +147,7 @@ def test_a_lake_topic_with_fewer_partitions_grows_to_kafkas(tmp_path: Path, kafk
 
 
 def run_cli(config: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lakecleaner.cli", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return cli_process.run_cli("--config", str(config), *args, timeout=timeout)
 
 
 def test_an_unreachable_cluster_is_one_clear_error_and_nothing_is_written(tmp_path: Path) -> None:
@@ -175,7 +169,7 @@ def test_the_cli_mirrors_and_a_kill_9_then_a_rerun_leaves_every_record_once(
     config = write_config(tmp_path, kafka_mock.bootstrap, topic)
     for delay in (0.3, 0.8, 1.5):
         process = subprocess.Popen(
-            [*CLI, "--config", str(config), "mirror", "--topic", topic, "--batch-bytes", "3000"],
+            [*cli_process.CLI, "--config", str(config), "mirror", "--topic", topic, "--batch-bytes", "3000"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -193,7 +187,7 @@ def test_without_once_a_sigterm_appends_what_it_holds_and_exits_0(tmp_path: Path
     kafka_mock.produce(topic, sample(100))
     config = write_config(tmp_path, kafka_mock.bootstrap, topic)
     process = subprocess.Popen(
-        [sys.executable, "-m", "lakecleaner.cli", "--config", str(config), "--json", "mirror", "--topic", topic],
+        [*cli_process.CLI, "--config", str(config), "--json", "mirror", "--topic", topic],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -211,6 +205,21 @@ def test_without_once_a_sigterm_appends_what_it_holds_and_exits_0(tmp_path: Path
     assert process.returncode == 0, err
     assert json.loads(out)["stopped"] == "signal"
     assert lake_view(lake, topic) == kafka_mock.read_all(topic)
+
+
+def test_a_cli_run_past_its_timeout_fails_showing_where_its_threads_were(
+    tmp_path: Path, kafka_mock: MockCluster
+) -> None:
+    """The tests' CLI runner (tests/cli_process.py) on a run that does not end by itself: a mirror
+    without --once."""
+    topic = kafka_mock.new_topic()
+    kafka_mock.produce(topic, sample(10))
+    config = write_config(tmp_path, kafka_mock.bootstrap, topic)
+    with pytest.raises(AssertionError) as failed:
+        run_cli(config, "mirror", "--topic", topic, timeout=8)
+    shown = str(failed.value)
+    assert "ran past 8 s" in shown and "Fatal Python error: Aborted" in shown
+    assert "Current thread" in shown and 'File "' in shown and "lakecleaner" in shown
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,6 @@ are cleared once a summary covers them, never before; a summary never replaces a
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from lakecleaner.summaries.model import TopicSummary
 from lakecleaner.summaries.read import TopicFacts
 from lakecleaner.summaries.refresh import build_summary, refresh_summary, summary_store
 from lakecleaner.summaries.store import MIN_MARKER_EXPIRY_MS
+from tests.cli_process import run_cli
 from tests.conftest import S3Endpoint
 
 HOUR = 3_600_000
@@ -218,15 +217,13 @@ def test_a_repaired_manifest_takes_a_version_above_every_one_a_summary_names(bui
 def test_summaries_refresh_refreshes_every_topic_and_names_a_missing_one(built: Lake) -> None:
     lake = built
     lake.topic("orders").partition(0).append([Record(b"k", b"v", NOW)], now_ms=NOW)
-    base = [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri]
-    done = subprocess.run([*base, "summaries", "refresh", "--json"], capture_output=True, text=True, timeout=120)
+    base = ["--lake", lake.uri]
+    done = run_cli(*base, "summaries", "refresh", "--json")
     assert done.returncode == 0, done.stderr
     rows = {r["topic"]: r for r in json.loads(done.stdout)["summaries"]}
     assert set(rows) == set(TOPICS) and rows["orders"]["written"] and rows["orders"]["markers_deleted"] >= 1
     assert rows["orders"]["partitions"] == 3
-    missing = subprocess.run(
-        [*base, "summaries", "refresh", "--topic", "nope"], capture_output=True, text=True, timeout=120
-    )
+    missing = run_cli(*base, "summaries", "refresh", "--topic", "nope")
     assert missing.returncode == 2 and missing.stderr.startswith("error:") and "nope" in missing.stderr
 
 
@@ -269,8 +266,8 @@ def test_status_reads_summaries_and_the_manifests_of_partitions_committed_since(
     for topic in TOPICS:
         refresh_summary(lake, topic, wall_clock_ms())  # status decides at the wall-clock time
     lake.topic("orders").partition(1).append([Record(b"new", b"v", NOW)], now_ms=NOW)
-    base = [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri]
-    done = subprocess.run([*base, "status", "--json"], capture_output=True, text=True, timeout=120)
+    base = ["--lake", lake.uri]
+    done = run_cli(*base, "status", "--json")
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
     for topic in TOPICS:
@@ -284,7 +281,7 @@ def test_status_reads_summaries_and_the_manifests_of_partitions_committed_since(
         }
         changed = {1} if topic == "orders" else set()
         assert {p for p, r in rows.items() if r["source"] == "manifest"} == changed
-    human = subprocess.run([*base, "status", "--topic", "orders"], capture_output=True, text=True, timeout=120)
+    human = run_cli(*base, "status", "--topic", "orders")
     assert "from the topic's summary of" in human.stdout and "1 partition from the manifests" in human.stdout
 
 
@@ -325,8 +322,8 @@ def test_plan_all_shows_every_topic_as_planning_its_manifests_would_and_says_whe
     plan of the topic's manifests at the same now; the table fits 120 columns."""
     lake = built
     lake.topic("orders").partition(1).append([Record(b"new", b"v", NOW)], now_ms=NOW)
-    base = [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri, "plan", "--all", "--now", str(NOW)]
-    done = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120)
+    base = ["--lake", lake.uri, "plan", "--all", "--now", str(NOW)]
+    done = run_cli(*base, "--json")
     assert done.returncode == 0, done.stderr
     rows = {r["topic"]: r for r in json.loads(done.stdout)["topics"]}
     assert sorted(rows) == sorted(TOPICS)
@@ -342,7 +339,7 @@ def test_plan_all_shows_every_topic_as_planning_its_manifests_would_and_says_whe
         assert row["max_dirty_percent"] == exact["metrics"]["max-dirty-percent"]
     assert rows["orders"]["compaction_due"] and rows["events"]["retention_due"]  # work due of both kinds
     assert [rows[t]["source"]["partitions_from_manifests"] for t in TOPICS] == [1, 0]
-    human = subprocess.run(base, capture_output=True, text=True, timeout=120).stdout
+    human = run_cli(*base).stdout
     assert "summary+1" in human and max(len(line) for line in human.splitlines()) <= 120
 
 
@@ -351,12 +348,12 @@ def test_plan_all_reports_an_unreadable_partition_shows_the_rest_and_exits_1(bac
     lake = built
     lake.create_topic("broken", 2, now_ms=NOW)
     lake.store.write("topics/broken/partition=1/manifest.json", b"{not json")
-    base = [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri, "--json", "plan", "--all"]
-    done = subprocess.run([*base, "--now", str(NOW)], capture_output=True, text=True, timeout=120)
+    base = ["--lake", lake.uri, "--json", "plan", "--all"]
+    done = run_cli(*base, "--now", str(NOW))
     assert done.returncode == 1 and "broken-1" in done.stderr and "manifest.json" in done.stderr
     rows = {r["topic"]: r for r in json.loads(done.stdout)["topics"]}
     assert sorted(rows) == ["broken", *sorted(TOPICS)] and list(rows["broken"]["unreadable_partitions"]) == ["1"]
-    refused = subprocess.run([*base, "--topic", "orders"], capture_output=True, text=True, timeout=120)
+    refused = run_cli(*base, "--topic", "orders")
     assert (
         refused.returncode == 2
         and refused.stderr.startswith("error: --all shows every topic")
@@ -374,8 +371,8 @@ def test_audit_lake_lists_every_deadline_soonest_first_as_the_manifests_plan_the
     lake.topic("orders").partition(1).append([Record(b"new", b"v", NOW)], now_ms=NOW)
     fresh = lake.create_topic("fresh", 1, {"cleanup.policy": "compact", "max.compaction.lag.ms": 24 * HOUR}, now_ms=NOW)
     fresh.partition(0).append([Record(b"k", b"v", NOW)], now_ms=NOW)
-    base = [sys.executable, "-m", "lakecleaner.cli", "--lake", lake.uri, "audit", "lake", "--now", str(NOW)]
-    done = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120)
+    base = ["--lake", lake.uri, "audit", "lake", "--now", str(NOW)]
+    done = run_cli(*base, "--json")
     assert done.returncode == 1, done.stderr  # a deadline has passed
     rows = json.loads(done.stdout)["deadlines"]
     expected = {
@@ -396,7 +393,7 @@ def test_audit_lake_lists_every_deadline_soonest_first_as_the_manifests_plan_the
         )
     assert rows[0]["overdue"] and not rows[-1]["overdue"] and rows[-1]["topic"] == "fresh"
     for hours, kept in ((0, rows[:-1]), (24, rows)):
-        within = subprocess.run([*base, "--json", "--within", str(hours)], capture_output=True, text=True, timeout=120)
+        within = run_cli(*base, "--json", "--within", str(hours))
         assert json.loads(within.stdout)["deadlines"] == kept
-    human = subprocess.run(base, capture_output=True, text=True, timeout=120).stdout
+    human = run_cli(*base).stdout
     assert "OVERDUE" in human and "max.compaction.lag.ms" in human and max(map(len, human.splitlines())) <= 120

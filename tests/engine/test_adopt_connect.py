@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from lakecleaner.io import open_store
 from lakecleaner.lake import Lake
 from lakecleaner.policy.erasure import LEFT_THE_LOG, UNREFERENCED
 from lakecleaner.retention.gc import gc_topic
+from tests.cli_process import run_cli
 from tests.connect_sink import SinkConfig, SinkRecord, write_sink
 from tests.engine.helpers import compact
 
@@ -231,8 +231,7 @@ def test_adopt_connect_from_the_cli_dry_run_then_adopt(tmp_path: Path) -> None:
     write_sink(open_store(source), "", "orders", orders(9, partitions=1), SinkConfig("parquet", ORDER_SCHEMA))
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        base = [sys.executable, "-m", "lakecleaner.cli", "--config", str(config)]
-        return subprocess.run([*base, *args], capture_output=True, text=True, timeout=120)
+        return run_cli("--config", str(config), *args)
 
     dry = cli("adopt", "connect", "--topic", "orders", "--from", source, "--settle-seconds", "0", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr

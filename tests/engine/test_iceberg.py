@@ -10,7 +10,6 @@ import json
 import shutil
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from lakecleaner.policy.erasure import LIVE, UNREFERENCED
 from lakecleaner.retention import retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import gc_topic
+from tests.cli_process import run_cli
 from tests.engine.helpers import compact, keyed
 from tests.engine.reference_model import beats
 from tests.spark_iceberg_reader import spark_read
@@ -231,8 +231,7 @@ def test_iceberg_status_and_sync_from_the_cli_mask_secrets(tmp_path: Path) -> No
     )
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "lakecleaner.cli", "--config", str(config), *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+        return run_cli("--config", str(config), *args)
 
     assert cli("topics", "create", "clicks").returncode == 0
     produced = cli("produce", "--topic", "clicks")
