@@ -120,3 +120,7 @@ class MirrorMismatch(LakeCleanerError):
 
 class CorruptSummary(LakeCleanerError):
     """A topic's summary (issue 50) that cannot be parsed: the views read its manifests instead."""
+
+
+class SparkNotInstalled(LakeCleanerError):
+    """No Spark distribution to run: pyspark is not installed and SPARK_HOME is not set."""

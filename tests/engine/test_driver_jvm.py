@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyspark
 import pytest
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
@@ -134,3 +135,19 @@ def test_session_conf_adds_the_options_only_where_it_starts_the_jvm_and_nothing_
     assert DRIVER_JAVA_OPTIONS_KEY not in session_conf(SparkSettings(), submitted, starts_jvm=True)
     configured = SparkSettings(conf={DRIVER_JAVA_OPTIONS_KEY: "-Xss4m"})
     assert session_conf(configured, nothing, starts_jvm=True)[DRIVER_JAVA_OPTIONS_KEY] == "-Xss4m"
+
+
+def test_spark_home_names_the_distribution_whose_spark_submit_and_defaults_file_are_used(tmp_path: Path) -> None:
+    """With SPARK_HOME set, spark-submit and the spark-defaults.conf it reads are that
+    distribution's (as Spark's own scripts find them); without it, pyspark's."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text(f"{DRIVER_JAVA_OPTIONS_KEY}=-XX:+UseParallelGC\n")
+    home = _environment(SPARK_HOME=str(tmp_path))
+    assert driver_conf(set(), home) == {}
+    command = spark_submit_command(SubmitTarget("local[1]"), "job.py", [], name="job", conf={}, environ=home)
+    assert command[0] == str(tmp_path / "bin" / "spark-submit")
+    assert not any(DRIVER_JAVA_OPTIONS in part for part in command)
+    own = {k: v for k, v in _environment().items() if k != "SPARK_HOME"}
+    assert driver_conf(set(), own) == {DRIVER_JAVA_OPTIONS_KEY: DRIVER_JAVA_OPTIONS}
+    command = spark_submit_command(SubmitTarget("local[1]"), "job.py", [], name="job", conf={}, environ=own)
+    assert Path(command[0]) == Path(pyspark.__file__).parent / "bin" / "spark-submit" and Path(command[0]).is_file()

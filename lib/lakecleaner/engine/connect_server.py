@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from lakecleaner.engine.distribution import pyspark_home
 from lakecleaner.engine.workers import WORKER_ENV, worker_conf
 from lakecleaner.errors import LakeCleanerError
 
@@ -76,7 +77,7 @@ class ConnectServer:
             **WORKER_ENV,
             **loopback,
             **os.environ,
-            "SPARK_HOME": str(spark_home()),
+            "SPARK_HOME": str(pyspark_home()),
             "SPARK_LOG_DIR": str(self.folder / "logs"),
             "SPARK_PID_DIR": str(self.folder / "pid"),
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable,
@@ -94,7 +95,7 @@ class ConnectServer:
             "spark.connect.grpc.binding.port": str(self.port),
             **self.conf,
         }
-        command = [str(spark_home() / "sbin" / "start-connect-server.sh"), "--master", self.master]
+        command = [str(pyspark_home() / "sbin" / "start-connect-server.sh"), "--master", self.master]
         for key, value in conf.items():
             command += ["--conf", f"{key}={value}"]
         return command
@@ -122,7 +123,7 @@ class ConnectServer:
 
     def stop(self) -> None:
         """Stop the server started with this folder (nothing to do when none runs)."""
-        stop = [str(spark_home() / "sbin" / "stop-connect-server.sh")]
+        stop = [str(pyspark_home() / "sbin" / "stop-connect-server.sh")]
         subprocess.run(stop, env=self.environment(), capture_output=True, text=True, check=False)
 
     def listening(self) -> bool:
@@ -131,10 +132,3 @@ class ConnectServer:
 
     def log_tail(self, chars: int = 2000) -> str:
         return "".join(p.read_text(errors="replace")[-chars:] for p in sorted((self.folder / "logs").glob("*.out")))
-
-
-def spark_home() -> Path:
-    """pyspark's own distribution (its sbin/ holds the Connect server's scripts)."""
-    import pyspark
-
-    return Path(pyspark.__file__).parent

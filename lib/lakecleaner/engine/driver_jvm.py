@@ -30,7 +30,7 @@ import re
 from collections.abc import Container, Mapping
 from pathlib import Path
 
-from lakecleaner.engine.connect_server import spark_home
+from lakecleaner.engine.distribution import submit_home
 
 #: The Spark setting that carries the driver's Java options.
 DRIVER_JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
@@ -62,8 +62,7 @@ def defaults_file(environ: Mapping[str, str]) -> Path:
     in the conf/ of pyspark's own distribution (whose spark-submit runs without SPARK_HOME)."""
     if environ.get("SPARK_CONF_DIR"):
         return Path(environ["SPARK_CONF_DIR"]) / "spark-defaults.conf"
-    home = Path(environ["SPARK_HOME"]) if environ.get("SPARK_HOME") else spark_home()
-    return home / "conf" / "spark-defaults.conf"
+    return submit_home(environ) / "conf" / "spark-defaults.conf"
 
 
 def _sets_options(path: Path) -> bool:

@@ -20,12 +20,10 @@ spark-submit is `$SPARK_HOME/bin/spark-submit` when SPARK_HOME is set, else the 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlparse
 
@@ -35,7 +33,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 
 from lakecleaner.config import SparkSettings, spark_loopback_env
+from lakecleaner.engine.distribution import submit_home
 from lakecleaner.engine.driver_jvm import driver_conf
+from lakecleaner.errors import SparkNotInstalled
 from lakecleaner.spark_jobs import package_zip
 
 if TYPE_CHECKING:
@@ -114,16 +114,15 @@ def connection_of_url(url: str) -> dict[str, Any]:
     return connection
 
 
-def spark_submit_binary(configured: str | None = None) -> str:
-    """The spark-submit to run: the connection's `spark-binary`, else $SPARK_HOME's, else pyspark's."""
+def spark_submit_binary(configured: str | None = None, environ: Mapping[str, str] = os.environ) -> str:
+    """The spark-submit to run: the connection's `spark-binary`, else that of the distribution
+    `environ` names ($SPARK_HOME's, else pyspark's: `engine.distribution`)."""
     if configured:
         return configured
-    if os.environ.get("SPARK_HOME"):
-        return str(Path(os.environ["SPARK_HOME"]) / "bin" / "spark-submit")
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        raise AirflowException("spark-submit not found: install pyspark (lakecleaner[spark]) or set SPARK_HOME")
-    return str(Path(next(iter(spec.submodule_search_locations))) / "bin" / "spark-submit")
+    try:
+        return str(submit_home(environ) / "bin" / "spark-submit")
+    except SparkNotInstalled as exc:
+        raise AirflowException(str(exc)) from None
 
 
 def spark_submit_command(
@@ -139,7 +138,7 @@ def spark_submit_command(
     """The spark-submit command line: `conf`, and the engine's Java options for the driver where
     neither `conf`, Spark's defaults file nor the Java options of `environ` (spark-submit's
     environment, through which that file is found too) choose them (`engine.driver_jvm`)."""
-    command = [spark_submit_binary(target.binary), "--master", target.master, "--name", name]
+    command = [spark_submit_binary(target.binary, environ), "--master", target.master, "--name", name]
     if target.deploy_mode:
         command += ["--deploy-mode", target.deploy_mode]
     for key, value in {**driver_conf(conf, environ), **conf}.items():
