@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -219,7 +220,7 @@ def test_a_cli_run_past_its_timeout_fails_showing_where_its_threads_were(
         run_cli(config, "mirror", "--topic", topic, timeout=8)
     shown = str(failed.value)
     assert "ran past 8 s" in shown and "Fatal Python error: Aborted" in shown
-    assert "Current thread" in shown and 'File "' in shown and "lakecleaner" in shown
+    assert "Current thread" in shown and re.search(r'File ".*/lakecleaner/[\w/]+\.py", line \d+', shown), shown
 
 
 @pytest.mark.parametrize(
