@@ -16,6 +16,7 @@ from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from lakecleaner.config import SparkSettings
+from lakecleaner.engine import distribution
 from lakecleaner.engine.driver_jvm import (
     DRIVER_JAVA_OPTIONS,
     DRIVER_JAVA_OPTIONS_KEY,
@@ -24,6 +25,7 @@ from lakecleaner.engine.driver_jvm import (
 )
 from lakecleaner.engine.session import session_conf
 from lakecleaner.engine.workers import worker_conf
+from lakecleaner.errors import SparkNotInstalled
 from lakecleaner.orchestration.compact_task import SubmitTarget, spark_submit_command
 
 pytestmark = pytest.mark.classic_only
@@ -151,3 +153,14 @@ def test_spark_home_names_the_distribution_whose_spark_submit_and_defaults_file_
     assert driver_conf(set(), own) == {DRIVER_JAVA_OPTIONS_KEY: DRIVER_JAVA_OPTIONS}
     command = spark_submit_command(SubmitTarget("local[1]"), "job.py", [], name="job", conf={}, environ=own)
     assert Path(command[0]) == Path(pyspark.__file__).parent / "bin" / "spark-submit" and Path(command[0]).is_file()
+
+
+def test_without_pyspark_each_error_names_the_fix_that_serves_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pyspark: spark-submit's error names the extra and SPARK_HOME (another distribution
+    serves), pyspark's own distribution's (the Connect server's scripts) the extra only."""
+    monkeypatch.setattr(distribution.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SparkNotInstalled, match=r"install lakecleaner\[spark\], or set SPARK_HOME"):
+        distribution.submit_home({})
+    with pytest.raises(SparkNotInstalled) as own:
+        distribution.pyspark_home()
+    assert "lakecleaner[spark]" in str(own.value) and "SPARK_HOME" not in str(own.value)

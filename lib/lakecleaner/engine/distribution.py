@@ -19,10 +19,15 @@ def pyspark_home() -> Path:
     """pyspark's own distribution, found without importing pyspark (whose import takes a second)."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
-        raise SparkNotInstalled("Spark not found: install pyspark (lakecleaner[spark]) or set SPARK_HOME")
+        raise SparkNotInstalled("pyspark is not installed: install lakecleaner[spark]")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
 def submit_home(environ: Mapping[str, str] = os.environ) -> Path:
     """The distribution spark-submit runs from in `environ`: $SPARK_HOME when set, else pyspark's."""
-    return Path(environ["SPARK_HOME"]) if environ.get("SPARK_HOME") else pyspark_home()
+    if environ.get("SPARK_HOME"):
+        return Path(environ["SPARK_HOME"])
+    try:
+        return pyspark_home()
+    except SparkNotInstalled as exc:  # here another distribution serves as well
+        raise SparkNotInstalled(f"spark-submit not found: {exc}, or set SPARK_HOME to a Spark distribution") from None
