@@ -123,4 +123,4 @@ class CorruptSummary(LakeCleanerError):
 
 
 class SparkNotInstalled(LakeCleanerError):
-    """No Spark distribution to run: pyspark is not installed and SPARK_HOME is not set."""
+    """No Spark distribution to run: pyspark is not installed (and, for spark-submit, SPARK_HOME is not set)."""
