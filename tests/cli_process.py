@@ -9,15 +9,16 @@ only its arguments behind.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import overload
 
+from lakecleaner.process import SHOWS_STACKS, end_showing_stacks
+
 CLI = (sys.executable, "-m", "lakecleaner.cli")
-STACKS_WAIT_S = 15
 
 
 @overload
@@ -50,7 +51,7 @@ def run_cli(
     """`lakecleaner ARGS` to its end (stdout and stderr captured: text, or bytes when `input` is),
     or a failure that shows where each of its threads was when `timeout` seconds had passed."""
     command = [*CLI, *args]
-    environment = {**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"}
+    environment = {**(os.environ if env is None else env), **SHOWS_STACKS}
     with subprocess.Popen(
         command,
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
@@ -68,12 +69,10 @@ def run_cli(
 
 
 def _stacks(child: subprocess.Popen[str] | subprocess.Popen[bytes]) -> str:
-    """What a hung child printed once told to abort (faulthandler: every thread's stack)."""
-    child.send_signal(signal.SIGABRT)
-    try:
-        out, err = child.communicate(timeout=STACKS_WAIT_S)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        out, err = child.communicate()
+    """What a hung child printed once told to abort (`process.end_showing_stacks`)."""
+    ending = threading.Thread(target=end_showing_stacks, args=(child,))
+    ending.start()
+    out, err = child.communicate()
+    ending.join()
     shown = [part.decode(errors="replace") if isinstance(part, bytes) else part for part in (out or "", err or "")]
     return f"stdout:\n{shown[0]}\nstderr (with the threads' stacks):\n{shown[1]}"

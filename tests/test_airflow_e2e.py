@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -161,6 +162,18 @@ def test_invalid_parameters_fail_the_first_task_with_the_reason(harness: Harness
     assert result.tries["assess"] == 1  # failed at once: retrying cannot fix a parameter
     assert "partitions: 7 is not a partition of this topic (0..0)" in result.log
     assert bases(harness) == [0, 10, 20, 30, 40, 50]
+
+
+def test_a_dag_run_past_its_timeout_fails_showing_where_its_threads_were(harness: Harness) -> None:
+    """`run_dags` ends a child that outlives its timeout with SIGABRT (`process.end_showing_stacks`),
+    on which the child prints every thread's stack, and its error carries them: killed, a hung run
+    left only what it had printed so far. Three seconds in, the child is still loading Airflow."""
+    request = DagRunRequest("lakecleaner__page-views", T0_ISO)
+    with pytest.raises(RuntimeError, match=r"did not finish within 3 s") as failed:
+        run_dags(harness.home, harness.config_path, [request], harness.env(None), timeout_s=3)
+    shown = str(failed.value)
+    assert "most recent call first" in shown, shown[-2000:]
+    assert re.search(r'File "[^"]+\.py", line \d+ in ', shown), shown[-2000:]
 
 
 def test_without_airflow_setup_the_first_task_fails_at_once_naming_the_command(harness: Harness) -> None:

@@ -1,12 +1,21 @@
-"""How lakecleaner's own processes (the CLI, the spark-submit job) end."""
+"""How lakecleaner's own processes (the CLI, the spark-submit job) end, and how a child of one
+that hangs is ended so that it shows where it was."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import os
+import signal
+import subprocess
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
+
+#: What a child's environment needs for `end_showing_stacks` to show its threads: Python's
+#: faulthandler, which prints every thread's stack to stderr on SIGABRT.
+SHOWS_STACKS = {"PYTHONFAULTHANDLER": "1"}
+#: Seconds a child told to abort has to print its stacks before it is killed.
+STACKS_WAIT_S = 15
 
 
 def exit_flushed(code: int) -> NoReturn:
@@ -21,3 +30,18 @@ def exit_flushed(code: int) -> NoReturn:
             stream.flush()
     logging.shutdown()
     os._exit(code)
+
+
+def end_showing_stacks(child: subprocess.Popen[Any], wait_s: float = STACKS_WAIT_S) -> None:
+    """End a hung child started with `SHOWS_STACKS` in its environment: SIGABRT, on which it prints
+    every thread's stack to its stderr and dies, then SIGKILL if it still runs after `wait_s`.
+    Someone must read the child's output meanwhile (another thread, `communicate`): a child whose
+    pipe is full cannot print. A hang killed without its stacks leaves only its arguments behind
+    (a CLI run in CI, killed after 120 s with nothing on stdout or stderr)."""
+    if child.poll() is not None:
+        return
+    child.send_signal(signal.SIGABRT)
+    try:
+        child.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        child.kill()

@@ -26,8 +26,12 @@ from typing import Any
 from lakecleaner.clock import epoch_ms
 from lakecleaner.orchestration.dags import build_dags, dags_folder
 from lakecleaner.orchestration.sqlite import SQLITE_CONNECT_ARGS, use_write_ahead_log
+from lakecleaner.process import SHOWS_STACKS, end_showing_stacks
 
 RESULT_PREFIX = "RESULT "
+#: Characters of a failed child's output's end that `run_dags` shows: room for a hung child's
+#: threads' stacks (faulthandler prints the main thread's last).
+OUTPUT_SHOWN_CHARS = 12_000
 
 
 @dataclass(frozen=True)
@@ -130,20 +134,27 @@ def run_dags(
     the DAGs and what their tasks import (Great Expectations: seconds) once, not once per run. The
     child stops after the first run that does not succeed; `on_result` hears of each run as it
     ends. Returns the results of the runs made, each with its own part of the child's output;
-    raises RuntimeError, with the output's end, when the child ends (or `timeout_s`, for all the
-    runs, passes) in the middle of a run."""
+    raises RuntimeError, with the output's end, when the child ends in the middle of a run, or
+    when `timeout_s` (for all the runs) passes: then the child is ended showing every thread's
+    stack (`process.end_showing_stacks`), which the output's end holds."""
     payload = json.dumps([{"dag_id": r.dag_id, "logical_date": r.logical_date, "conf": dict(r.conf)} for r in requests])
     command = [sys.executable, "-m", "lakecleaner.orchestration.local", str(config_path), payload]
     results: list[DagRunResult] = []
     output: list[str] = []
     with subprocess.Popen(
         command,
-        env=airflow_env(airflow_home, config_path, env),
+        env={**airflow_env(airflow_home, config_path, env), **SHOWS_STACKS},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     ) as child:
-        timer = threading.Timer(timeout_s, child.kill)
+        late = threading.Event()
+
+        def end_late() -> None:
+            late.set()
+            end_showing_stacks(child)
+
+        timer = threading.Timer(timeout_s, end_late)
         timer.start()
         try:
             assert child.stdout is not None
@@ -174,8 +185,10 @@ def run_dags(
     stopped = bool(results) and results[-1].state != "success"
     if len(results) < len(requests) and not stopped:
         unfinished = requests[len(results)]
+        why = f" within {timeout_s} s (where its threads were is at the end)" if late.is_set() else ""
         raise RuntimeError(
-            f"the DAG run {unfinished.dag_id} @ {unfinished.logical_date} did not finish:\n{''.join(output)[-4000:]}"
+            f"the DAG run {unfinished.dag_id} @ {unfinished.logical_date} did not finish{why}:\n"
+            f"{''.join(output)[-OUTPUT_SHOWN_CHARS:]}"
         )
     return results
 
