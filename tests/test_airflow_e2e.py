@@ -7,6 +7,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from contextlib import closing
 from datetime import datetime
 from pathlib import Path
@@ -16,8 +17,10 @@ import pyarrow.compute as pc
 import pytest
 import yaml
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.lake import Lake
+from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.records import Record
 from lakecleaner.orchestration.airflow_setup import SETUP_VARIABLE
 from lakecleaner.orchestration.compact_task import connection_of_url
@@ -58,10 +61,18 @@ class Harness:
     ) -> DagRunResult:
         return run_dag(self.home, self.config_path, f"lakecleaner__{topic}", when, conf, self.env(extra_env), 900)
 
-    def runs(self, topic: str, whens: list[str], extra_env: dict[str, str] | None = None) -> list[DagRunResult]:
-        """DAG runs one after another in one process (`run_dags`: it stops at the first that fails)."""
-        requests = [DagRunRequest(f"lakecleaner__{topic}", when) for when in whens]
-        return run_dags(self.home, self.config_path, requests, self.env(extra_env), 900)
+    def runs(
+        self,
+        topic: str,
+        runs: list[tuple[str, dict[str, Any]]],
+        extra_env: dict[str, str] | None = None,
+        between: Callable[[], None] | None = None,
+    ) -> list[DagRunResult]:
+        """DAG runs (logical date, conf) one after another in one process (`run_dags`: it stops at
+        the first that fails); `between` is called as each ends, before the next begins."""
+        requests = [DagRunRequest(f"lakecleaner__{topic}", when, conf) for when, conf in runs]
+        heard = None if between is None else lambda _request, _result: between()
+        return run_dags(self.home, self.config_path, requests, self.env(extra_env), 900, heard)
 
     def env(self, extra: dict[str, str] | None) -> dict[str, str]:
         return {
@@ -133,24 +144,33 @@ def test_the_prepared_sqlite_database_is_in_wal_mode(airflow_home: Path) -> None
 
 
 def test_delete_topic_consumed_retention_idempotence_and_dry_run(harness: Harness) -> None:
+    """A dry run, a run and the same run again, in one process; the log is read after each, before
+    the next run begins (`run_dags` waits for its `on_result`)."""
     fill_events(harness)
-    dry = harness.run("page-views", T0_ISO, {"dry_run": True})
-    assert dry.state == "success", dry.log[-3000:]
-    assert dry.tasks["compaction_gate"] == "skipped" and dry.tasks["physical_deletion"] == "skipped"
-    assert bases(harness) == [0, 10, 20, 30, 40, 50]
+    log = harness.lake.topic("page-views").partition(0)
+    after: list[Manifest] = []
+    read_at: list[int] = []
 
-    first = harness.run("page-views", T0_ISO)
-    assert first.state == "success", first.log[-3000:]
+    def read_the_log() -> None:
+        after.append(log.manifest())
+        read_at.append(wall_clock_ms())
+
+    runs = [(T0_ISO, {"dry_run": True}), (T0_ISO, {}), (T0_ISO, {})]
+    made = harness.runs("page-views", runs, between=read_the_log)
+    assert [r.state for r in made] == ["success"] * 3, made[-1].log[-3000:]
+    spans = [(r.start_ms or 0, r.end_ms or 0) for r in made]
+    assert all(0 < start <= end for start, end in spans), spans  # when each run began and ended (not its logical date)
+    assert all(start >= read for (start, _), read in zip(spans[1:], read_at, strict=False)), (spans, read_at)
+    dry, first, again = made
+    assert dry.tasks["compaction_gate"] == "skipped" and dry.tasks["physical_deletion"] == "skipped"
+    assert [s.base_offset for s in after[0].segments] == [0, 10, 20, 30, 40, 50]
+
     assert first.tasks["compact"] == "skipped"  # a delete-policy topic has nothing to compact
     # billing has consumed [0, 30): exactly those segments go, by consumed retention
-    assert bases(harness) == [30, 40, 50]
-    log = harness.lake.topic("page-views").partition(0)
-    assert log.manifest().pending_deletes == ()  # file.delete.delay.ms = 0: deleted by the same run
+    assert [s.base_offset for s in after[1].segments] == [30, 40, 50], first.log[-6000:]
+    assert after[1].pending_deletes == ()  # file.delete.delay.ms = 0: deleted by the same run
 
-    manifest = log.manifest()
-    again = harness.run("page-views", T0_ISO)
-    assert again.state == "success"
-    assert log.manifest().segments == manifest.segments  # a second run at the same now changes nothing
+    assert after[2].segments == after[1].segments  # a second run at the same now changes nothing
     assert again.tasks["publish_change"] == "skipped"
 
 
@@ -243,20 +263,26 @@ def test_compacted_topic_ends_with_exactly_the_winners(
         server = request.getfixturevalue("connect_server")
         env["AIRFLOW_CONN_SPARK_LAKECLEANER"] = json.dumps(connection_of_url(server.url))
     expected = fill_cdc(harness)
-    result = harness.run("customers-cdc", T0_ISO, extra_env=env)
-    assert result.state == "success", result.log[-4000:]
-    assert result.tasks["compact"] == "success" and result.tasks["publish_change"] == "success"
-    for p in range(2):
-        assert log_contents(harness, p) == expected[p]
-        tombstone = (
-            harness.lake.topic("customers-cdc").partition(p).read().filter(pc.is_null(pc.field("value"))).to_pylist()
-        )
-        assert [t["delete_horizon_ms"] for t in tombstone] == [T0 + HOUR]  # stamped now + delete.retention.ms
+    topic = harness.lake.topic("customers-cdc")
+    contents: list[dict[int, dict[bytes, tuple[bytes | None, int]]]] = []
+    horizons: list[dict[int, list[int]]] = []
+
+    def read_the_log() -> None:
+        contents.append({p: log_contents(harness, p) for p in range(2)})
+        tombstones = {p: topic.partition(p).read().filter(pc.is_null(pc.field("value"))) for p in range(2)}
+        horizons.append({p: t.column("delete_horizon_ms").to_pylist() for p, t in tombstones.items()})
+
+    # A run, then one past the tombstones' horizon, in one process; the log is read after each.
+    made = harness.runs(
+        "customers-cdc", [(T0_ISO, {}), ("2026-03-01T02:00:00+00:00", {})], extra_env=env, between=read_the_log
+    )
+    assert [r.state for r in made] == ["success"] * 2, made[-1].log[-4000:]
+    assert made[0].tasks["compact"] == "success" and made[0].tasks["publish_change"] == "success"
+    assert contents[0] == expected
+    assert horizons[0] == {0: [T0 + HOUR], 1: [T0 + HOUR]}  # stamped now + delete.retention.ms
     # Past the horizon: the tombstone goes.
-    later = harness.run("customers-cdc", "2026-03-01T02:00:00+00:00", extra_env=env)
-    assert later.state == "success", later.log[-4000:]
-    for p in range(2):
-        assert log_contents(harness, p) == {k: v for k, v in expected[p].items() if v[0] is not None}
+    assert contents[1] == {p: {k: v for k, v in expected[p].items() if v[0] is not None} for p in range(2)}
+    assert horizons[1] == {0: [], 1: []}
     # Each run's report task refreshed the topic's summary (issue 50): it names every manifest as it
     # is now, no marker says otherwise, and its newest run is the later run.
     summaries = SummaryStore(harness.lake.store, 8)
@@ -280,7 +306,7 @@ def test_quality_gate_failure_in_one_partition_leaves_the_others_committed(harne
     before = harness.lake.topic("customers-cdc").partition(0).read()
     (result,) = harness.runs(
         "customers-cdc",
-        [T0_ISO, "2026-03-01T02:00:00+00:00"],
+        [(T0_ISO, {}), ("2026-03-01T02:00:00+00:00", {})],
         extra_env={
             "LAKECLEANER_FAULT_HOOKS": "engine.after_staging=tests.fault_hooks:tamper_partition_0_staged_output",
             "LAKECLEANER_TEST_TAMPER_TOPIC": "customers-cdc",

@@ -7,11 +7,15 @@ makes several runs of one Airflow home one after another (`run_dags`):
     python -m lakecleaner.orchestration.local <config.yaml> '[{"dag_id": …, "logical_date": …, "conf": {…}}, …]'
 
 prints `RESULT {"state": ..., "tasks": {task_id: state}, "tries": {task_id: try number}}` after
-each run, and stops after a run that did not succeed.
+each run, and stops after a run that did not succeed. Before each run after the first it waits for
+a line on its standard input (`GO_ON`), and ends at the end of its input: the parent says go on
+once it has heard of the run before (`run_dags`' `on_result`), so a caller may look at the lake
+between runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -21,14 +25,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from lakecleaner.clock import epoch_ms
+from lakecleaner.clock import epoch_ms, wall_clock_ms
 from lakecleaner.orchestration.dags import build_dags, dags_folder
 from lakecleaner.orchestration.sqlite import SQLITE_CONNECT_ARGS, use_write_ahead_log
 from lakecleaner.process import SHOWS_STACKS, end_showing_stacks
 
 RESULT_PREFIX = "RESULT "
+#: What `run_dags` writes to the child once it has heard of a run, for the next to begin.
+GO_ON = "go on\n"
 #: Characters of a failed child's output's end that `run_dags` shows: room for a hung child's
 #: threads' stacks (faulthandler prints the main thread's last).
 OUTPUT_SHOWN_CHARS = 12_000
@@ -36,8 +42,9 @@ OUTPUT_SHOWN_CHARS = 12_000
 
 @dataclass(frozen=True)
 class DagRunResult:
-    """The end of one DAG run: its state, each task's state and try number, the run's output, and
-    its Airflow run id."""
+    """The end of one DAG run: its state, each task's state and try number, the run's output, its
+    Airflow run id, and when it began and ended (epoch ms): `start_ms` is when the child began it,
+    since `dag.test()` stamps a run's start date with its logical date."""
 
     state: str
     tasks: Mapping[str, str]
@@ -133,10 +140,12 @@ def run_dags(
     """Run DAG runs one after another with dag.test() in one child process, which loads Airflow,
     the DAGs and what their tasks import (Great Expectations: seconds) once, not once per run. The
     child stops after the first run that does not succeed; `on_result` hears of each run as it
-    ends. Returns the results of the runs made, each with its own part of the child's output;
-    raises RuntimeError, with the output's end, when the child ends in the middle of a run, or
-    when `timeout_s` (for all the runs) passes: then the child is ended showing every thread's
-    stack (`process.end_showing_stacks`), which the output's end holds."""
+    ends, before the next begins (the child waits for it: a caller may look at the lake in
+    between, and what `on_result` raises ends the child and is raised here). Returns the results
+    of the runs made, each with its own part of the child's output; raises RuntimeError, with the
+    output's end, when the child ends in the middle of a run, or when `timeout_s` (for all the
+    runs) passes: then the child is ended showing every thread's stack
+    (`process.end_showing_stacks`), which the output's end holds."""
     payload = json.dumps([{"dag_id": r.dag_id, "logical_date": r.logical_date, "conf": dict(r.conf)} for r in requests])
     command = [sys.executable, "-m", "lakecleaner.orchestration.local", str(config_path), payload]
     results: list[DagRunResult] = []
@@ -144,6 +153,7 @@ def run_dags(
     with subprocess.Popen(
         command,
         env={**airflow_env(airflow_home, config_path, env), **SHOWS_STACKS},
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -157,7 +167,7 @@ def run_dags(
         timer = threading.Timer(timeout_s, end_late)
         timer.start()
         try:
-            assert child.stdout is not None
+            assert child.stdin is not None and child.stdout is not None
             for line in child.stdout:
                 if not line.startswith(RESULT_PREFIX):
                     output.append(line)
@@ -177,6 +187,7 @@ def run_dags(
                 output.clear()
                 if on_result is not None:
                     on_result(requests[len(results) - 1], results[-1])
+                _go_on(child.stdin)
             child.wait()
         finally:
             timer.cancel()
@@ -193,14 +204,27 @@ def run_dags(
     return results
 
 
+def _go_on(stdin: IO[str]) -> None:
+    """Tell the child to begin its next run; a child that has ended (after its last run, or a
+    failed one) has nothing to hear."""
+    with contextlib.suppress(BrokenPipeError):
+        stdin.write(GO_ON)
+        stdin.flush()
+
+
 def _ms(when: datetime | None) -> int | None:
     return None if when is None else epoch_ms(when)
 
 
 def main() -> None:
     config_path, requests = sys.argv[1], json.loads(sys.argv[2])
-    dags = build_dags(config_path)
-    for request in requests:
+    for index, request in enumerate(requests):
+        if index and sys.stdin.readline() != GO_ON:
+            return  # the parent stopped listening
+        # Built for each run: dag.test() runs the tasks in this process, and a run's conf merged
+        # into its tasks' params would stay there for the next run (a dry run's dry_run, say).
+        dags = build_dags(config_path)
+        began_ms = wall_clock_ms()
         run = dags[request["dag_id"]].test(
             logical_date=datetime.fromisoformat(request["logical_date"]), run_conf=request["conf"]
         )
@@ -208,7 +232,7 @@ def main() -> None:
         states = {ti.task_id: str(ti.state) for ti in instances}
         tries = {ti.task_id: int(ti.try_number) for ti in instances}
         found = {"state": str(run.state), "tasks": states, "tries": tries, "run_id": run.run_id}
-        found |= {"start_ms": _ms(run.start_date), "end_ms": _ms(run.end_date)}
+        found |= {"start_ms": began_ms, "end_ms": _ms(run.end_date)}
         result = RESULT_PREFIX + json.dumps(found)
         sys.stdout.write(result + "\n")
         sys.stdout.flush()
