@@ -18,12 +18,24 @@ longer than a worker lives idle (Spark ends it a minute after its last task,
 gives it back when the engine asks, after each item of a task whose items run one after another
 (`engine.memory.give_back`), which mimalloc honours only when purging is allowed at all (a delay
 of -1 forbids it: asking freed nothing).
+
+numpy asks the kernel for transparent huge pages (`madvise(MADV_HUGEPAGE)`) for each array of
+4 MB and more, so each first touch of such an array's memory zeroes 2 MiB at once. A worker
+gives its memory back after each item and so touches fresh memory in every item, where a huge
+page is the dearer kind on a virtual machine whose host takes back what the guest frees (free
+page reporting hands the host whole 2 MiB blocks). Measured on the bench's machine
+(bench/README.md, session 45): hashing 2.86M keys after a give-back and a 3 s pause took
+0.47-0.91 s with huge pages and 0.16-0.24 s without (on memory in use, 0.10-0.14 s against
+0.17-0.20), and the high-cardinality case's (a) 18.5-19.3 s against 21.1-22.5 s, its peak memory
+alike. So the workers' numpy asks for none (`NUMPY_MADVISE_HUGEPAGE=0`, read as numpy is
+imported); a session's own `spark.executorEnv.NUMPY_MADVISE_HUGEPAGE` wins, for a host where
+huge pages pay.
 """
 
 from __future__ import annotations
 
 #: The environment of the Python workers that run the engine's tasks.
-WORKER_ENV = {"MIMALLOC_PURGE_DELAY": "3600000"}
+WORKER_ENV = {"MIMALLOC_PURGE_DELAY": "3600000", "NUMPY_MADVISE_HUGEPAGE": "0"}
 
 
 def worker_conf() -> dict[str, str]:
