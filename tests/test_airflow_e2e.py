@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import yaml
@@ -243,7 +244,11 @@ def fill_cdc(h: Harness) -> dict[int, dict[bytes, tuple[bytes | None, int]]]:
 
 
 def log_contents(h: Harness, partition: int) -> dict[bytes, tuple[bytes | None, int]]:
-    table = h.lake.topic("customers-cdc").partition(partition).read()
+    return contents_of(h.lake.topic("customers-cdc").partition(partition).read())
+
+
+def contents_of(table: pa.Table) -> dict[bytes, tuple[bytes | None, int]]:
+    """Each key's value and header version in a compacted partition's records (`table`)."""
     out: dict[bytes, tuple[bytes | None, int]] = {}
     for row in table.to_pylist():
         header = row["headers"][-1]["value"]
@@ -270,8 +275,9 @@ def test_compacted_topic_ends_with_exactly_the_winners(
     horizons: list[dict[int, list[int]]] = []
 
     def read_the_log() -> None:
-        contents.append({p: log_contents(harness, p) for p in range(2)})
-        tombstones = {p: topic.partition(p).read().filter(pc.is_null(pc.field("value"))) for p in range(2)}
+        tables = {p: topic.partition(p).read() for p in range(2)}
+        contents.append({p: contents_of(t) for p, t in tables.items()})
+        tombstones = {p: t.filter(pc.is_null(pc.field("value"))) for p, t in tables.items()}
         horizons.append({p: t.column("delete_horizon_ms").to_pylist() for p, t in tombstones.items()})
 
     # A run, then one past the tombstones' horizon, in one process; the log is read after each.
