@@ -37,7 +37,8 @@ from lakecleaner.config import (
     parse_config,
 )
 from lakecleaner.engine.connect_server import ConnectServer
-from lakecleaner.io import LocalStore, ObjectStore, S3Store
+from lakecleaner.io import LocalStore, ObjectStore
+from lakecleaner.io.s3 import S3Store
 from lakecleaner.lake import Lake
 from tests.kafka_mock import MockCluster
 from tests.kafka_real import KafkaBroker

@@ -11,8 +11,9 @@ import pytest
 
 from lakecleaner.config import LakeConfig, StorageSettings
 from lakecleaner.errors import ConditionFailed, ObjectNotFound, StorageError
-from lakecleaner.io import ObjectStore, S3Store, open_store
+from lakecleaner.io import ObjectStore, open_store
 from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.io.s3 import S3Store
 from lakecleaner.io.s3.replies import delete_errors
 from tests.conftest import ALL_BACKENDS, TEST_SECRET_KEY, S3Endpoint
 
