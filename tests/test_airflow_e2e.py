@@ -20,6 +20,7 @@ import yaml
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig, load_config
+from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.lake import Lake
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.records import Record
@@ -257,18 +258,13 @@ def contents_of(table: pa.Table) -> dict[bytes, tuple[bytes | None, int]]:
     return out
 
 
-@pytest.mark.parametrize(  # issue #15: and a real object store; issue #18: and a Spark Connect server
-    ("harness", "spark"), [("s3", "spark-submit"), ("seaweedfs", "connect")], indirect=["harness"]
-)
-def test_compacted_topic_ends_with_exactly_the_winners(
-    harness: Harness, spark: str, request: pytest.FixtureRequest
-) -> None:
-    """The compact task spark-submits the job (the `spark` connection), or, given a `spark_connect`
-    connection, runs it as a client of the test session's Connect server."""
-    env = {}
-    if spark == "connect":
-        server = request.getfixturevalue("connect_server")
-        env["AIRFLOW_CONN_SPARK_LAKECLEANER"] = json.dumps(connection_of_url(server.url))
+@pytest.mark.parametrize("harness", ["seaweedfs"], indirect=True)  # issue #15: a real object store
+def test_compacted_topic_ends_with_exactly_the_winners(harness: Harness, connect_server: ConnectServer) -> None:
+    """Given a `spark_connect` connection, the compact task runs the job as a client of the test
+    session's Connect server (issue #18). The compact task's spark-submit (the `spark` connection)
+    runs in the quality gate's test below, on moto's S3, and in test_wheel.py from the installed
+    package."""
+    env = {"AIRFLOW_CONN_SPARK_LAKECLEANER": json.dumps(connection_of_url(connect_server.url))}
     expected = fill_cdc(harness)
     topic = harness.lake.topic("customers-cdc")
     contents: list[dict[int, dict[bytes, tuple[bytes | None, int]]]] = []
@@ -303,8 +299,7 @@ def test_compacted_topic_ends_with_exactly_the_winners(
     assert summary.runs[0].now_ms == int(datetime.fromisoformat("2026-03-01T02:00:00+00:00").timestamp() * 1000)
     runs = harness.lake.store.list("_lakecleaner/runs/customers-cdc/")
     reports = [json.loads(harness.lake.store.read(o.key)) for o in runs if o.key.endswith("/report.json")]
-    # Where each compaction ran: the Connect server, or spark-submit's master (airflow_env's connection).
-    assert [r["spark"] for r in reports] == [{"connect": "connect", "spark-submit": "local[2]"}[spark]] * 2
+    assert [r["spark"] for r in reports] == ["connect"] * 2  # where each compaction ran
 
 
 def test_quality_gate_failure_in_one_partition_leaves_the_others_committed(harness: Harness) -> None:
@@ -327,3 +322,7 @@ def test_quality_gate_failure_in_one_partition_leaves_the_others_committed(harne
     assert "compaction of partition 0: failed-quality" in result.log
     assert harness.lake.topic("customers-cdc").partition(0).read().equals(before)
     assert log_contents(harness, 1) == expected[1]
+    # The compact task spark-submitted the job to airflow_env's `spark` connection's master.
+    runs = harness.lake.store.list("_lakecleaner/runs/customers-cdc/")
+    (report,) = [json.loads(harness.lake.store.read(o.key)) for o in runs if o.key.endswith("/report.json")]
+    assert report["spark"] == "local[2]" and report["statuses"] == {"failed-quality": 1, "committed": 1}

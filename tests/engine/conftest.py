@@ -7,7 +7,9 @@ LAKECLEANER_TEST_SPARK=connect: then a Spark Connect server set up as `lakeclean
 sets it up (on local[2]) is started for the test session and the tests get a client of it, so the
 same engine tests run on both kinds of session (`make test` runs them both ways). Tests that need
 a classic session (they start their own Spark applications or servers) are marked
-`classic_only` and skipped on Connect.
+`classic_only` and skipped on Connect; so are those marked `classic_pass(reason)`, whose subject
+is not the session (the tables that follow the log, the bench's shapes, a storage fault another
+test already sends through Connect): the reason says which, and the classic pass runs them.
 """
 
 from __future__ import annotations
@@ -36,14 +38,18 @@ SESSION_FIXTURES = {"spark", "job_spark_args", "connect_server"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """On Connect, skip the tests that need a classic session, and those that use no Spark session
-    at all (the classic pass ran them: running them again would test nothing new)."""
+    """On Connect, skip the tests that need a classic session, those whose subject is not the
+    session (`classic_pass`), and those that use no Spark session at all: the classic pass ran
+    them, and running them again would test nothing new."""
     if ON_CONNECT:
         classic = pytest.mark.skip(reason="needs a classic Spark session (it starts its own Spark)")
         sessionless = pytest.mark.skip(reason="uses no Spark session: the classic pass ran it")
         for item in items:
+            elsewhere = item.get_closest_marker("classic_pass")
             if item.get_closest_marker("classic_only"):
                 item.add_marker(classic)
+            elif elsewhere is not None:
+                item.add_marker(pytest.mark.skip(reason=f"the classic pass runs it: {elsewhere.args[0]}"))
             elif not SESSION_FIXTURES & set(getattr(item, "fixturenames", ())):
                 item.add_marker(sessionless)
 

@@ -56,6 +56,7 @@ def test_the_benchmark_runs(spark: SparkSession, tmp_path: Path) -> None:
     assert (tmp_path / "results.json").exists()
 
 
+@pytest.mark.classic_pass("the bench's incremental case; test_the_benchmark_runs runs the bench on Connect")
 def test_the_incremental_case_measures_the_second_compaction(spark: SparkSession, tmp_path: Path) -> None:
     argv = ["--case", "incremental", "--records", "40000", "--keys", "20000", "--appended", "4000"]
     argv += ["--segment-bytes", "1000000", "--batch-records", "10000", "--runs", "1", "--dir", str(tmp_path)]
@@ -71,6 +72,7 @@ def test_the_incremental_case_measures_the_second_compaction(spark: SparkSession
     assert result["targets"][0][1] and result["failures"] == []
 
 
+@pytest.mark.classic_pass("the bench's S3 store; test_the_benchmark_runs runs the bench on Connect")
 def test_the_benchmark_runs_on_s3_through_the_latency_proxy(
     spark: SparkSession, seaweedfs_endpoint: S3Endpoint, tmp_path: Path
 ) -> None:

@@ -98,6 +98,7 @@ def assert_table_is_the_log(lake: Lake, topic: str) -> None:
     assert table_status(lake, topic).in_step
 
 
+@pytest.mark.classic_pass("the table after each kind of commit; the trim test compacts on Connect")
 def test_the_table_is_the_committed_log_after_every_kind_of_commit(
     spark: SparkSession, lake_config: LakeConfig, tmp_path: Path
 ) -> None:
