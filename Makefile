@@ -59,6 +59,7 @@ airflow-ui: setup
 	LAKECLEANER_CONFIG=$(CURDIR)/config/lakecleaner.yaml \
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS=lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS \
 	AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=60 \
+	AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL=300 \
 	$(UV) run sh -c 'test -f $(AIRFLOW_UI_HOME)/passwords.json || echo "{\"admin\": \"admin\"}" > $(AIRFLOW_UI_HOME)/passwords.json; \
 	  airflow db migrate >/dev/null && lakecleaner airflow setup || exit 1; \
 	  trap "trap - INT TERM EXIT; kill 0" INT TERM EXIT; \

@@ -146,7 +146,6 @@ def world(
         "AWS_SECRET_ACCESS_KEY": s3_endpoint.secret_key,
         "AWS_REGION": "us-east-1",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # nothing runs before a test says so
-        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",  # parse once: it costs seconds of CPU
         # The compact tasks are clients of the session's Spark Connect server (no JVM per run); the
         # spark-submit task runs in real Airflow in test_airflow_e2e.py and test_wheel.py.
         "AIRFLOW_CONN_SPARK_LAKECLEANER": json.dumps(connection_of_url(connect_server.url)),
