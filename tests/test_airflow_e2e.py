@@ -258,6 +258,12 @@ def contents_of(table: pa.Table) -> dict[bytes, tuple[bytes | None, int]]:
     return out
 
 
+def compaction_reports(h: Harness) -> list[dict[str, Any]]:
+    """The run reports (report.json) of customers-cdc's compactions, in the order the store lists them."""
+    runs = h.lake.store.list("_lakecleaner/runs/customers-cdc/")
+    return [json.loads(h.lake.store.read(o.key)) for o in runs if o.key.endswith("/report.json")]
+
+
 @pytest.mark.parametrize("harness", ["seaweedfs"], indirect=True)  # issue #15: a real object store
 def test_compacted_topic_ends_with_exactly_the_winners(harness: Harness, connect_server: ConnectServer) -> None:
     """Given a `spark_connect` connection, the compact task runs the job as a client of the test
@@ -297,9 +303,7 @@ def test_compacted_topic_ends_with_exactly_the_winners(harness: Harness, connect
     }
     assert "customers-cdc" not in summaries.pending()
     assert summary.runs[0].now_ms == int(datetime.fromisoformat("2026-03-01T02:00:00+00:00").timestamp() * 1000)
-    runs = harness.lake.store.list("_lakecleaner/runs/customers-cdc/")
-    reports = [json.loads(harness.lake.store.read(o.key)) for o in runs if o.key.endswith("/report.json")]
-    assert [r["spark"] for r in reports] == ["connect"] * 2  # where each compaction ran
+    assert [r["spark"] for r in compaction_reports(harness)] == ["connect"] * 2  # where each compaction ran
 
 
 def test_quality_gate_failure_in_one_partition_leaves_the_others_committed(harness: Harness) -> None:
@@ -323,6 +327,5 @@ def test_quality_gate_failure_in_one_partition_leaves_the_others_committed(harne
     assert harness.lake.topic("customers-cdc").partition(0).read().equals(before)
     assert log_contents(harness, 1) == expected[1]
     # The compact task spark-submitted the job to airflow_env's `spark` connection's master.
-    runs = harness.lake.store.list("_lakecleaner/runs/customers-cdc/")
-    (report,) = [json.loads(harness.lake.store.read(o.key)) for o in runs if o.key.endswith("/report.json")]
+    (report,) = compaction_reports(harness)
     assert report["spark"] == "local[2]" and report["statuses"] == {"failed-quality": 1, "committed": 1}
