@@ -117,6 +117,12 @@ class Case:
     on_its_own: bool = False
 
 
+#: Processes the case another's peak memory is compared with is measured in (`in_own_processes`).
+#: One process's peak varies from run to run by tens of MB (eleven runs each of high-cardinality
+#: and huge-partition, 2026-11-29 to 12-02: 1,841-1,881 MB at both sizes), so a single peak set
+#: against another single peak decides nothing; the reference's own spread is measured instead.
+REFERENCE_PROCESSES = 3
+
 CASES = {
     c.name: c
     for c in (
@@ -636,10 +642,24 @@ def targets(case: Case, result: dict[str, Any], reference: dict[str, Any] | None
     if case.memory_within_duckdb:
         found.append(("peak memory of (a) <= (c)", ours["peak_rss_mb"] <= duck["peak_rss_mb"]))
     if case.memory_within_case and reference is not None:
-        theirs = reference["measures"][0]["peak_rss_mb"]
-        found.append((f"peak memory of (a) <= (a) at {case.memory_within_case} ({theirs:,.0f} MB)",
-                      ours["peak_rss_mb"] <= theirs))  # fmt: skip
+        found.append(within_reference_memory(case.memory_within_case, ours["peak_rss_mb"], reference))
     return found
+
+
+def within_reference_memory(name: str, peak_mb: float, reference: dict[str, Any]) -> tuple[str, bool]:
+    """Whether (a)'s `peak_mb` stays within the peak memory of (a) at the case `name` (issue 50:
+    bounded per task, not growing with the partition): no higher than the reference's highest peak
+    over its processes plus their spread (highest less lowest). A peak that grew with the partition
+    lies above that band; one that differs from the reference by no more than the reference differs
+    from itself lies in it. Measured in one process (`peaks_mb` absent), the band is that peak."""
+    peaks = reference.get("peaks_mb") or [reference["measures"][0]["peak_rss_mb"]]
+    highest, spread = max(peaks), max(peaks) - min(peaks)
+    each = ", ".join(f"{p:,.0f}" for p in peaks)
+    return (
+        f"peak memory of (a) <= (a) at {name} to within its spread "
+        f"({highest:,.0f} + {spread:,.0f} MB; its peaks: {each} MB)",
+        peak_mb <= highest + spread,
+    )
 
 
 def show(result: dict[str, Any], console: Console) -> None:
@@ -771,20 +791,37 @@ def in_own_processes(argv: Sequence[str], cases: Sequence[Case], console: Consol
     """Measure each case in a process of its own (this script, `case_argv`): its own Spark
     application, JVM and driver, as each compaction run (an Airflow task, `lakecleaner compact`)
     has one, so that no case's peak memory holds what an earlier case grew (the JVM's heap, the
-    driver's arenas, the Python workers). A case compared with another's memory is judged here,
-    once both have run."""
+    driver's arenas, the Python workers). A case another's memory is compared with is measured in
+    `processes_for` processes, and reported as its first, with every process's peak; the case
+    compared with it is judged here, once both have run."""
     results: list[dict[str, Any]] = []
     for case in cases:
-        with tempfile.TemporaryDirectory(prefix="lakecleaner-bench-case-") as tmp:
-            out = Path(tmp) / "results.json"
-            command = [sys.executable, str(Path(__file__).resolve()), *case_argv(argv, case.name, str(out))]
-            if subprocess.run(command, check=False).returncode != 0:
-                raise SystemExit(f"the {case.name} case failed in its own process (its error is above): "
-                                 f"{' '.join(command)}")  # fmt: skip
-            (result,) = json.loads(out.read_text())
+        measured = [measured_apart(argv, case) for _ in range(processes_for(case, cases))]
+        result = measured[0]
+        if len(measured) > 1:
+            result["peaks_mb"] = [r["measures"][0]["peak_rss_mb"] for r in measured]
         result["targets"] = judged(case, result, results, console)
         results.append(result)
     return results
+
+
+def processes_for(case: Case, cases: Sequence[Case]) -> int:
+    """Processes `case` is measured in: `REFERENCE_PROCESSES` when another of `cases` compares its
+    peak memory with this one's (`within_reference_memory`), else one."""
+    return REFERENCE_PROCESSES if any(c.memory_within_case == case.name for c in cases) else 1
+
+
+def measured_apart(argv: Sequence[str], case: Case) -> dict[str, Any]:
+    """`case`'s result, measured by this script in a process of its own (`case_argv`)."""
+    with tempfile.TemporaryDirectory(prefix="lakecleaner-bench-case-") as tmp:
+        out = Path(tmp) / "results.json"
+        command = [sys.executable, str(Path(__file__).resolve()), *case_argv(argv, case.name, str(out))]
+        if subprocess.run(command, check=False).returncode != 0:
+            raise SystemExit(f"the {case.name} case failed in its own process (its error is above): "
+                             f"{' '.join(command)}")  # fmt: skip
+        written: list[dict[str, Any]] = json.loads(out.read_text())
+    (result,) = written
+    return result
 
 
 def judged(case: Case, result: dict[str, Any], earlier: Sequence[dict[str, Any]], console: Console) -> list[Any]:
