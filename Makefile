@@ -46,7 +46,7 @@ airflow-ui: setup
 	mkdir -p $(AIRFLOW_UI_HOME)
 	AIRFLOW_HOME=$(AIRFLOW_UI_HOME) \
 	AIRFLOW__CORE__LOAD_EXAMPLES=False \
-	AIRFLOW__CORE__EXECUTOR=LocalExecutor \
+	AIRFLOW__CORE__EXECUTOR=lakecleaner.orchestration.executor.PreloadedLocalExecutor \
 	AIRFLOW__CORE__DAGS_FOLDER=$(CURDIR)/dags \
 	AIRFLOW__CORE__PLUGINS_FOLDER=$(CURDIR)/plugins \
 	AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS=admin:admin \

@@ -90,7 +90,7 @@ class LocalAirflow:
         project's DAGs and plugins, the config file) plus the components' settings and `extra_env`."""
         users = ",".join(f"{name}:{role}" for name, role in USERS.items())
         settings = {
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__EXECUTOR": "lakecleaner.orchestration.executor.PreloadedLocalExecutor",
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": users,
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),

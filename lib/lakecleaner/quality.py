@@ -190,9 +190,14 @@ def expectations() -> ModuleType:
 
 
 def warm_up() -> None:
-    """Import GX and run one tiny validation, so that what GX loads on first use is loaded now
-    (the Spark worker daemon calls this before it forks workers: `engine.worker_daemon`)."""
+    """Import GX and run one tiny validation, so that what GX loads on first use is loaded now,
+    in a process that then forks the processes that validate (Spark's worker daemon,
+    `engine.worker_daemon`; Airflow's executor, `orchestration.executor`). No thread is left
+    running to be lost in a fork: tqdm, which GX imports, starts no monitor thread."""
     import pandas as pd
+    import tqdm
+
+    tqdm.tqdm.monitor_interval = 0
 
     frame = pd.DataFrame({"flag": [True]})
     validate(

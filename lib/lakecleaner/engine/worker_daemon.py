@@ -22,9 +22,6 @@ def preload() -> None:
     on stdout, so anything the imports print goes to stderr."""
     import importlib
 
-    import tqdm
-
-    tqdm.tqdm.monitor_interval = 0  # no monitor thread in a process that forks
     with contextlib.redirect_stdout(sys.stderr):
         for name in PRELOADED:
             importlib.import_module(name)
