@@ -1,6 +1,6 @@
 """The executor docker-compose and `make airflow-ui` name (`orchestration.executor`): the scheduler
-loads Great Expectations before it forks LocalExecutor's workers, so a task that checks a result,
-forked from a worker, does not import GX again."""
+loads lakecleaner's task modules and Great Expectations before it forks LocalExecutor's workers, so
+a task, forked from a worker, does not import them again."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import psutil
 
 from tests.scheduler.conftest import World
 
-#: A compiled module that, in the scheduler, only GX's warm-up loads (GX runs on pandas); being
-#: compiled, it is mapped into the process, so a process's memory map shows it loaded.
+#: Compiled modules, mapped into a process that loaded them, which Airflow's scheduler does not load
+#: itself: pandas', which only GX's warm-up loads (GX runs on pandas), and pyarrow's, which the
+#: preloaded task modules load (`executor.PRELOADED`).
 LOADED_BY_WARM_UP = "pandas/_libs/lib.cpython"
+LOADED_BY_TASK_MODULES = "pyarrow/lib.cpython"
 
 
 def executor_workers(world: World, timeout_s: float = 60) -> list[psutil.Process]:
@@ -31,10 +33,11 @@ def has_loaded(process: psutil.Process, module: str) -> bool:
     return module in Path(f"/proc/{process.pid}/maps").read_text()
 
 
-def test_every_executor_worker_starts_with_great_expectations_loaded(world: World) -> None:
+def test_every_executor_worker_starts_with_the_task_modules_and_great_expectations_loaded(world: World) -> None:
     workers = executor_workers(world)
     assert len(workers) == int(world.airflow.env()["AIRFLOW__CORE__PARALLELISM"]), world.diagnostics()
-    assert all(has_loaded(w, LOADED_BY_WARM_UP) for w in workers), [w.cmdline() for w in workers]
-    # the DAG processor, which forks the processes that parse DAG files, runs no executor: GX stays out
+    for module in (LOADED_BY_WARM_UP, LOADED_BY_TASK_MODULES):
+        assert all(has_loaded(w, module) for w in workers), (module, [w.cmdline() for w in workers])
+    # the DAG processor, which forks the processes that parse DAG files, runs no executor: none of it
     dag_processor = psutil.Process(world.airflow.processes["dag-processor"].pid)
     assert not has_loaded(dag_processor, LOADED_BY_WARM_UP)

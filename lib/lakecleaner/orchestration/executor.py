@@ -5,15 +5,14 @@ first validation, 4.1 s of CPU, measured in a process that had already imported 
 (docs/scaling.md). Every task also imports the DAG module, the task functions and, on an S3 lake,
 boto3: another 1.1 s. (The compact task's gate runs on Spark, in the driver spark-submit starts or
 in a worker of the Connect server, `engine/worker_daemon`; its Connect client, gRPC, is not loaded
-before a fork.) LocalExecutor forks its
-workers from the scheduler when it starts (the fork start method, Linux's default) and each task
-from a worker (`os.fork` in the task supervisor), so a task inherits whatever the scheduler had
-imported; Airflow itself is among it, lakecleaner's modules and GX are not. This executor imports
-`PRELOADED` and runs `quality.warm_up` in the scheduler before it forks: every worker, and every
-task forked from one, starts with them loaded and GX's first validation done. Only modules are
-loaded, no configuration is read: each task still parses its DAG file and reads the config then.
-Nothing else changes (the same class attributes, queues and slots); the API server and the DAG
-processor never start an executor's workers, so they import none of it.
+before a fork.) LocalExecutor forks its workers from the scheduler when it starts (the fork start
+method, Linux's default) and each task from a worker (`os.fork` in the task supervisor), so a task
+inherits whatever the scheduler had imported; Airflow itself is among it, lakecleaner's modules and
+GX are not. This executor imports `PRELOADED` and runs `quality.warm_up` in the scheduler before it
+forks: every worker, and every task forked from one, starts with them loaded and GX's first
+validation done. Only modules are loaded, no configuration is read: each task still parses its DAG
+file and reads the config then. Nothing else changes (the same class attributes, queues and slots);
+the API server and the DAG processor never start an executor's workers, so they import none of it.
 
 Named in Airflow's config by its path: ``AIRFLOW__CORE__EXECUTOR=lakecleaner.orchestration.executor
 .PreloadedLocalExecutor`` (docker-compose.yml, `make airflow-ui`). Where Python starts processes by
