@@ -653,7 +653,8 @@ def within_reference_memory(name: str, peak_mb: float, reference: dict[str, Any]
     lies above that band; one that differs from the reference by no more than the reference differs
     from itself lies in it. Measured in one process (`peaks_mb` absent), the band is that peak."""
     peaks = reference.get("peaks_mb") or [reference["measures"][0]["peak_rss_mb"]]
-    highest, spread = max(peaks), max(peaks) - min(peaks)
+    highest = max(peaks)
+    spread = highest - min(peaks)
     each = ", ".join(f"{p:,.0f}" for p in peaks)
     return (
         f"peak memory of (a) <= (a) at {name} to within its spread "

@@ -34,6 +34,7 @@ from lakecleaner.orchestration.local import (
     run_dag,
     run_dags,
 )
+from lakecleaner.reports import runs_prefix
 from lakecleaner.summaries.store import SummaryStore
 from tests.conftest import write_sample
 
@@ -260,7 +261,7 @@ def contents_of(table: pa.Table) -> dict[bytes, tuple[bytes | None, int]]:
 
 def compaction_reports(h: Harness) -> list[dict[str, Any]]:
     """The run reports (report.json) of customers-cdc's compactions, in the order the store lists them."""
-    runs = h.lake.store.list("_lakecleaner/runs/customers-cdc/")
+    runs = h.lake.store.list(runs_prefix("customers-cdc"))
     return [json.loads(h.lake.store.read(o.key)) for o in runs if o.key.endswith("/report.json")]
 
 
