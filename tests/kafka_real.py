@@ -12,6 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import yaml
 from confluent_kafka.admin import AdminClient
 
 from tests.local_airflow import free_port
@@ -27,14 +28,41 @@ def broker_jars() -> Path:
     return fetched_jars(f"kafka-{KAFKA_VERSION}", ARTIFACTS)
 
 
+#: Client properties for small fetches, so that a client holds few records at any moment (a fetch
+#: returns at least one whole batch, KIP-74, however small its limit): a test that acts mid-run
+#: (stops the broker, deletes records) then finds most of the topic still to be read.
+SMALL_FETCHES = {
+    "fetch.max.bytes": 8192,
+    "message.max.bytes": 8192,
+    "max.partition.fetch.bytes": 4096,
+    "queued.max.messages.kbytes": 16,
+}
+#: Producer settings for small batches, to go with SMALL_FETCHES.
+SMALL_BATCHES = {"batch.size": 8192}
+
+
+def with_small_fetches(config_path: Path, cluster: str = "main") -> Path:
+    """The config file at `config_path` with SMALL_FETCHES added to the cluster's properties."""
+    config = yaml.safe_load(config_path.read_text())
+    config["kafka"]["clusters"][cluster].update(SMALL_FETCHES)
+    config_path.write_text(yaml.safe_dump(config))
+    return config_path
+
+
+#: The one user of the broker's SASL_PLAINTEXT listener (SASL/PLAIN), and its password.
+SASL_USER, SASL_PASSWORD = "lake", "lake-secret-123"
+
+
 class KafkaBroker:
-    """A running one-node broker; `bootstrap` is its PLAINTEXT listener."""
+    """A running one-node broker; `bootstrap` is its PLAINTEXT listener, `sasl_bootstrap` a
+    SASL_PLAINTEXT one that takes `SASL_USER` with `SASL_PASSWORD` (SASL/PLAIN)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         lib = broker_jars()
-        port, controller = free_port(), free_port()
+        port, sasl, controller = free_port(), free_port(), free_port()
         self.bootstrap = f"127.0.0.1:{port}"
+        self.sasl_bootstrap = f"127.0.0.1:{sasl}"
         properties = folder / "server.properties"
         properties.write_text(
             "\n".join(
@@ -42,10 +70,16 @@ class KafkaBroker:
                     "process.roles=broker,controller",
                     "node.id=1",
                     f"controller.quorum.voters=1@127.0.0.1:{controller}",
-                    f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+                    f"listeners=PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl},"
+                    f"CONTROLLER://127.0.0.1:{controller}",
+                    f"advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl}",
                     "controller.listener.names=CONTROLLER",
-                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    "inter.broker.listener.name=PLAINTEXT",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                    "sasl.enabled.mechanisms=PLAIN",
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    f'user_{SASL_USER}="{SASL_PASSWORD}";',
                     f"log.dirs={folder / 'data'}",
                     "offsets.topic.replication.factor=1",
                     "offsets.topic.num.partitions=1",

@@ -22,7 +22,7 @@ from lakecleaner.errors import KafkaUnavailable
 from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
 from tests.kafka_mock import read_committed
-from tests.kafka_real import KafkaBroker
+from tests.kafka_real import SMALL_BATCHES, KafkaBroker, with_small_fetches
 from tests.test_mirror import lake_view, write_config
 
 pytestmark = pytest.mark.xdist_group("kafka-broker")
@@ -148,29 +148,17 @@ def test_a_broker_restart_is_waited_out_and_a_broker_gone_for_good_ends_the_run_
     tmp_path: Path, kafka_broker: KafkaBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
     topic = create_topic(kafka_broker, 2)
-    # small producer batches and small fetches, so the client holds few records when the broker
-    # goes away (a fetch returns at least one whole batch, KIP-74, however small its limit)
-    small_batches = {"batch.size": 8192}
+    # small producer batches and small fetches, so the client holds few records when the broker goes away
     produce(
         kafka_broker,
         topic,
         [{"key": b"k%d" % i, "value": b"x" * 200, "partition": i % 2} for i in range(20_000)],
-        **small_batches,
+        **SMALL_BATCHES,
     )
-    lake = lake_for(tmp_path, kafka_broker, topic)
-    path = tmp_path / "lakecleaner.yaml"
-    config = yaml.safe_load(path.read_text())
-    config["kafka"]["clusters"]["main"].update(
-        {
-            "fetch.max.bytes": 8192,
-            "message.max.bytes": 8192,
-            "max.partition.fetch.bytes": 4096,
-            "queued.max.messages.kbytes": 16,
-        }
-    )
-    path.write_text(yaml.safe_dump(config))
-    lake = Lake.open(load_config(path))
+    lake_for(tmp_path, kafka_broker, topic)
+    lake = Lake.open(load_config(with_small_fetches(tmp_path / "lakecleaner.yaml")))
     stopped: list[bool] = []
+    restarting: threading.Timer | None = None
 
     def stop_broker_once(restart_after_s: float | None) -> Any:
         def on_append(progress: Any) -> None:
@@ -183,19 +171,19 @@ def test_a_broker_restart_is_waited_out_and_a_broker_gone_for_good_ends_the_run_
         return on_append
 
     try:
-        with caplog.at_level(logging.WARNING, logger="lakecleaner.kafka.mirror"):
+        with caplog.at_level(logging.WARNING, logger="lakecleaner.kafka.clients"):
             report = mirror_topic(
                 lake, topic, MirrorLimits(once=True, batch_bytes=20_000), on_append=stop_broker_once(2.0)
             )
         assert report.stopped == "caught up" and report.records == 20_000
-        assert any("librdkafka retries, the mirror waits" in r.getMessage() for r in caplog.records)
+        assert any("librdkafka retries, the run waits" in r.getMessage() for r in caplog.records)
         assert lake_view(lake, topic) == read_committed(kafka_broker.bootstrap, topic, 2)
 
         produce(
             kafka_broker,
             topic,
             [{"key": b"n", "value": b"y" * 200, "partition": i % 2} for i in range(20_000)],
-            **small_batches,
+            **SMALL_BATCHES,
         )
         stopped.clear()
         with pytest.raises(KafkaUnavailable, match=r"did not answer fetches of .* for 1 s"):
@@ -204,10 +192,16 @@ def test_a_broker_restart_is_waited_out_and_a_broker_gone_for_good_ends_the_run_
             )
         kept = lake_view(lake, topic)
         assert 20_000 < sum(len(v) for v in kept.values()) < 40_000  # what was appended stays
+
+        # the cluster is still down as the next run starts: its requests are asked again until it answers
+        restarting = threading.Timer(1.0, kafka_broker.start)
+        restarting.start()
+        resumed = mirror_topic(lake, topic, MirrorLimits(once=True, give_up_s=120))
     finally:
+        if restarting is not None:
+            restarting.join()
         if kafka_broker.process.poll() is not None:
             kafka_broker.start()
     kafka_view = read_committed(kafka_broker.bootstrap, topic, 2)
     assert all(kept[p] == kafka_view[p][: len(kept[p])] for p in (0, 1))  # a prefix, at Kafka's offsets
-    mirror_topic(lake, topic, MirrorLimits(once=True))
-    assert lake_view(lake, topic) == kafka_view
+    assert resumed.stopped == "caught up" and lake_view(lake, topic) == kafka_view

@@ -151,15 +151,20 @@ def run_cli(config: Path, *args: str, timeout: float = 120) -> subprocess.Comple
     return cli_process.run_cli("--config", str(config), *args, timeout=timeout)
 
 
-def test_an_unreachable_cluster_is_one_clear_error_and_nothing_is_written(tmp_path: Path) -> None:
+def test_an_unreachable_cluster_is_retried_then_one_clear_error_and_nothing_is_written(tmp_path: Path) -> None:
+    """The metadata request is asked for --give-up-seconds (again while time is left, a warning
+    saying so once), then one error line names the cluster and the fix."""
     config = write_config(tmp_path, "127.0.0.1:1", "orders")
-    done = run_cli(config, "mirror", "--topic", "orders", "--once")
+    started = time.monotonic()
+    done = run_cli(config, "mirror", "--topic", "orders", "--once", "--give-up-seconds", "3")
     assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Kafka cluster main (127.0.0.1:1) did not answer" in lines[0], done.stderr
+    assert time.monotonic() - started >= 3
+    *warnings, error = done.stderr.strip().splitlines()
+    assert error.startswith("error: Kafka cluster main (127.0.0.1:1) did not answer"), done.stderr
+    assert all("librdkafka retries, the run waits up to 3 s" in w for w in warnings) and len(warnings) <= 1
     assert not (tmp_path / "lake").exists() or not Lake.open(load_config(config)).list_topics()
     with pytest.raises(KafkaUnavailable):
-        mirror_topic(Lake.open(load_config(config)), "orders", MirrorLimits(once=True))
+        mirror_topic(Lake.open(load_config(config)), "orders", MirrorLimits(once=True, give_up_s=1))
 
 
 def test_the_cli_mirrors_and_a_kill_9_then_a_rerun_leaves_every_record_once(
@@ -223,19 +228,41 @@ def test_a_cli_run_past_its_timeout_fails_showing_where_its_threads_were(
     assert "Current thread" in shown and re.search(r'File ".*/lakecleaner/[\w/]+\.py", line \d+', shown), shown
 
 
+TWO_CLUSTERS = {"clusters": {"main": {"bootstrap.servers": "h:1"}, "other": {"bootstrap.servers": "h:2"}}}
+
+
 @pytest.mark.parametrize(
-    ("kafka", "message"),
+    ("kafka", "offsets", "message"),
     [
-        ({"clusters": {"main": {"sasl.password": "x"}}}, "kafka.clusters.main: bootstrap.servers is missing"),
-        ({"clusters": {"main": {"bootstrap.servers": "h:1", "group.id": "g"}}}, "group.id: set by lakecleaner"),
-        ({"clusters": {"other": {"bootstrap.servers": "h:1"}}}, "orders.mirror.cluster='main': no such cluster"),
+        ({"clusters": {"main": {"sasl.password": "x"}}}, None, "kafka.clusters.main: bootstrap.servers is missing"),
+        ({"clusters": {"main": {"bootstrap.servers": "h:1", "group.id": "g"}}}, None, "group.id: set by lakecleaner"),
+        ({"clusters": {"other": {"bootstrap.servers": "h:1"}}}, None, "orders.mirror.cluster='main': no such cluster"),
+        (TWO_CLUSTERS, {"cluster": "other"}, "consumer_offsets.cluster='other': the topic mirrors cluster main"),
+        (TWO_CLUSTERS, {"cluster": "main", "topic": "orders"}, "the topic mirrors Kafka topic src-orders"),
     ],
 )
-def test_the_kafka_config_is_validated_up_front(kafka: dict[str, Any], message: str) -> None:
+def test_the_kafka_config_is_validated_up_front(kafka: dict[str, Any], offsets: Any, message: str) -> None:
     from lakecleaner.errors import ConfigError
 
+    topic = {"mirror": {"cluster": "main", "topic": "src-orders"}, "consumer_offsets": offsets}
     with pytest.raises(ConfigError, match=message):
-        parse_config({"kafka": kafka, "topics": {"orders": {"mirror": {"cluster": "main"}}}})
+        parse_config({"kafka": kafka, "topics": {"orders": topic}})
+
+
+def test_consumed_retention_reads_the_groups_of_the_kafka_topic_a_lake_topic_takes_its_records_from() -> None:
+    """The mirrored topic's by default; `consumer_offsets.topic` for one that is not mirrored (an
+    adopted archive); the lake topic's own name only when neither says (issue 74)."""
+    topics = {
+        "mirrored": {"mirror": {"cluster": "main", "topic": "src-a"}, "consumer_offsets": {"cluster": "main"}},
+        "archived": {"consumer_offsets": {"cluster": "main", "topic": "src-b"}},
+        "plain": {"consumer_offsets": {"cluster": "main"}},
+    }
+    config = parse_config({"kafka": TWO_CLUSTERS, "topics": topics})
+    assert {name: spec.consumer_offsets.topic for name, spec in config.topics.items() if spec.consumer_offsets} == {
+        "mirrored": "src-a",
+        "archived": "src-b",
+        "plain": "plain",
+    }
 
 
 def test_a_clusters_secrets_are_not_in_its_repr() -> None:
@@ -283,7 +310,7 @@ def test_consumed_retention_follows_the_groups_the_cluster_keeps(tmp_path: Path,
     listed = run_cli(config, "--json", "offsets", "list", "--topic", topic)
     assert listed.returncode == 0, listed.stderr
     shown = json.loads(listed.stdout)
-    source = f"Kafka cluster main ({kafka_mock.bootstrap})"
+    source = f"Kafka cluster main ({kafka_mock.bootstrap}), topic {topic}"
     assert shown["source"] == source and shown["minimum"]["0"]["offset"] == bases[2]
     assert {(r["group"], r["offset"]) for r in shown["offsets"] if r["partition"] == 0} == {
         ("fast", 60),
@@ -319,3 +346,48 @@ def test_a_cluster_that_does_not_answer_makes_its_groups_offsets_unknown(tmp_pat
 )
 def test_errors_librdkafka_retries_are_waited_out_and_the_rest_end_the_run(error: KafkaError, waited_out: bool) -> None:
     assert retried(error) is waited_out
+
+
+def test_the_mirror_benchmark_runs_on_the_mock_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/mirror.py at a few thousand records, as a smoke check (no timing assertion): every
+    reader takes every record once, and the table and ratios are printed."""
+    import importlib.util
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "bench" / "mirror.py"
+    spec = importlib.util.spec_from_file_location("bench_mirror", bench)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    module.main(["--broker", "mock", "--records", "3000", "--round", "1500", "--runs", "1"])
+    printed = capsys.readouterr().out
+    assert "| lakecleaner mirror --once |" in printed and "mirror / Parquet floor records/s:" in printed
+    assert re.search(r"identity check: [\d.]+ ms a run", printed), printed
+
+
+def test_a_dag_runs_mirror_reports_what_kafka_deleted_before_it_was_mirrored_on_the_topic_page(
+    tmp_path: Path, kafka_mock: MockCluster
+) -> None:
+    """The mock cluster keeps about 5 MB a partition: 6 MB more after a mirror moves its log start
+    past the lake's end. The DAG's mirror task reports the gap, run.json keeps it, and the topic's
+    dashboard page shows it (issue 74)."""
+    from lakecleaner.orchestration import tasks
+
+    topic = kafka_mock.new_topic()
+    kafka_mock.produce(topic, [{"key": b"k", "value": b"v", "partition": 0, "timestamp": T0 + i} for i in range(5)])
+    path = write_config(tmp_path, kafka_mock.bootstrap, topic)
+    config = load_config(path)
+    mirror_topic(Lake.open(config), topic, MirrorLimits(once=True))
+    big = [{"key": b"k", "value": os.urandom(100_000), "partition": 0, "timestamp": T0 + i} for i in range(60)]
+    kafka_mock.produce(topic, big)
+    report = tasks.mirror(config, topic, "run-gap")
+    (gap,) = report["deleted_before_mirrored"]
+    assert gap["partition"] == 0 and gap["from"] == 5 and gap["to"] >= 5
+    first_kept = lake_view(Lake.open(config), topic)[0][5].offset
+    assert first_kept == gap["to"] + 1  # the lake goes on at Kafka's log start
+    parts = tasks.gather(config, topic, "run-gap", {"mirror": tasks.step_digest(report, report["location"])})
+    summary = tasks.summarise(config, topic, "run-gap", parts)
+    assert summary["mirror"]["deleted_before_mirrored"] == [gap]
+    page = client(Scene(path, T0)).get(f"/topics/{topic}", headers=as_user("viewer")).text
+    assert f"partition 0: offsets 5..{gap['to']} were deleted in Kafka before they were mirrored" in page

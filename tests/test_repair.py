@@ -29,6 +29,7 @@ from lakecleaner.log.segment_files import (
     table_stats,
     write_segment_file,
 )
+from lakecleaner.log.source import KafkaSource
 from lakecleaner.retention.gc import gc_topic
 from tests import lake_process
 from tests.conftest import ALL_BACKENDS
@@ -194,6 +195,21 @@ def test_repair_rebuilds_a_damaged_or_missing_topic_json_from_the_partitions_in_
     assert lake.topic("t").partition(2).read().num_rows == 2
     with pytest.raises(TopicNotFound):
         lake.repair_metadata("never-created")
+
+
+def test_a_rebuilt_topic_json_keeps_the_kafka_source_the_damaged_one_still_records(lake: Lake) -> None:
+    """A mirrored topic's recorded source (issue 74) survives a repair when it can be read whole:
+    without it the next mirror would take whatever Kafka topic now has the name."""
+    topic = lake.create_topic("t", partitions=2)
+    source = KafkaSource("main", "cluster-1", "src", "topic-id-1", NOW, 0)
+    lake.record_source("t", source, None)
+    key = topic_metadata_key("t")
+    damaged = json.loads(lake.store.read(key))
+    damaged["partitions"] = "two"
+    lake.store.write(key, json.dumps(damaged).encode())
+    rebuilt = lake.repair_metadata("t")
+    assert rebuilt is not None and rebuilt.to_dict()["source"] == source.to_dict()
+    assert lake.topic("t").metadata.source == source and topic.partitions == 2
 
 
 def test_gc_removes_a_commit_record_once_its_file_is_gone(lake: Lake) -> None:

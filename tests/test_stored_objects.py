@@ -19,6 +19,7 @@ from lakecleaner.cleaner_state import CleanerState, LastRun, UncleanablePartitio
 from lakecleaner.errors import CorruptCleanerState, CorruptManifest, CorruptOffsets
 from lakecleaner.lake import Lake, TopicMetadata
 from lakecleaner.log.manifest import Manifest, PendingDelete, Segment, SegmentFile
+from lakecleaner.log.source import KafkaSource, RecordSample, SourceBreak
 from lakecleaner.offsets import CommittedOffset, GroupOffsets
 
 MANIFEST = Manifest(
@@ -50,7 +51,13 @@ MANIFEST = Manifest(
     None,
     properties={"commit_id": "c"},
 )
-TOPIC = TopicMetadata("t", 3, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.3, "segment.bytes": 4096}, 5)
+TOPIC = TopicMetadata(
+    "t",
+    3,
+    {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": 0.3, "segment.bytes": 4096},
+    5,
+    KafkaSource("main", "cid", "src", "tid-2", 7, 100, (SourceBreak("cid", "src", None, 0, 6),)),
+)
 OFFSETS = GroupOffsets("g", {"t": {0: CommittedOffset(5, 10, "m"), 1: CommittedOffset(0, 0, "")}})
 CLEANER = CleanerState(
     "t", {1: UncleanablePartition(1, "boom", 1, 2, 3, 40, "f", "c")}, LastRun("r", 1, 2, 1, 50), 1000
@@ -190,3 +197,13 @@ def test_a_topic_of_more_partitions_than_the_limit_is_refused_before_anything_is
     with pytest.raises(ValueError, match=r"lake\.max_partitions_per_topic"):
         lake.create_topic("huge", partitions=1_000_000_000)
     assert lake.list_topics() == [] and not (tmp_path / "topics" / "huge").exists()
+
+
+def test_a_record_sample_reads_back_as_written_and_anything_else_as_none() -> None:
+    """A mirrored partition's sample of its last record (issue 74), kept in a manifest property:
+    one that is not a sample is as good as none (the mirror then reads the lake's last record)."""
+    sample = RecordSample(41, 141, 1_790_000_000_000, 3, "0" * 32)
+    assert RecordSample.decode(sample.encode()) == sample
+    assert RecordSample.decode(RecordSample(0, 0, 5, None, "a" * 32).encode()) == RecordSample(0, 0, 5, None, "a" * 32)
+    for text in ("", "1:2:3", "x:1:2::" + "0" * 32, "1:2:3:4:short", "1:2:3:4:" + "0" * 32 + ":extra"):
+        assert RecordSample.decode(text) is None

@@ -113,9 +113,20 @@ class KafkaUnavailable(LakeCleanerError):
     its name and bootstrap servers, never by its credentials)."""
 
 
+class KafkaAccessDenied(KafkaUnavailable):
+    """A Kafka cluster refused lakecleaner's credentials (SASL, SSL) or rights (ACLs): no retry
+    mends it (the message names the cluster and the properties to check, never their values)."""
+
+
 class MirrorMismatch(LakeCleanerError):
-    """The Kafka topic and the lake topic mirroring it disagree (fewer partitions, a log end the
-    cluster no longer has): nothing is written until someone decides."""
+    """The Kafka topic and the lake topic mirroring it disagree (another topic id or cluster id,
+    fewer partitions, records that differ at offsets the lake holds): nothing is written until
+    someone decides."""
+
+
+class WriterRefused(LakeCleanerError):
+    """An append to a topic whose records come from a source (`mirror:`, `adopt:`) by a writer
+    other than that source's: one writer per topic keeps the lake's offsets the source's."""
 
 
 class CorruptSummary(LakeCleanerError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lakecleaner.cleaner_state import CleanerStateStore
 from lakecleaner.clock import wall_clock_ms
@@ -24,6 +24,7 @@ from lakecleaner.errors import (
     ConditionFailed,
     CorruptManifest,
     LakeCleanerError,
+    MirrorMismatch,
     ObjectNotFound,
     StorageError,
     TopicExists,
@@ -35,6 +36,7 @@ from lakecleaner.io.strict_json import Fields, Malformed, load_object
 from lakecleaner.log.layout import TOPICS_PREFIX, partition_numbers, topic_metadata_key, topic_prefix
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.partition import PartitionLog
+from lakecleaner.log.source import ADOPTION_WRITER, MIRROR_WRITER, KafkaSource, OwningSource
 from lakecleaner.names import validate_partition, validate_topic_name
 from lakecleaner.offsets import OffsetStore
 from lakecleaner.reports import RUNS_PREFIX
@@ -45,20 +47,24 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TopicMetadata:
-    """What the lake stores about a topic: its partition count and its own config overrides."""
+    """What the lake stores about a topic: its partition count, its own config overrides, and for a
+    mirrored topic the Kafka topic it follows, by identity (`log/source.py`)."""
 
     name: str
     partitions: int
     overrides: Mapping[str, object] = field(default_factory=dict)
     created_ms: int = 0
+    source: KafkaSource | None = None
 
     def to_json(self) -> bytes:
-        data = {
+        data: dict[str, object] = {
             "name": self.name,
             "partitions": self.partitions,
             "config": dict(self.overrides),
             "created_ms": self.created_ms,
         }
+        if self.source is not None:
+            data["source"] = self.source.to_dict()
         return json.dumps(data, indent=1).encode()
 
     @staticmethod
@@ -70,11 +76,13 @@ class TopicMetadata:
         try:
             f = load_object(data, max_bytes=1 << 20, fractions=True)
             overrides = f.object("config", default={})
+            source = f.optional_object("source")
             metadata = TopicMetadata(
                 f.text("name", max_chars=249),
                 f.integer("partitions", lo=1, hi=max_partitions),
                 {k: _override(overrides, k) for k in overrides.names()},
                 f.integer("created_ms", default=0),
+                None if source is None else KafkaSource.from_fields(source),
             )
         except Malformed as exc:
             raise CorruptManifest(
@@ -113,7 +121,19 @@ class TopicMetadataRepair:
             "previous_state": self.previous_state,
             "config": dict(self.metadata.overrides),
             "overrides_kept": self.overrides_kept,
+            "source": None if self.metadata.source is None else self.metadata.source.to_dict(),
         }
+
+
+def _salvaged_source(data: bytes | None) -> KafkaSource | None:
+    """The Kafka source a damaged topic.json still records, when it can be read whole: a repair
+    that dropped it would let the next mirror take whatever topic the cluster now has under the
+    name (the partitions' record samples still stop a rewritten log, `log/source.py`)."""
+    try:
+        found = load_object(data or b"", max_bytes=1 << 20, fractions=True).optional_object("source")
+        return None if found is None else KafkaSource.from_fields(found)
+    except Malformed:
+        return None
 
 
 def _salvaged(data: bytes | None, config: LakeConfig, name: str) -> tuple[dict[str, object], int, bool]:
@@ -184,6 +204,34 @@ def _report_absent(topic: Topic, found: set[int], failures: dict[int, str]) -> N
             failures[p] = reason
 
 
+def owning_source(config: LakeConfig, name: str, recorded: KafkaSource | None) -> OwningSource | None:
+    """The source that alone appends to topic `name` (DESIGN section 9): its mirror when the config
+    gives it `mirror:`, its adoption when `adopt:`; for a topic the config does not declare (a lake
+    opened by its URI alone), the Kafka source its topic.json recorded; None for a topic that is its
+    own source (declared without either: the config's word, so a mirror can be turned off)."""
+    spec = config.topics.get(name)
+    if spec is None and recorded is not None:
+        return OwningSource(
+            MIRROR_WRITER,
+            f"Kafka topic {recorded.topic} (cluster id {recorded.cluster_id}), as its topic.json records",
+            "produce to the Kafka topic instead, or declare the topic in the config file without `mirror:` to make "
+            "the lake topic its own source",
+        )
+    if spec is not None and spec.mirror is not None:
+        return OwningSource(
+            MIRROR_WRITER,
+            f"Kafka cluster {spec.mirror.cluster}'s topic {spec.mirror.topic} (`mirror:` in {config.source})",
+            "produce to the Kafka topic instead, or remove `mirror:` to make the lake topic its own source",
+        )
+    if spec is not None and spec.adopt is not None:
+        return OwningSource(
+            ADOPTION_WRITER,
+            f"Kafka Connect's S3 sink at {spec.adopt.uri} (`adopt:` in {config.source})",
+            "write through the Kafka Connect sink instead, or remove `adopt:` to make the lake topic its own source",
+        )
+    return None
+
+
 class PartitionUnreadable(LakeCleanerError):
     """A partition's manifest could not be read (the message says why and how to fix it)."""
 
@@ -196,6 +244,8 @@ class Topic:
         self.metadata = metadata
         self.name = metadata.name
         self.config: TopicConfig = lake.config.topic_config(metadata.name, metadata.overrides)
+        #: The source that alone appends to the topic, when it has one.
+        self.owner = owning_source(lake.config, metadata.name, metadata.source)
 
     @property
     def partitions(self) -> int:
@@ -207,7 +257,7 @@ class Topic:
             raise TopicNotFound(
                 f"topic {self.name} has partitions 0..{self.partitions - 1}; partition {partition} does not exist"
             )
-        return PartitionLog(self.lake.store, self.name, partition, self.config, self._follow(partition))
+        return PartitionLog(self.lake.store, self.name, partition, self.config, self._follow(partition), self.owner)
 
     def _follow(self, partition: int) -> Callable[[Manifest, Manifest], None] | None:
         """What a partition's commits tell: the topic's Iceberg table follows them, when it has one."""
@@ -251,8 +301,15 @@ class Lake:
     def __init__(self, store: ObjectStore, config: LakeConfig) -> None:
         self.store = store
         self.config = config
-        self.offsets = OffsetStore(store, config)
+        self.offsets = OffsetStore(store, config, self._recorded_source)
         self.cleaner_state = CleanerStateStore(store)
+
+    def _recorded_source(self, name: str) -> KafkaSource | None:
+        """The Kafka source topic `name` recorded (None: none, or no such topic yet)."""
+        try:
+            return self.topic(name).metadata.source
+        except TopicNotFound:
+            return None
 
     @classmethod
     def open(cls, target: str | LakeConfig | None = None) -> Lake:
@@ -318,7 +375,7 @@ class Lake:
                 f"(lake.max_partitions_per_topic), never shrink; {count} asked"
             )
         if count > current.partitions:
-            grown = TopicMetadata(current.name, count, current.overrides, current.created_ms)
+            grown = replace(current, partitions=count)
             self._put_metadata(name, grown, etag)
             current = grown
         topic = Topic(self, current)
@@ -332,8 +389,28 @@ class Lake:
         merged = {**current.overrides, **config}
         merged = {k: v for k, v in merged.items() if v is not None}
         self.config.topic_config(name, merged)
-        updated = TopicMetadata(current.name, current.partitions, merged, current.created_ms)
+        updated = replace(current, overrides=merged)
         self._put_metadata(name, updated, etag)
+        return Topic(self, updated)
+
+    def record_source(self, name: str, source: KafkaSource, expected: KafkaSource | None) -> Topic:
+        """Record the Kafka topic the lake topic mirrors (`log/source.py`) in its topic.json, by a
+        conditional write over the topic.json that held `expected`; MirrorMismatch, with nothing
+        written, when another process recorded something else meanwhile."""
+        current, etag = self._read_metadata(name)
+        if current.source != expected:
+            raise MirrorMismatch(
+                f"topic {name}'s recorded Kafka source changed while this run compared it (another mirror or "
+                "`--restart-from-kafka` ran at the same time); nothing was written: run the mirror again"
+            )
+        updated = replace(current, source=source)
+        try:
+            self._put_metadata(name, updated, etag)
+        except ConditionFailed:
+            raise MirrorMismatch(
+                f"topic {name}'s topic.json changed while this run recorded its Kafka source; nothing was "
+                "written: run the mirror again"
+            ) from None
         return Topic(self, updated)
 
     def _put_metadata(self, name: str, metadata: TopicMetadata, etag: str | None) -> None:
@@ -403,7 +480,11 @@ class Lake:
             )
         overrides, created, kept = _salvaged(data, self.config, name)
         metadata = TopicMetadata(
-            name, max(found) + 1, overrides, created or (wall_clock_ms() if now_ms is None else now_ms)
+            name,
+            max(found) + 1,
+            overrides,
+            created or (wall_clock_ms() if now_ms is None else now_ms),
+            _salvaged_source(data),
         )
         self._put_metadata(name, metadata, etag)
         return TopicMetadataRepair(metadata, "missing" if data is None else "damaged", kept)

@@ -7,7 +7,7 @@ offset is the next offset the group will consume: every record below it has been
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from lakecleaner.clock import wall_clock_ms
@@ -21,6 +21,7 @@ from lakecleaner.errors import (
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.io.strict_json import Fields, Malformed, load_object
+from lakecleaner.log.source import KafkaSource
 from lakecleaner.names import validate_group_id, validate_partition, validate_topic_name
 
 
@@ -33,12 +34,17 @@ class ConsumedPosition:
     "everything consumed": consumed retention is skipped for the partition. `groups` maps each
     subscribed group to its committed offset (None when missing or unreadable); `reason` says
     in words why the offset is unknown. With no subscribed group at all, `offset` is None and
-    `reason` says so: nothing is consumed by nobody.
+    `reason` says so: nothing is consumed by nobody. Offsets are the lake's: a Kafka group's
+    committed offset of a mirrored topic is translated by the history's delta (`log/source.py`).
     """
 
     offset: int | None
     groups: Mapping[str, int | None] = field(default_factory=dict)
     reason: str | None = None
+    #: The lake offset the groups' offsets begin to speak for: a mirrored topic that follows a new
+    #: Kafka history (`mirror --restart-from-kafka`) holds the earlier history's records below it,
+    #: which no offset of the new one says anything of (None: the whole log).
+    since_offset: int | None = None
 
     @property
     def known(self) -> bool:
@@ -126,9 +132,16 @@ class GroupOffsets:
 class OffsetStore:
     """Commit and read consumer groups' offsets; the minimum committed offset per partition."""
 
-    def __init__(self, store: ObjectStore, config: LakeConfig) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        config: LakeConfig,
+        recorded_source: Callable[[str], KafkaSource | None] = lambda topic: None,
+    ) -> None:
         self.store = store
         self.config = config
+        #: The Kafka source a mirrored topic recorded (its topic.json), by topic name.
+        self.recorded_source = recorded_source
 
     def read_group(self, group: str) -> GroupOffsets:
         """A group's offsets; an unknown group has none."""
@@ -234,30 +247,55 @@ class OffsetStore:
     ) -> dict[int, ConsumedPosition]:
         """`consumed_position` for several partitions, reading each group's offsets once (or
         using `groups`, from `read_all_groups`). A topic whose config says `consumer_offsets:
-        {cluster: …}` reads its declared groups' offsets from that Kafka cluster instead."""
+        {cluster: …}` reads its declared groups' offsets from that Kafka cluster instead, of the
+        Kafka topic it mirrors (`kafka/groups.py`)."""
         cluster = self.offsets_cluster(topic)
         if cluster is not None:
-            from lakecleaner.kafka.groups import cluster_offsets
-
+            read = self.cluster_offsets(topic, partitions)
             subscribed = sorted(self.config.topics[topic].consumer_groups)
-            offsets, failures = cluster_offsets(self.config.kafka_clusters[cluster], subscribed, topic, partitions)
-            return {p: _min_position(p, subscribed, offsets, failures) for p in partitions}
+            delta = read.offset_delta
+            return {p: _min_position(p, subscribed, read.offsets, read.failures, delta) for p in partitions}
         subscribed, offsets, failures = self.subscribed_offsets(topic, groups)
         return {p: _min_position(p, subscribed, offsets, failures) for p in partitions}
 
+    def cluster_offsets(self, topic: str, partitions: list[int], groups: list[str] | None = None) -> ClusterRead:
+        """The declared (or the given) groups' committed offsets of the Kafka topic `topic`'s
+        `consumer_offsets:` names, read from its cluster and tied to the Kafka source the lake topic
+        recorded (`kafka/groups.py`)."""
+        from lakecleaner.kafka.groups import cluster_offsets
+
+        spec = self.config.topics[topic]
+        where = spec.consumer_offsets
+        assert where is not None, "a topic whose offsets the lake keeps has no cluster to read them from"
+        recorded = self.recorded_source(topic) if spec.mirror is not None else None
+        wanted = sorted(spec.consumer_groups) if groups is None else groups
+        return cluster_offsets(self.config.kafka_clusters[where.cluster], wanted, where.topic, partitions, recorded)
+
     def source_of(self, topic: str | None) -> str:
         """Where consumed retention of `topic` reads committed offsets, for people: a Kafka
-        cluster (its name and bootstrap servers) or the lake's own store."""
-        cluster = None if topic is None else self.offsets_cluster(topic)
-        if cluster is None:
+        cluster (its name and bootstrap servers) and topic, or the lake's own store."""
+        spec = None if topic is None else self.config.topics.get(topic)
+        where = None if spec is None else spec.consumer_offsets
+        if where is None:
             return f"the lake's {OFFSETS_PREFIX}"
-        return f"Kafka cluster {cluster} ({self.config.kafka_clusters[cluster].bootstrap_servers})"
+        servers = self.config.kafka_clusters[where.cluster].bootstrap_servers
+        return f"Kafka cluster {where.cluster} ({servers}), topic {where.topic}"
 
     def offsets_cluster(self, topic: str) -> str | None:
         """The Kafka cluster whose committed offsets consumed retention of `topic` reads, or None
         for the lake's own store (`_consumer_offsets/`)."""
         spec = self.config.topics.get(topic)
-        return None if spec is None else spec.offsets_cluster
+        return None if spec is None or spec.consumer_offsets is None else spec.consumer_offsets.cluster
+
+
+@dataclass(frozen=True)
+class ClusterRead:
+    """Groups' committed offsets read from a Kafka cluster (a partition without one left out), the
+    groups whose offsets cannot be used with why, and the delta that makes them lake offsets."""
+
+    offsets: dict[str, Mapping[int, CommittedOffset]]
+    failures: dict[str, str]
+    offset_delta: int = 0
 
 
 def _min_position(
@@ -265,18 +303,23 @@ def _min_position(
     subscribed: list[str],
     offsets: Mapping[str, Mapping[int, CommittedOffset]],
     failures: Mapping[str, str],
+    delta: int = 0,
 ) -> ConsumedPosition:
+    """The minimum over the subscribed groups, in lake offsets (`delta` added to each); unknown
+    when a group cannot be read or has no offset for the partition."""
+    since = delta or None
     groups: dict[str, int | None] = {}
     for group in subscribed:
         committed = offsets.get(group, {}).get(partition)
-        groups[group] = None if committed is None else committed.offset
+        groups[group] = None if committed is None else committed.offset + delta
     if failures:
         groups.update({g: None for g in failures})
         name, reason = next(iter(sorted(failures.items())))
-        return ConsumedPosition(None, groups, f"offsets of group {name} cannot be read: {reason}")
+        return ConsumedPosition(None, groups, f"offsets of group {name} cannot be read: {reason}", since)
     if not subscribed:
-        return ConsumedPosition(None, groups, "no consumer group is subscribed to the topic")
+        return ConsumedPosition(None, groups, "no consumer group is subscribed to the topic", since)
     missing = sorted(g for g, o in groups.items() if o is None)
     if missing:
-        return ConsumedPosition(None, groups, f"group {missing[0]} has no committed offset for partition {partition}")
-    return ConsumedPosition(min(o for o in groups.values() if o is not None), groups)
+        reason = f"group {missing[0]} has no committed offset for partition {partition}"
+        return ConsumedPosition(None, groups, reason, since)
+    return ConsumedPosition(min(o for o in groups.values() if o is not None), groups, since_offset=since)

@@ -211,6 +211,19 @@ def test_consumed_retention_is_skipped_when_a_group_offset_is_unknown_but_retent
     assert not_read.consumed_skipped == "consumed retention skipped: no committed offset is known"
 
 
+@pytest.mark.parametrize(("since", "expected"), [(None, ["s0", "s10"]), (10, []), (0, ["s0", "s10"])])
+def test_consumed_retention_keeps_what_an_earlier_kafka_history_left_below_the_groups_offsets(
+    since: int | None, expected: list[str]
+) -> None:
+    """After `mirror --restart-from-kafka` the groups' offsets are of the new history: the earlier
+    one's segments (below `since_offset`) are not theirs to delete (issue 74)."""
+    consumed = ConsumedPosition(20, {"g": 20}, since_offset=since)
+    plan = plan_retention(consumed_log(), CONSUMED_CONFIG, consumed, NOW)
+    assert deleted(plan) == [(s, CONSUMED) for s in expected]
+    if since == 10:
+        assert "earlier Kafka history (below offset 10" in (plan.kept_because or "")
+
+
 def test_consumed_retention_off_or_on_a_compact_only_topic_does_nothing() -> None:
     everything = ConsumedPosition(40, {"g": 40})
     assert (

@@ -1,11 +1,15 @@
 """Issue #47: a mirrored topic's DAG under the real scheduler starts with `mirror`, in the pool
 `lakecleaner airflow setup` created, which brings the Kafka topic's records into the lake at their
 own offsets before the topic is assessed and compacted; the run's summary carries each
-partition's lag."""
+partition's lag. Issue #74: a partition the mirror cannot store fails the task (once: no retry)
+after the others were mirrored, and the run's summary says which and why."""
 
 from __future__ import annotations
 
-from lakecleaner.orchestration.naming import report_run_id
+from datetime import UTC, datetime
+
+from lakecleaner.orchestration.naming import dag_id_of, report_run_id
+from lakecleaner.orchestration.tasks import failures as summary_failures
 from lakecleaner.reports import load_report
 from tests.scheduler.conftest import World
 from tests.scheduler.topics import MIRRORED
@@ -29,3 +33,25 @@ def test_a_mirrored_topics_run_mirrors_first_and_reports_the_lag(world: World) -
     assert status == 200 and shown["mirror_lag"] == 0  # the dashboard's "records behind Kafka"
     page_status, page = world.airflow.api("GET", f"/lakecleaner/topics/{MIRRORED}", user="admin", raw=True)
     assert page_status == 200 and 'data-metric="mirror-lag"' in page
+
+    ends = {p: world.lake.topic(MIRRORED).partition(p).manifest().next_offset for p in range(4)}
+    more = sample(40, start=300)
+    keyless = next(r for r in more if r["partition"] == 2)
+    keyless["key"] = None  # the compacted lake topic cannot hold it
+    world.kafka.produce(world.mirrored_source, more)
+    failed_id = world.trigger(MIRRORED, {"logical_date": datetime.now(UTC).isoformat(), "conf": {}})
+    run = world.airflow.wait_for_run(dag_id_of(MIRRORED), failed_id, timeout_s=600)
+    assert run["state"] == "failed", world.diagnostics()
+    status, body = world.airflow.api(
+        "GET", f"/api/v2/dags/{dag_id_of(MIRRORED)}/dagRuns/{failed_id}/taskInstances", user="admin"
+    )
+    tries = {t["task_id"]: (t["state"], t["try_number"]) for t in body["task_instances"]}
+    assert tries["mirror"] == ("failed", 1) and tries["assess"][0] == "success"
+    summary = load_report(world.lake.store, MIRRORED, report_run_id(failed_id), "run")
+    statuses = {p["partition"]: p["status"] for p in summary["mirror"]["partitions"]}
+    assert statuses == {0: "mirrored", 1: "mirrored", 2: "failed", 3: "mirrored"}
+    (failure,) = [f for f in summary_failures(summary) if f.startswith("mirror of partition 2")]
+    assert f"record at offset {ends[2]}" in failure and "has no key" in failure
+    for p in (0, 1, 3):
+        assert world.lake.topic(MIRRORED).partition(p).manifest().next_offset > ends[p]
+    assert world.lake.topic(MIRRORED).partition(2).manifest().next_offset == ends[2]

@@ -35,6 +35,7 @@ from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config.adopt import ConnectSource
 from lakecleaner.errors import LakeCleanerError, TopicNotFound
 from lakecleaner.io import ObjectStore, open_store
+from lakecleaner.log.source import ADOPTION_WRITER
 
 if TYPE_CHECKING:
     from lakecleaner.lake import Lake, Topic
@@ -196,7 +197,7 @@ def _adopt_partition(
                 done.gaps.append((a + 1, b - 1))
         if kept:
             table = pa.table({name: [values[i] for i in order] for name, values in rows.items()})
-            log.append(table, offsets=offsets_in_order)
+            log.append(table, offsets=offsets_in_order, writer=ADOPTION_WRITER)
             previous = offsets_in_order[-1]
         adopted_ms = wall_clock_ms()
         adopted = [Original(f.key, log.partition, previous + 1, adopted_ms) for b, _ in chunk for f in b.objects]

@@ -72,9 +72,16 @@ def plan(
     result = plan_topic(
         topic, manifests, t.config, consumed, now, force=force, max_partitions=max_partitions, cleaner=cleaner
     )
+    source = ctx.lake.offsets.source_of(topic) if t.config.consumed_retention_enabled else None
+
+    def human() -> None:
+        console.print(render_topic_plan(result, wide=wide))
+        if source is not None:
+            console.print(f"consumed retention reads committed offsets from {source}", markup=False)
+
     ctx.emit(
-        {**result.to_dict(), "unreadable": {str(p): e for p, e in read.failures.items()}},
-        lambda: console.print(render_topic_plan(result, wide=wide)),
+        {**result.to_dict(), "unreadable": {str(p): e for p, e in read.failures.items()}, "offsets_source": source},
+        human,
     )
     exit_on_failures(unreadable_lines(topic, read.failures))
 
@@ -179,6 +186,8 @@ def retain(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int
                     f"{p['consumers_below_log_start']}",
                     markup=False,
                 )
+        if report.offsets_source:
+            console.print(f"consumed retention read committed offsets from {report.offsets_source}", markup=False)
         if report.location:
             console.print(f"report: {report.location}", markup=False)
 

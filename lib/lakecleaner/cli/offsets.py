@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 import click
 from rich.table import Table
 
 from lakecleaner.cli.base import Context, cli, exit_on_failures, pass_ctx
 from lakecleaner.cli.output import console
-from lakecleaner.offsets import GroupOffsets
+from lakecleaner.offsets import CommittedOffset, GroupOffsets
 
 
 @cli.group()
@@ -38,24 +41,28 @@ def offsets_commit(ctx: Context, group: str, topic: str, assignments: tuple[str,
     )
 
 
+def _in_lake(offsets: Mapping[int, CommittedOffset], delta: int) -> dict[int, CommittedOffset]:
+    """A group's offsets of the Kafka topic a lake topic mirrors, as lake offsets."""
+    return {p: replace(c, offset=c.offset + delta) for p, c in offsets.items()}
+
+
 @offsets.command("list")
 @click.option("--group", help="Only this group.")
 @click.option("--topic", help="Only this topic, with the minimum committed offset per partition.")
 @pass_ctx
 def offsets_list(ctx: Context, group: str | None, topic: str | None) -> None:
     """List committed offsets per group, topic and partition: from the lake's own store, or, for a
-    topic whose config says `consumer_offsets: {cluster: …}`, from that Kafka cluster."""
+    topic whose config says `consumer_offsets: {cluster: …}`, from that Kafka cluster, of the Kafka
+    topic it mirrors (as lake offsets)."""
     rows = []
     cluster = ctx.lake.offsets.offsets_cluster(topic) if topic else None
     source = ctx.lake.offsets.source_of(topic)
     reads: dict[str, GroupOffsets | str]
     if topic and cluster:
-        from lakecleaner.kafka.groups import cluster_offsets
-
         declared = [g for g in ctx.config.topics[topic].consumer_groups if not group or g == group]
-        partitions = list(range(ctx.lake.topic(topic).partitions))
-        found, failed = cluster_offsets(ctx.config.kafka_clusters[cluster], declared, topic, partitions)
-        reads = {**{g: GroupOffsets(g, {topic: o}) for g, o in found.items()}, **failed}
+        found = ctx.lake.offsets.cluster_offsets(topic, list(range(ctx.lake.topic(topic).partitions)), declared)
+        reads = {g: GroupOffsets(g, {topic: _in_lake(o, found.offset_delta)}) for g, o in found.offsets.items()}
+        reads.update(found.failures)
     else:
         reads = {group: ctx.lake.offsets.read_group(group)} if group else ctx.lake.offsets.read_all_groups()
     unreadable = {g: r for g, r in reads.items() if isinstance(r, str)}

@@ -10,7 +10,8 @@ mirror source and where its consumer groups' committed offsets are read.
       orders:
         mirror: {cluster: main, topic: orders}   # topic defaults to the lake topic's name
         consumer_groups: [billing]
-        consumer_offsets: {cluster: main}        # default: the lake's own store
+        consumer_offsets: {cluster: main}        # default: the lake's own store; the groups' offsets of
+                                                 # the mirrored topic (`topic:` names it when not mirrored)
 
 A cluster's properties may hold credentials (sasl.password, ssl.key.password): they are never
 shown, in a repr, a message or a report.
@@ -31,7 +32,7 @@ _KAFKA_KEYS = {"clusters"}
 _MIRROR_KEYS = {"cluster", "topic", "max_seconds"}
 #: How long a DAG run's `mirror` task reads at most, by default (`mirror.max_seconds`).
 DEFAULT_MIRROR_SECONDS = 300.0
-_OFFSETS_KEYS = {"cluster"}
+_OFFSETS_KEYS = {"cluster", "topic"}
 #: The client properties lakecleaner sets itself (what it reads, and how), refused in the file.
 RESERVED_PROPERTIES = frozenset(
     {"group.id", "enable.auto.commit", "isolation.level", "enable.partition.eof", "auto.offset.reset"}
@@ -108,12 +109,46 @@ def parse_mirror(topic: str, raw: object, where: str, problems: list[str]) -> Mi
         return None
 
 
-def parse_offsets_cluster(raw: object, where: str, problems: list[str]) -> str | None:
-    """`topics.<t>.consumer_offsets`: {cluster} to read the groups' offsets from that cluster;
-    absent: the lake's own store."""
+@dataclass(frozen=True)
+class ClusterOffsets:
+    """Where consumed retention (KIP-68) reads the committed offsets of a topic's consumer groups:
+    a Kafka cluster, and the Kafka topic they are offsets of — the one the lake topic mirrors, or
+    for a topic that is not mirrored (adopted from Connect's sink, say) the one `topic:` names."""
+
+    cluster: str
+    topic: str
+
+
+def parse_offsets_source(
+    topic: str, raw: object, mirror: MirrorSpec | None, where: str, problems: list[str]
+) -> ClusterOffsets | None:
+    """`topics.<t>.consumer_offsets`: {cluster, topic} to read the groups' offsets of that Kafka topic
+    from that cluster; absent: the lake's own store. A mirrored topic's groups are those of the Kafka
+    topic it mirrors, on the cluster it mirrors: their offsets are the lake's offsets, and no others
+    are (another cluster's offsets of the topic, or another topic's, would delete what no group read)."""
     if raw is None:
         return None
-    return _cluster_named(check_keys(raw, _OFFSETS_KEYS, where, problems), where, problems)
+    section = check_keys(raw, _OFFSETS_KEYS, where, problems)
+    cluster = _cluster_named(section, where, problems)
+    named = section.get("topic")
+    if cluster is None:
+        return None
+    if mirror is not None and cluster != mirror.cluster:
+        problems.append(
+            f"{where}.cluster={shown(cluster)}: the topic mirrors cluster {mirror.cluster}, whose offsets are the "
+            f"lake's; read its groups from there (consumer_offsets: {{cluster: {mirror.cluster}}})"
+        )
+    if mirror is not None and named is not None and named != mirror.topic:
+        problems.append(
+            f"{where}.topic={shown(named)}: the topic mirrors Kafka topic {mirror.topic}, whose groups' offsets are "
+            "the lake's; remove consumer_offsets.topic"
+        )
+    source = mirror.topic if mirror is not None else (topic if named is None else named)
+    try:
+        return ClusterOffsets(cluster, validate_topic_name(source) if isinstance(source, str) else "")
+    except InvalidTopicName as exc:
+        problems.append(f"{where}.topic: {exc}")
+        return None
 
 
 def _cluster_named(section: Mapping[str, Any], where: str, problems: list[str]) -> str | None:
@@ -132,7 +167,7 @@ def unknown_clusters(topics: Mapping[str, Any], clusters: Mapping[str, KafkaClus
     for name, spec in topics.items():
         for key, cluster in (
             ("mirror.cluster", spec.mirror and spec.mirror.cluster),
-            ("consumer_offsets.cluster", spec.offsets_cluster),
+            ("consumer_offsets.cluster", spec.consumer_offsets and spec.consumer_offsets.cluster),
         ):
             if cluster and cluster not in clusters:
                 problems.append(f"{where}.{name}.{key}={shown(cluster)}: no such cluster in kafka.clusters ({known})")
@@ -140,10 +175,11 @@ def unknown_clusters(topics: Mapping[str, Any], clusters: Mapping[str, KafkaClus
 
 
 __all__ = [
+    "ClusterOffsets",
     "KafkaCluster",
     "MirrorSpec",
     "parse_clusters",
     "parse_mirror",
-    "parse_offsets_cluster",
+    "parse_offsets_source",
     "unknown_clusters",
 ]

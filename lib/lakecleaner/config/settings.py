@@ -19,11 +19,12 @@ from lakecleaner.config.environment import (
 )
 from lakecleaner.config.iceberg import IcebergSettings, parse_iceberg, parse_topic_iceberg
 from lakecleaner.config.kafka import (
+    ClusterOffsets,
     KafkaCluster,
     MirrorSpec,
     parse_clusters,
     parse_mirror,
-    parse_offsets_cluster,
+    parse_offsets_source,
     unknown_clusters,
 )
 from lakecleaner.config.sections import check_keys, expand_env
@@ -76,8 +77,9 @@ class TopicSpec:
     consumer_groups: tuple[str, ...] = ()
     #: Where the topic's records come from (`lakecleaner mirror`), if from a Kafka cluster.
     mirror: MirrorSpec | None = None
-    #: The cluster whose committed offsets of `consumer_groups` consumed retention reads; None: the lake's.
-    offsets_cluster: str | None = None
+    #: The cluster and Kafka topic whose committed offsets of `consumer_groups` consumed retention
+    #: reads; None: the lake's own store.
+    consumer_offsets: ClusterOffsets | None = None
     #: Whether the topic is an Iceberg table (`iceberg: {enabled: …}`); None: the lake's `iceberg.enabled`.
     iceberg: bool | None = None
     #: Where Kafka Connect's S3 sink writes the topic, if its records come from there (`lakecleaner adopt`).
@@ -297,15 +299,15 @@ def _parse_topic_spec(name: object, raw: object, where: str, problems: list[str]
         problems.append(f"{where}.{topic}.consumer_groups: must be a list of group names")
         groups = []
     mirror = parse_mirror(topic, section.get("mirror"), f"{where}.{topic}.mirror", problems)
-    offsets_cluster = parse_offsets_cluster(
-        section.get("consumer_offsets"), f"{where}.{topic}.consumer_offsets", problems
+    consumer_offsets = parse_offsets_source(
+        topic, section.get("consumer_offsets"), mirror, f"{where}.{topic}.consumer_offsets", problems
     )
     iceberg = parse_topic_iceberg(section.get("iceberg"), f"{where}.{topic}.iceberg", problems)
     adopt = parse_adopt(section.get("adopt"), f"{where}.{topic}.adopt", problems)
     if adopt is not None and mirror is not None:
         problems.append(f"{where}.{topic}: mirror and adopt both bring the topic's records; keep one")
     return TopicSpec(
-        topic, partitions, schedule, dict(overrides), tuple(groups), mirror, offsets_cluster, iceberg, adopt
+        topic, partitions, schedule, dict(overrides), tuple(groups), mirror, consumer_offsets, iceberg, adopt
     )
 
 

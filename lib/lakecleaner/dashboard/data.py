@@ -208,6 +208,7 @@ def topic_overview(facts: TopicFacts, runs: Sequence[RunDigest], now_ms: int) ->
         "nearest_deadline": nearest_deadline(facts, now_ms),
         "last_run": runs[0].to_dict() if runs else None,
         "mirror_lag": next((r.mirror_lag for r in runs if r.mirror_lag is not None), None),
+        "mirror_gaps": [f"{gap} (run {r.run_id})" for r in runs[:RECENT_RUNS] for gap in r.mirror_gaps],
         "reclaimed_recent": {
             "runs": len(recent),
             "bytes": sum(r.bytes for r in recent),

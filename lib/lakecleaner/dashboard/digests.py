@@ -39,6 +39,7 @@ class RunDigest:
     dirty_ratio: float | None
     size_bytes: int | None
     airflow: AirflowRun | None = None
+    mirror_gaps: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, record: RunRecord) -> RunDigest:
@@ -54,6 +55,7 @@ class RunDigest:
             dirty_ratio=topic_point.dirty_ratio,
             size_bytes=topic_point.size_bytes,
             airflow=record.airflow,
+            mirror_gaps=record.mirror_gaps,
         )
 
     def with_airflow(self, run: AirflowRun) -> RunDigest:
@@ -88,6 +90,7 @@ class RunDigest:
             "result": self.result,
             "failures": list(self.failures),
             "mirror_lag": self.mirror_lag,
+            "mirror_gaps": list(self.mirror_gaps),
             "reclaimed": self.reclaimed.to_dict(),
             "dirty_ratio": self.dirty_ratio,
             "size_bytes": self.size_bytes,
@@ -98,15 +101,12 @@ class RunDigest:
         """A stored digest; Malformed (naming the field) for a shape no writer of ours makes."""
         reclaimed = f.object("reclaimed")
         ratio = None if f.raw.get("dirty_ratio") is None else f.number("dirty_ratio")
-        failures = f.raw.get("failures")
-        if not isinstance(failures, list) or not all(isinstance(x, str) for x in failures):
-            raise Malformed(f"field {f.where}.failures is not a list of strings")
         return cls(
             run_id=f.text("run_id", max_chars=256),
             time_ms=f.integer("time_ms"),
             now_ms=f.optional_int("now_ms"),
             result=f.text("result", max_chars=4096),
-            failures=tuple(failures),
+            failures=_sentences(f, "failures", None),
             mirror_lag=f.optional_int("mirror_lag"),
             reclaimed=Reclaimed(
                 bytes=reclaimed.integer("bytes_reclaimed"),
@@ -116,7 +116,16 @@ class RunDigest:
             ),
             dirty_ratio=ratio,
             size_bytes=f.optional_int("size_bytes"),
+            mirror_gaps=_sentences(f, "mirror_gaps", []),
         )
+
+
+def _sentences(f: Fields, name: str, default: list[str] | None) -> tuple[str, ...]:
+    """A stored list of strings (`default` when absent; None: required)."""
+    found = f.raw.get(name, default)
+    if not isinstance(found, list) or not all(isinstance(x, str) for x in found):
+        raise Malformed(f"field {f.where}.{name} is not a list of strings")
+    return tuple(found)
 
 
 def joined_with_airflow(digests: Sequence[RunDigest], airflow_runs: Sequence[AirflowRun]) -> list[RunDigest]:

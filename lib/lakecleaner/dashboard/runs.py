@@ -125,6 +125,19 @@ class RunRecord:
         return sum(lag for p in parts if isinstance(lag := p.get("lag"), int) and not isinstance(lag, bool))
 
     @property
+    def mirror_gaps(self) -> tuple[str, ...]:
+        """The offsets Kafka deleted before the run's mirror read them (retention, DeleteRecords),
+        one sentence each (issue 74); none for a run without a mirror task."""
+        mirror = (self.summary or {}).get("mirror")
+        gaps = mirror.get("deleted_before_mirrored") if isinstance(mirror, Mapping) else None
+        return tuple(
+            f"partition {g.get('partition')}: offsets {g.get('from')}..{g.get('to')} were deleted in Kafka before "
+            "they were mirrored"
+            for g in gaps or []
+            if isinstance(g, Mapping)
+        )
+
+    @property
     def failures(self) -> list[str]:
         """What went wrong, from the run summary (only runs that reached `report` have one)."""
         if self.summary is None or "run" not in self.reports:

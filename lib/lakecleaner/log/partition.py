@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeAlias
 
@@ -33,6 +33,7 @@ from lakecleaner.errors import (
     OffsetOutOfRange,
     StorageError,
     TopicNotFound,
+    WriterRefused,
 )
 from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectStore, UnfinishedWrite
@@ -49,6 +50,7 @@ from lakecleaner.log.segment_files import (
     table_stats,
     write_segment_file,
 )
+from lakecleaner.log.source import OwningSource
 from lakecleaner.summaries.layout import partition_marker_key
 
 log = logging.getLogger(__name__)
@@ -134,6 +136,7 @@ class PartitionLog:
         partition: int,
         config: TopicConfig,
         on_committed: Callable[[Manifest, Manifest], None] | None = None,
+        owner: OwningSource | None = None,
     ) -> None:
         self.store = store
         self.topic = topic
@@ -142,6 +145,8 @@ class PartitionLog:
         #: Told (manifest before, manifest committed) after each commit that landed: what keeps
         #: followers of the log (its Iceberg table) in step. It must not raise.
         self.on_committed = on_committed
+        #: The source that alone appends to this log (`mirror:`, `adopt:`), if it has one.
+        self.owner = owner
         self.prefix = partition_prefix(topic, partition)
         self.manifest_key = self.prefix + MANIFEST_NAME
 
@@ -351,8 +356,21 @@ class PartitionLog:
             ) from exc
 
     # -- append -------------------------------------------------------------------------------
-    def append(self, batch: Batch, *, offsets: Sequence[int] | None = None, now_ms: int | None = None) -> AppendResult:
+    def append(
+        self,
+        batch: Batch,
+        *,
+        offsets: Sequence[int] | None = None,
+        now_ms: int | None = None,
+        writer: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> AppendResult:
         """Append one batch (a table in BATCH_SCHEMA, or Records) as one commit.
+
+        A log whose records come from a source (`owner`: a mirror or an adoption) takes appends
+        from that source's writer only (`writer`, `log/source.py`): any other append raises
+        WriterRefused and nothing is written (DESIGN section 9). `properties` are set in the
+        manifest by the same commit (a mirror's sample of its last record).
 
         Offsets are assigned from the log's next offset or, with `offsets`, taken as given, as
         Kafka's followers and replication tools append (`UnifiedLog.appendAsFollower`): one per
@@ -366,6 +384,7 @@ class PartitionLog:
 
         Records without a timestamp get `now_ms`. A compacted topic rejects records without a key.
         """
+        self.refuse_other_writer(writer)
         now = wall_clock_ms() if now_ms is None else now_ms
         table = self._conform(batch, now)
         given = None if offsets is None else checked_offsets(offsets, table.num_rows, self.topic, self.partition)
@@ -400,7 +419,11 @@ class PartitionLog:
             crash_point("append.after_data_write")
             next_offset = column[-1].as_py() + 1
             new = manifest.next_version(
-                now, segments=tuple(segments), next_offset=next_offset, next_segment_created_ms=None
+                now,
+                segments=tuple(segments),
+                next_offset=next_offset,
+                next_segment_created_ms=None,
+                properties={**manifest.properties, **(properties or {})},
             )
             result.append(AppendResult(column[0].as_py(), next_offset, table.num_rows, rolled, new.version))
             return new
@@ -411,6 +434,15 @@ class PartitionLog:
 
         self.commit(change, on_conflict=on_conflict, wrote=written)
         return result[-1]
+
+    def refuse_other_writer(self, writer: str | None) -> None:
+        """WriterRefused unless this log has no owning source or `writer` is its writer."""
+        if self.owner is None or writer == self.owner.writer:
+            return
+        raise WriterRefused(
+            f"topic {self.topic} takes its records from {self.owner.described}: only its {self.owner.writer} "
+            f"appends to it, at the source's offsets; nothing was written ({self.owner.instead})"
+        )
 
     def _conform(self, batch: Batch, now: int) -> pa.Table:
         table = conform_batch(batch, now) if isinstance(batch, pa.Table) else records_to_batch(batch, now)

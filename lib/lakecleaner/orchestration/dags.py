@@ -139,16 +139,28 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         mirrored = spec.mirror is not None
 
         @task(pool=config.airflow.mirror_pool)
-        def mirror() -> dict[str, Any]:
-            """Bring the Kafka topic's new records into the lake at their offsets (issue 47)."""
+        def mirror(**context: Any) -> dict[str, Any]:
+            """Bring the Kafka topic's new records into the lake at their offsets (issue 47); fail,
+            after the other partitions were mirrored, when one could not be (issue 74)."""
             from lakecleaner.orchestration import tasks
 
             with failing_without_retry():
                 check_setup(Variable.get(SETUP_VARIABLE, default=None), config.airflow, mirrored=True)
-            report = tasks.mirror(load_config(config_path), topic)
+            report = tasks.mirror(load_config(config_path), topic, _run_id(context))
             for p in report["partitions"]:
                 print(f"{topic}-{p['partition']}: {p['records']} records, to offset {p['next_offset']}, lag {p['lag']}")
-            return report
+            for gap in report["deleted_before_mirrored"]:
+                log.warning(
+                    "%s-%s: offsets %s..%s were deleted in Kafka before they were mirrored",
+                    topic,
+                    gap["partition"],
+                    gap["from"],
+                    gap["to"],
+                )
+            failed = tasks.mirror_failures(report)
+            if failed:  # what stopped them stops them again at once; the next run mirrors anew
+                raise AirflowFailException("; ".join(failed))
+            return tasks.step_digest(report, report["location"])
 
         adopted = spec.adopt is not None
 

@@ -179,7 +179,8 @@ def physical_deletion(
 
 
 #: The report each step stores in the run's folder (a dry run's retention stores none).
-STEP_REPORTS = {"retention": "retention", "physical_deletion": "gc"}
+MIRROR_REPORT = "mirror"
+STEP_REPORTS = {"retention": "retention", "physical_deletion": "gc", "mirror": MIRROR_REPORT}
 
 
 def step_digest(report: Mapping[str, Any], location: str | None) -> dict[str, Any]:
@@ -202,7 +203,8 @@ def gather(config: LakeConfig, topic_name: str, run_id: str, pushed: Mapping[str
     store = Lake.open(config).store
     parts = dict(pushed)
     for step, name in STEP_REPORTS.items():
-        parts[step] = _step_report(store, topic_name, run_id, name, parts.get(step))
+        if step in parts:  # a task of the DAG (a topic without `mirror:` has no mirror task)
+            parts[step] = _step_report(store, topic_name, run_id, name, parts[step])
     parts["compaction"] = _compaction_report(store, topic_name, run_id)
     return parts
 
@@ -211,9 +213,14 @@ def _step_report(
     store: ObjectStore, topic_name: str, run_id: str, name: str, digest: Mapping[str, Any] | None
 ) -> dict[str, Any] | None:
     """A step's whole report, read from the run's folder, for the run's summary (or as handed on,
-    when it was stored nowhere); None when the step did not run (its task failed or was skipped)."""
+    when it was stored nowhere); for a step whose task failed after it stored its report (a mirror
+    whose partitions failed), the stored report; None when the step did not run (its task failed
+    before storing one, or was skipped)."""
     if digest is None:
-        return None
+        try:
+            return load_report(store, topic_name, run_id, name)
+        except ObjectNotFound:
+            return None
     if digest.get("location") is None:  # handed on whole
         return dict(digest)
     return {**load_report(store, topic_name, run_id, name), "location": digest.get("location")}
@@ -224,16 +231,38 @@ def _subset(params: Mapping[str, Any]) -> list[int] | None:
     return list(partitions) if partitions else None
 
 
-def mirror(config: LakeConfig, topic_name: str) -> dict[str, Any]:
+def mirror(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any]:
     """The DAG's `mirror` task: the Kafka topic's new records into the lake, up to the high
     watermarks seen at its start and for at most `mirror.max_seconds` (a scheduled run ends); the
-    report, with each partition's lag to the cluster."""
+    report, with each partition's lag to the cluster and outcome, stored in the run's folder (with
+    `location`), so that the run's summary has it also when partitions failed. A run the mirror
+    refused as a whole (another Kafka topic, a cluster that refuses the client) stores its error,
+    then raises it."""
     from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 
     lake = Lake.open(config)
     spec = config.topics[topic_name].mirror
     assert spec is not None, "the DAG has a mirror task only for a topic with mirror:"
-    return mirror_topic(lake, topic_name, MirrorLimits(once=True, max_seconds=spec.max_seconds)).to_dict()
+    try:
+        report = mirror_topic(lake, topic_name, MirrorLimits(once=True, max_seconds=spec.max_seconds)).to_dict()
+    except LakeCleanerError as exc:
+        store_report(lake.store, topic_name, run_id, MIRROR_REPORT, {"topic": topic_name, "error": str(exc)})
+        raise
+    return {**report, "location": store_report(lake.store, topic_name, run_id, MIRROR_REPORT, report)}
+
+
+def mirror_failures(report: Mapping[str, Any] | None) -> list[str]:
+    """What went wrong in a mirror task, one sentence each: its error, or each partition that
+    stopped and why."""
+    if report is None:
+        return []
+    if report.get("error"):
+        return [f"the mirror from Kafka failed: {report['error']}"]
+    return [
+        f"mirror of partition {p.get('partition')}: {p.get('error')}"
+        for p in _partitions_of(report)
+        if p.get("status") == "failed"
+    ]
 
 
 def adopt(config: LakeConfig, topic_name: str) -> dict[str, Any]:
@@ -317,6 +346,7 @@ def failures(summary: Mapping[str, Any]) -> list[str]:
         out.append(f"the Iceberg table could not be synced: {summary['iceberg']['error']}")
     if "mirror" in summary and summary["mirror"] is None:
         out.append("the mirror from Kafka failed; see the mirror task's log")
+    out += mirror_failures(summary.get("mirror"))
     if "adopt" in summary and summary["adopt"] is None:
         out.append("the adoption of the Kafka Connect sink's files failed; see the adopt task's log")
     for partition, reason in ((summary.get("assess") or {}).get("unreadable") or {}).items():

@@ -11,7 +11,9 @@ and only for topics whose cleanup.policy includes delete:
 3. `retention.ms` (≥ 0): delete while now − the segment's largest timestamp > retention.ms (strict);
 4. `consumed` (retention.commitoffset.ms ≥ 0): delete while now − largest timestamp >
    retention.commitoffset.ms AND the segment's next_offset ≤ the minimum committed offset of
-   every subscribed group; skipped when that offset is unknown.
+   every subscribed group; skipped when that offset is unknown. A mirrored topic that follows a
+   later Kafka history keeps the earlier history's segments from this rule (`since_offset`: its
+   groups' offsets say nothing of them, DESIGN section 9); time, size and trim still remove them.
 
 Each rule is a prefix scan from the oldest segment that continues where the previous one stopped.
 Rules 1 and 2 are monotone (once they stop holding, they never hold again further on), but
@@ -270,13 +272,19 @@ def _rules(
     if consumed is None or consumed.offset is None:
         why = consumed.reason if consumed is not None and consumed.reason else "no committed offset is known"
         return rules, f"consumed retention skipped: {why}"
-    committed, groups = consumed.offset, consumed.holding_groups
+    committed, groups, since = consumed.offset, consumed.holding_groups, consumed.since_offset
 
     def consumed_retention(index: int, _: int) -> _Verdict:
         segment = segments[index]
         old_enough = _older_than(segment, "retention.commitoffset.ms", config.retention_commitoffset_ms, now_ms)
         if not old_enough.deletes:
             return old_enough
+        if since is not None and segment.base_offset < since:
+            return _Verdict(
+                False,
+                f"it holds records of an earlier Kafka history (below offset {since}, before `mirror "
+                "--restart-from-kafka`), of which the groups' offsets of the topic followed now say nothing",
+            )
         if segment.next_offset > committed:
             return _Verdict(
                 False,

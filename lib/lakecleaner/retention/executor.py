@@ -93,6 +93,9 @@ class RetentionRunReport:
     location: str | None = None
     #: Storage operations retried after a transient error during the run.
     storage_retries: int = 0
+    #: Where consumed retention read the groups' committed offsets (`OffsetStore.source_of`); None
+    #: when the topic has no consumed retention.
+    offsets_source: str | None = None
 
     @property
     def success(self) -> bool:
@@ -108,6 +111,7 @@ class RetentionRunReport:
             "success": self.success,
             "partitions_failed": sum(p.status in (FAILED, FAILED_QUALITY) for p in self.partitions),
             "storage_retries": self.storage_retries,
+            "offsets_source": self.offsets_source,
             "segments_deleted": sum(len(p.plan.deletions) for p in self.partitions if p.plan and p.status == COMMITTED),
             "bytes_deleted": sum(p.plan.deleted_bytes for p in self.partitions if p.plan and p.status == COMMITTED),
             "partitions": parts,
@@ -383,7 +387,8 @@ def retain_topic(
     results = map_ordered(commit, planned, concurrency)
     run = run_id or new_run_id(now)
     retries = lake.store.retries - retries_before
-    report = RetentionRunReport(topic_name, run, now, tuple(results), storage_retries=retries)
+    source = lake.offsets.source_of(topic_name) if topic.config.consumed_retention_enabled else None
+    report = RetentionRunReport(topic_name, run, now, tuple(results), storage_retries=retries, offsets_source=source)
     if dry_run:
         return report
     return replace(report, location=store_report(lake.store, topic_name, run, "retention", report.to_dict()))
