@@ -262,6 +262,7 @@ WRITERS = {
     ("engine/report.py", "save"): ("lake", "_lakecleaner/runs/users/r/report.json"),
     ("orchestration/tasks.py", "summarise"): ("lake", "_lakecleaner/runs/users/r/summary.json"),
     ("orchestration/tasks.py", "mirror"): ("lake", "_lakecleaner/runs/users/r/mirror.json"),
+    ("orchestration/tasks.py", "adopt"): ("lake", "_lakecleaner/runs/users/r/adopt.json"),
     ("retention/executor.py", "retain_topic"): ("lake", "_lakecleaner/runs/users/r/retention.json"),
     ("retention/gc.py", "gc_topic"): ("lake", "_lakecleaner/runs/users/r/gc.json"),
     ("cli/demo.py", "demo"): ("lake", "_lakecleaner/report.html"),

@@ -24,6 +24,7 @@ from lakecleaner.kafka.clients import retried
 from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
 from tests import cli_process
+from tests.bench_loader import bench_module
 from tests.dashboard.conftest import Scene
 from tests.dashboard.test_app import as_user, client
 from tests.kafka_mock import MOCK_PARTITIONS, KafkaRecord, MockCluster
@@ -351,15 +352,7 @@ def test_errors_librdkafka_retries_are_waited_out_and_the_rest_end_the_run(error
 def test_the_mirror_benchmark_runs_on_the_mock_cluster(capsys: pytest.CaptureFixture[str]) -> None:
     """bench/mirror.py at a few thousand records, as a smoke check (no timing assertion): every
     reader takes every record once, and the table and ratios are printed."""
-    import importlib.util
-    import sys
-
-    bench = Path(__file__).resolve().parents[1] / "bench" / "mirror.py"
-    spec = importlib.util.spec_from_file_location("bench_mirror", bench)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = bench_module("mirror")
     module.main(["--broker", "mock", "--records", "3000", "--round", "1500", "--runs", "1"])
     printed = capsys.readouterr().out
     assert "| lakecleaner mirror --once |" in printed and "mirror / Parquet floor records/s:" in printed

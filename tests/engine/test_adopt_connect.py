@@ -242,19 +242,23 @@ def test_adopt_connect_from_the_cli_dry_run_then_adopt(tmp_path: Path) -> None:
     assert consumed_rows.returncode == 0, consumed_rows.stderr
 
 
+def offsets_of(files: list[tuple[int, bool, int, int | None]], previous: int = -1) -> list[list[int]]:
+    return [a.tolist() for a in record_offsets(files, previous)]
+
+
 def test_record_offsets_follow_the_files_drop_re_deliveries_and_merge_tombstones() -> None:
     # contiguous files: start + i
-    assert record_offsets([(0, False, 3, 3), (3, False, 2, None)]) == [[0, 1, 2], [3, 4]]
+    assert offsets_of([(0, False, 3, 3), (3, False, 2, None)]) == [[0, 1, 2], [3, 4]]
     # a file re-delivered from offset 2 on: the first file's records from 2 on are the second's
-    assert record_offsets([(0, False, 4, 2), (2, False, 3, None)]) == [[0, 1, -1, -1], [2, 3, 4]]
+    assert offsets_of([(0, False, 4, 2), (2, False, 3, None)]) == [[0, 1, -1, -1], [2, 3, 4]]
     # a gap stays a gap
-    assert record_offsets([(0, False, 2, 5), (5, False, 1, None)]) == [[0, 1], [5]]
+    assert offsets_of([(0, False, 2, 5), (5, False, 1, None)]) == [[0, 1], [5]]
     # a tombstone file written beside a value file: its records after the values of the window
-    assert record_offsets([(0, False, 3, None), (1, True, 2, None)]) == [[0, 1, 2], [3, 4]]
+    assert offsets_of([(0, False, 3, None), (1, True, 2, None)]) == [[0, 1, 2], [3, 4]]
     assert interleaved_windows([(0, False, 3, None), (1, True, 2, None)]) == 1
     assert interleaved_windows([(0, False, 3, 3), (3, True, 2, None)]) == 0
     # after a previous offset (the runs of one adoption)
-    assert record_offsets([(10, False, 2, None)], previous=10) == [[11, 12]]
+    assert offsets_of([(10, False, 2, None)], previous=10) == [[11, 12]]
 
 
 def test_a_corrupt_file_stops_its_partition_at_the_file_before_and_the_others_proceed(

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
-import sys
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -13,18 +11,14 @@ from types import ModuleType
 import pytest
 from pyspark.sql import SparkSession
 
+from tests.bench_loader import bench_module
 from tests.conftest import S3Endpoint
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "compaction.py"
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_compaction", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("compaction")
 
 
 def test_the_benchmark_runs(spark: SparkSession, tmp_path: Path) -> None:

@@ -78,6 +78,23 @@ class World:
         assert status == 200, (status, run)
         return str(run["dag_run_id"])
 
+    def run_failing(self, topic: str) -> tuple[str, dict[str, tuple[str, int]]]:
+        """Trigger a run of `topic` now and wait until it failed; its id and each task's state and
+        try number."""
+        run_id = self.trigger(topic, {"logical_date": datetime.now(UTC).isoformat(), "conf": {}})
+        run = self.airflow.wait_for_run(dag_id_of(topic), run_id, timeout_s=600)
+        assert run["state"] == "failed", self.diagnostics()
+        return run_id, {t["task_id"]: (t["state"], t["try_number"]) for t in self.task_instances(topic, run_id)}
+
+    def task_instances(self, topic: str, run_id: str) -> list[dict[str, Any]]:
+        """The task instances of one of `topic`'s runs, as the REST API gives them."""
+        status, body = self.airflow.api(
+            "GET", f"/api/v2/dags/{dag_id_of(topic)}/dagRuns/{run_id}/taskInstances", user="admin"
+        )
+        assert status == 200
+        instances: list[dict[str, Any]] = body["task_instances"]
+        return instances
+
     def run_now(self, topic: str) -> tuple[str, dict[str, tuple[str, str]]]:
         """Trigger a run of `topic` now, unpause its DAG and wait until the run succeeded; its id
         and each task's state and pool."""
@@ -85,11 +102,7 @@ class World:
         self.airflow.set_paused(dag_id_of(topic), False)
         run = self.airflow.wait_for_run(dag_id_of(topic), run_id, timeout_s=600)
         assert run["state"] == "success", self.diagnostics()
-        status, body = self.airflow.api(
-            "GET", f"/api/v2/dags/{dag_id_of(topic)}/dagRuns/{run_id}/taskInstances", user="admin"
-        )
-        assert status == 200
-        return run_id, {t["task_id"]: (t["state"], t["pool"]) for t in body["task_instances"]}
+        return run_id, {t["task_id"]: (t["state"], t["pool"]) for t in self.task_instances(topic, run_id)}
 
 
 def world_config(endpoint: S3Endpoint, prefix: str, topics: dict[str, Any], bootstrap: str) -> dict[str, Any]:
@@ -125,6 +138,7 @@ def world(
     prefix = f"scheduler-{home.name[-12:]}"
     topics[ADOPTED] = {
         "schedule": None,
+        "partitions": 2,
         "adopt": {
             "connect": {"from": f"s3://{s3_endpoint.bucket}/{prefix}-sink/topics/{ADOPTED}", "settle_seconds": 0}
         },

@@ -6,9 +6,7 @@ after the others were mirrored, and the run's summary says which and why."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from lakecleaner.orchestration.naming import dag_id_of, report_run_id
+from lakecleaner.orchestration.naming import report_run_id
 from lakecleaner.orchestration.tasks import failures as summary_failures
 from lakecleaner.reports import load_report
 from tests.scheduler.conftest import World
@@ -39,13 +37,7 @@ def test_a_mirrored_topics_run_mirrors_first_and_reports_the_lag(world: World) -
     keyless = next(r for r in more if r["partition"] == 2)
     keyless["key"] = None  # the compacted lake topic cannot hold it
     world.kafka.produce(world.mirrored_source, more)
-    failed_id = world.trigger(MIRRORED, {"logical_date": datetime.now(UTC).isoformat(), "conf": {}})
-    run = world.airflow.wait_for_run(dag_id_of(MIRRORED), failed_id, timeout_s=600)
-    assert run["state"] == "failed", world.diagnostics()
-    status, body = world.airflow.api(
-        "GET", f"/api/v2/dags/{dag_id_of(MIRRORED)}/dagRuns/{failed_id}/taskInstances", user="admin"
-    )
-    tries = {t["task_id"]: (t["state"], t["try_number"]) for t in body["task_instances"]}
+    failed_id, tries = world.run_failing(MIRRORED)
     assert tries["mirror"] == ("failed", 1) and tries["assess"][0] == "success"
     summary = load_report(world.lake.store, MIRRORED, report_run_id(failed_id), "run")
     statuses = {p["partition"]: p["status"] for p in summary["mirror"]["partitions"]}

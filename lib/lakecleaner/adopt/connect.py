@@ -14,12 +14,15 @@ unless `keep_originals`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from lakecleaner.adopt.assemble import RECORD_COLUMNS, assemble
 from lakecleaner.adopt.connect_names import NotASinkFile, SinkFile, parse_sink_key
 from lakecleaner.adopt.connect_plan import (
     AdoptionPlan,
@@ -29,11 +32,13 @@ from lakecleaner.adopt.connect_plan import (
     plan_adoption,
     record_offsets,
 )
-from lakecleaner.adopt.connect_read import BundleRecords, read_bundle
-from lakecleaner.adopt.originals import Original, record_originals
+from lakecleaner.adopt.connect_read import BundleRecords, ChangeEvents, read_bundle
+from lakecleaner.adopt.late import check_below
+from lakecleaner.adopt.originals import AdoptedSource, Original, adopted_sources, record_originals
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config.adopt import ConnectSource
 from lakecleaner.errors import LakeCleanerError, TopicNotFound
+from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectStore, open_store
 from lakecleaner.log.source import ADOPTION_WRITER
 
@@ -56,6 +61,12 @@ class PartitionAdoption:
     next_offset: int = 0
     gaps: list[tuple[int, int]] = field(default_factory=list)
     interleaved_windows: int = 0
+    #: Files kept, not adopted, because they arrived after their offsets were passed (key: why).
+    late: dict[str, str] = field(default_factory=dict)
+    #: Tombstones of files that came late, applied at the next offsets, and those a later record
+    #: of their key superseded (`adopt.late`).
+    late_tombstones: int = 0
+    superseded_tombstones: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +76,9 @@ class PartitionAdoption:
             "gaps": [{"from": a, "to": b} for a, b in self.gaps[:GAPS_SHOWN]],
             "gap_count": len(self.gaps),
             "interleaved_windows": self.interleaved_windows,
+            "late": self.late,
+            "late_tombstones": self.late_tombstones,
+            "superseded_tombstones": self.superseded_tombstones,
         }
 
 
@@ -94,15 +108,32 @@ class AdoptionReport:
 
 
 def adopt_connect(
-    lake: Lake, topic: str, source: ConnectSource, *, dry_run: bool = False, now_ms: int | None = None
+    lake: Lake,
+    topic: str,
+    source: ConnectSource,
+    *,
+    dry_run: bool = False,
+    now_ms: int | None = None,
+    prefer: Collection[str] = (),
 ) -> AdoptionReport:
     """Adopt what the sink wrote of `topic` since the last run (creating the topic, with as many
     partitions as the sink's files name, when it does not exist). A partition whose files cannot
-    be read stops at the file before (reported in `failures`); the others proceed."""
+    be read stops at the file before, and one with a conflict (a file changed after adoption, two
+    files holding one offset with other bytes) adopts nothing more: each reported in `failures`;
+    the others proceed. `prefer`: objects that changed after adoption, to take as they are now.
+    A dry run reads the files it would adopt, and says what would stop a partition."""
     store = open_store(source.uri, lake.config.storage)
     files, ignored = sink_files(store, topic, source)
     log_topic = _topic_for(lake, topic, files, create=not dry_run)
+    beyond = _beyond(topic, log_topic.partitions if log_topic else lake.config.max_partitions_per_topic, files)
+    files = [f for f in files if f.partition not in beyond]
     compacted = log_topic.config.compact if log_topic is not None else lake.config.topic_config(topic).compact
+    events = ChangeEvents(
+        source.key_field,
+        source.timestamp_field,
+        tombstones=compacted and source.deletes == "tombstone",
+        require_keys=compacted,
+    )
     has_sidecars = any(f.view == "keys" for f in files)
     if compacted and not has_sidecars and source.key_field is None:
         raise LakeCleanerError(
@@ -114,17 +145,33 @@ def adopt_connect(
         {} if log_topic is None else {log.partition: log.manifest().next_offset for log in log_topic.partition_logs()}
     )
     now = wall_clock_ms() if now_ms is None else now_ms
-    plan = plan_adoption(files, next_offsets, now, source.settle_ms, keys_from_sidecars=has_sidecars)
+    ledger = next((a for a in adopted_sources(lake, topic) if a.source.uri == source.uri), None)
+    plan = plan_adoption(files, next_offsets, now, source.settle_ms, has_sidecars, ledger, prefer)
     report = AdoptionReport(topic, source.uri, dry_run, plan, ignored)
+    report.failures.update(beyond)
     if dry_run or log_topic is None:
+        report.failures.update(_would_stop(store, plan, events))
         return report
     for partition, bundles in sorted(plan.partitions.items()):
         log = log_topic.partition(partition)
+        done = report.partitions[partition] = PartitionAdoption(next_offset=next_offsets[partition])
         try:
-            report.partitions[partition] = _adopt_partition(lake, store, log, next_offsets[partition], bundles, source)
-        except LakeCleanerError as exc:  # a damaged file stops its partition; the others proceed
+            _adopt_partition(lake, store, log, done, bundles, source, events, ledger, plan.tracked_from, prefer)
+        except LakeCleanerError as exc:  # a damaged file stops its partition (what came before stays); the others go on
             report.failures[partition] = str(exc)
     return report
+
+
+def _would_stop(store: ObjectStore, plan: AdoptionPlan, events: ChangeEvents) -> dict[int, str]:
+    """A dry run's reading of the files it would adopt: what would stop each partition (a file
+    that does not parse, a record without a key on a compacted topic, a timestamp out of range),
+    with the file and the line or record."""
+    out = {}
+    for partition, bundles in sorted(plan.partitions.items()):
+        _, failure = _read_until_failure(store, bundles, events)
+        if failure is not None:
+            out[partition] = f"would stop: {failure}"
+    return out
 
 
 def sink_files(store: ObjectStore, topic: str, source: ConnectSource) -> tuple[list[SinkFile], list[str]]:
@@ -133,7 +180,9 @@ def sink_files(store: ObjectStore, topic: str, source: ConnectSource) -> tuple[l
     files, ignored = [], []
     for obj in store.list(""):
         try:
-            sink_file = parse_sink_key(obj.key, topic, obj.size, obj.mtime_ms, source.tombstone_partition)
+            sink_file = parse_sink_key(
+                obj.key, topic, obj.size, obj.mtime_ms, source.tombstone_partition, obj.version_tag
+            )
         except NotASinkFile:
             ignored.append(obj.key)
             continue
@@ -145,79 +194,152 @@ def sink_files(store: ObjectStore, topic: str, source: ConnectSource) -> tuple[l
 
 
 def _topic_for(lake: Lake, topic: str, files: Sequence[SinkFile], *, create: bool) -> Topic | None:
-    """The lake's topic, created for the sink's partitions when missing (unless a dry run); one
-    with fewer partitions than the sink's files name is refused."""
-    needed = max((f.partition for f in files), default=0) + 1
+    """The lake's topic, created for the sink's partitions when missing (unless a dry run; as many
+    as the sink's files name, within `lake.max_partitions_per_topic`)."""
     try:
-        existing = lake.topic(topic)
+        return lake.topic(topic)
     except TopicNotFound:
         if not create:
             return None
-        spec = lake.config.topics.get(topic)
-        return lake.create_topic(topic, max(needed, spec.partitions if spec else 1), exist_ok=True)
-    if existing.partitions < needed:
-        raise LakeCleanerError(
-            f"topic {topic} has {existing.partitions} partitions and the sink wrote partition {needed - 1}: "
-            f"add partitions first (lakecleaner topics alter {topic} --partitions {needed})"
-        )
-    return existing
+    limit = lake.config.max_partitions_per_topic
+    needed = max((f.partition for f in files if f.partition < limit), default=0) + 1
+    spec = lake.config.topics.get(topic)
+    return lake.create_topic(topic, max(needed, spec.partitions if spec else 1), exist_ok=True)
+
+
+def _beyond(topic: str, partitions: int, files: Sequence[SinkFile]) -> dict[int, str]:
+    """Why the files of each partition past the topic's are not adopted (the others are)."""
+    return {
+        p: f"the sink wrote partition {p} but topic {topic} has {partitions} partitions: add partitions first "
+        f"(lakecleaner topics alter {topic} --partitions {p + 1}), or move its files aside"
+        for p in sorted({f.partition for f in files if f.partition >= partitions})
+    }
+
+
+class AdoptionConflict(LakeCleanerError):
+    """Files that hold one offset with other bytes, or a file that changed after it was adopted:
+    the partition is held, and every file kept, until someone decides (`--prefer`, or moving one
+    aside)."""
 
 
 def _adopt_partition(
-    lake: Lake, store: ObjectStore, log: PartitionLog, position: int, bundles: Sequence[Bundle], source: ConnectSource
-) -> PartitionAdoption:
-    """Append the bundles' records from the log's next offset `position` on (`previous` is the
-    last offset appended: the log's next offset is always previous + 1)."""
-    done = PartitionAdoption(next_offset=position)
+    lake: Lake,
+    store: ObjectStore,
+    log: PartitionLog,
+    done: PartitionAdoption,
+    bundles: Sequence[Bundle],
+    source: ConnectSource,
+    events: ChangeEvents,
+    ledger: AdoptedSource | None,
+    tracked_from: Mapping[int, int],
+    prefer: Collection[str],
+) -> None:
+    """Append the bundles' records from the log's next offset (`done.next_offset`) on, counting into
+    `done` as it goes, so that a partition that stops still says what it adopted (`previous` is the
+    last offset appended: the log's next offset is always previous + 1), a chunk of bundles a
+    commit, as columns. The ledger is written before each append (`adopt.originals`); a chunk
+    with a conflict appends nothing and stops the partition (AdoptionConflict), unless each file
+    it names is one of `prefer`."""
     limits = next_of_kind(bundles)
-    previous = position - 1
+    previous = done.next_offset - 1
+    gaps = list(ledger.gaps.get(log.partition, ())) if ledger is not None else []
     failure: LakeCleanerError | None = None
     for whole in _chunks(list(zip(bundles, limits, strict=True))):
-        read, failure = _read_until_failure(store, [b for b, _ in whole], source)
-        chunk = whole[: len(read)]
-        files = [(b.start, b.main.tombstones, len(r.values), limit) for (b, limit), r in zip(chunk, read, strict=True)]
-        # The first run of bundles starts with one adopted before: its records below the log's next
-        # offset are dropped. Later runs follow the records appended before them.
+        read, failure = _read_until_failure(store, [b for b, _ in whole], events)
+        chunk = [b for b, _ in whole[: len(read)]]
+        files = [(b.start, b.main.tombstones, len(r), limit) for (b, limit), r in zip(whole, read, strict=False)]
+        # The first run of bundles may start below the log's next offset: its records there are
+        # checked (`adopt.late`). Later runs follow the records appended before them.
         offsets = record_offsets(files, previous=-1 if done.files == 0 else previous)
         done.interleaved_windows += interleaved_windows(files)
-        rows: dict[str, list[Any]] = {"key": [], "value": [], "timestamp": [], "headers": []}
-        kept: list[int] = []
-        for records, file_offsets in zip(read, offsets, strict=True):
-            for i, offset in enumerate(file_offsets):
-                if offset > previous:  # -1: a re-delivered record; below: adopted before
-                    kept.append(offset)
-                    rows["key"].append(records.keys[i])
-                    rows["value"].append(records.values[i])
-                    rows["timestamp"].append(records.timestamps[i])
-                    rows["headers"].append(records.headers[i])
-        order = sorted(range(len(kept)), key=kept.__getitem__)
-        offsets_in_order = [kept[i] for i in order]
-        for a, b in zip([previous, *offsets_in_order], offsets_in_order, strict=False):
-            if b > a + 1 and a >= 0:
-                done.gaps.append((a + 1, b - 1))
-        if kept:
-            table = pa.table({name: [values[i] for i in order] for name, values in rows.items()})
-            log.append(table, offsets=offsets_in_order, writer=ADOPTION_WRITER)
-            previous = offsets_in_order[-1]
+        assembled = assemble(chunk, read, offsets, previous)
+        late = check_below(log, log.manifest(), assembled.below, chunk, gaps, assembled.after.column("key"))
+        conflicts = [c for c in assembled.overlaps + late.conflicts if not any(key in c for key in prefer)]
+        if conflicts:
+            raise AdoptionConflict("; ".join(conflicts))
+        records = _with_tombstones(assembled.after, late.tombstones, previous)
+        kept = records.column("offset").to_numpy()
+        new_gaps = _gaps(previous, assembled.offsets())
         adopted_ms = wall_clock_ms()
-        adopted = [Original(f.key, log.partition, previous + 1, adopted_ms) for b, _ in chunk for f in b.objects]
-        record_originals(lake, log.topic, source, adopted)
-        done.files += len(chunk)
+        through = (int(kept[-1]) if len(kept) else previous) + 1
+        late_keys = {chunk[n].main.key: why for n, why in late.late_files.items()}
+        adopted = [
+            _original(f, log.partition, through, adopted_ms, records, n, source)
+            for n, b in enumerate(chunk)
+            if b.main.key not in late_keys
+            for f in b.objects
+        ]
+        record_originals(lake, log.topic, source, adopted, tracked_from, {log.partition: new_gaps})
+        crash_point("adopt.after_ledger_write")
+        if len(kept):
+            log.append(records.select(RECORD_COLUMNS), offsets=kept.tolist(), writer=ADOPTION_WRITER)
+            previous = int(kept[-1])
+        crash_point("adopt.after_append")
+        gaps += new_gaps
+        done.gaps += new_gaps
+        done.late.update(late_keys)
+        done.late_tombstones += late.tombstones.num_rows
+        done.superseded_tombstones += late.superseded
+        done.files += len(chunk) - len(late_keys)
         done.records += len(kept)
         done.next_offset = previous + 1
         if failure is not None:
             raise failure  # what the files before it held is appended
-    return done
+
+
+def _with_tombstones(after: pa.Table, tombstones: pa.Table, previous: int) -> pa.Table:
+    """The chunk's records, then its late tombstones at the offsets after them."""
+    if not tombstones.num_rows:
+        return after
+    last = int(after.column("offset")[-1].as_py()) if after.num_rows else previous
+    placed = tombstones.set_column(0, "offset", pa.array(np.arange(last + 1, last + 1 + tombstones.num_rows)))
+    return pa.concat_tables([after, placed.cast(after.schema)])
+
+
+def _original(
+    sink_file: SinkFile,
+    partition: int,
+    through: int,
+    adopted_ms: int,
+    records: pa.Table,
+    file_index: int,
+    source: ConnectSource,
+) -> Original:
+    """A ledger entry for one object of the chunk's file `file_index`, with the offsets its records
+    landed at."""
+    mine = records.filter(pc.equal(records.column("file"), file_index)).column("offset")
+    first = None if not len(mine) else int(pc.min(mine).as_py())
+    last = None if not len(mine) else int(pc.max(mine).as_py())
+    return Original(
+        sink_file.key,
+        partition,
+        through,
+        adopted_ms,
+        sink_file.size,
+        sink_file.tag,
+        first,
+        last,
+        source.keep_originals,
+    )
+
+
+def _gaps(previous: int, offsets: np.ndarray) -> list[tuple[int, int]]:
+    """The offsets missing between `previous` (when there is one) and the records after it."""
+    if not len(offsets):
+        return []
+    edges = np.concatenate([[previous], offsets]) if previous >= 0 else offsets
+    jumps = np.nonzero(np.diff(edges) > 1)[0]
+    return [(int(edges[i]) + 1, int(edges[i + 1]) - 1) for i in jumps]
 
 
 def _read_until_failure(
-    store: ObjectStore, bundles: Sequence[Bundle], source: ConnectSource
+    store: ObjectStore, bundles: Sequence[Bundle], events: ChangeEvents
 ) -> tuple[list[BundleRecords], LakeCleanerError | None]:
     """The bundles' records, up to the first that cannot be read (and why it cannot)."""
     read = []
     for bundle in bundles:
         try:
-            read.append(read_bundle(store, bundle, source.key_field, source.timestamp_field))
+            read.append(read_bundle(store, bundle, events))
         except LakeCleanerError as exc:
             return read, exc
     return read, None

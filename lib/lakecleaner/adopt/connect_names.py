@@ -42,7 +42,8 @@ class SinkFile:
     """One object the sink wrote: its key and base (the key without view and extension: what a
     file and its sidecars share), the Kafka partition and start offset its name gives,
     which view of the records it holds (value, keys or headers), its format, whether its folder
-    is the tombstone partition's, and its size and modification time."""
+    is the tombstone partition's, and its size, modification time and tag as listed (what tells
+    one object written under a name from another, `adopt.originals`)."""
 
     key: str
     base: str
@@ -55,6 +56,7 @@ class SinkFile:
     tombstones: bool
     size: int
     mtime_ms: int
+    tag: str = ""
 
     @property
     def group(self) -> tuple[int, int, bool]:
@@ -64,7 +66,7 @@ class SinkFile:
 
 
 def parse_sink_key(
-    key: str, topic: str, size: int, mtime_ms: int, tombstone_partition: str = TOMBSTONE_PARTITION
+    key: str, topic: str, size: int, mtime_ms: int, tombstone_partition: str = TOMBSTONE_PARTITION, tag: str = ""
 ) -> SinkFile:
     """The sink file an object key names; NotASinkFile for another topic's, an unknown format's,
     or a key that is not the sink's."""
@@ -90,6 +92,7 @@ def parse_sink_key(
         tombstones=tombstone_partition in folders,
         size=size,
         mtime_ms=mtime_ms,
+        tag=tag,
     )
 
 

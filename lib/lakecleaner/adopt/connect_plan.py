@@ -1,6 +1,6 @@
 """Which of the S3 sink's files an adoption reads, and the offsets their records get (issue 49).
-Pure: takes the listed files, each partition's next offset in the lake, the settle time and
-`now`; no I/O.
+Pure: takes the listed files, each partition's next offset in the lake, the settle time, `now`
+and the ledger; no I/O.
 
 The rules:
 - **Bundles.** A value file and its `.keys` / `.headers` sidecars are one bundle; a tombstone
@@ -11,9 +11,12 @@ The rules:
   adoption: a later one would move the log's next offset past its records for good.
 - **Re-delivered.** One start offset written twice (a time-based partitioner puts a re-delivery
   in another folder) is one bundle: the newest object is read, the other reported.
-- **Incremental.** The log's next offset is the adoption's position: bundles that start below the
-  last bundle starting below it were adopted before and are not read again; the records of the
-  rest are kept from the next offset on.
+- **Incremental.** The ledger (`adopt.originals`) says what was adopted: a bundle whose objects it
+  holds with their identity, at an offset the log reached, is not read again; one that changed is
+  read again (its records below the log's next offset are checked against the log, `adopt.late`);
+  one it does not know is read. Below the offset from which a partition is tracked (lakes adopted
+  before the ledger kept identities), the old rule: bundles that start below the last bundle
+  starting below the log's next offset were adopted before.
 - **Offsets.** The sink stores none but each file's first (its name); records follow in Kafka
   order, so record i of a file is at offset start + i when the topic has no gaps. A file that
   reaches past the next file of its kind (value or tombstone) overlaps a re-delivery of the same
@@ -30,10 +33,13 @@ The rules:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from lakecleaner.adopt.connect_names import HEADERS, KEYS, VALUE, SinkFile
+from lakecleaner.adopt.originals import AdoptedSource, Original
 
 
 @dataclass(frozen=True)
@@ -55,19 +61,32 @@ class Bundle:
 
 @dataclass
 class AdoptionPlan:
-    """Per partition, the bundles to read in start order; what was left and why."""
+    """Per partition, the bundles to read in start order; what was left and why: adopted before
+    (the ledger's identity matches), re-delivered, not settled, or arrived after its records were
+    adopted (`late`); what changed after adoption (`changed`: read again, its records checked
+    against the log); and the offsets from which the ledger starts tracking partitions it did not."""
 
     partitions: dict[int, list[Bundle]] = field(default_factory=dict)
-    already_adopted: int = 0
+    adopted_before: list[str] = field(default_factory=list)
     re_delivered: list[tuple[str, str]] = field(default_factory=list)  # (read, not read)
     unsettled: dict[str, str] = field(default_factory=dict)  # key -> why
+    changed: dict[str, str] = field(default_factory=dict)  # key -> how it changed after adoption
+    late: dict[str, str] = field(default_factory=dict)  # key -> why it is kept and not adopted
+    tracked_from: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def already_adopted(self) -> int:
+        return len(self.adopted_before)
 
     def to_dict(self) -> dict[str, object]:
         return {
             "partitions": {str(p): [b.main.key for b in bundles] for p, bundles in sorted(self.partitions.items())},
             "already_adopted": self.already_adopted,
+            "adopted_before": self.adopted_before,
             "re_delivered": [{"read": a, "not_read": b} for a, b in self.re_delivered],
             "unsettled": self.unsettled,
+            "changed": self.changed,
+            "late": self.late,
         }
 
 
@@ -91,9 +110,13 @@ def plan_adoption(
     now_ms: int,
     settle_ms: int,
     keys_from_sidecars: bool,
+    ledger: AdoptedSource | None = None,
+    prefer: Collection[str] = (),
 ) -> AdoptionPlan:
-    """What to read of the sink's files (the rules above)."""
+    """What to read of the sink's files (the rules above, and the ledger's: `adopt.originals`).
+    `prefer`: keys of objects that changed after adoption to take as they are now."""
     plan = AdoptionPlan()
+    known = ledger.by_key() if ledger is not None else {}
     by_partition: dict[int, list[Bundle]] = defaultdict(list)
     for bundle in _without_re_deliveries(bundles_of(files), plan):
         by_partition[bundle.main.partition].append(bundle)
@@ -101,12 +124,58 @@ def plan_adoption(
         bundles.sort(key=lambda b: (b.start, b.main.tombstones))
         ready = _settled_prefix(bundles, now_ms, settle_ms, keys_from_sidecars, plan)
         position = next_offsets.get(partition, 0)
-        below = [i for i, b in enumerate(ready) if b.start < position]
-        first = below[-1] if below else 0
-        plan.already_adopted += first
-        if ready[first:]:
-            plan.partitions[partition] = ready[first:]
+        tracked = ledger.tracked_from.get(partition) if ledger is not None else None
+        if tracked is None:
+            tracked = plan.tracked_from[partition] = position
+        to_read = _by_ledger(ready, known, position, tracked, set(prefer), plan)
+        if to_read:
+            plan.partitions[partition] = to_read
     return plan
+
+
+def _by_ledger(
+    bundles: Sequence[Bundle],
+    known: Mapping[str, Original],
+    position: int,
+    tracked: int,
+    prefer: set[str],
+    plan: AdoptionPlan,
+) -> list[Bundle]:
+    """A partition's settled bundles to read: not those the ledger says were adopted (the same
+    objects, and the log reached their offset), nor those adopted the earlier way (below `tracked`,
+    all but the last starting below the position, whose records from there on are new). A bundle
+    with an object that changed after adoption is read again (`changed`): its records below the
+    position are checked against the log, so a re-delivery that only adds records is adopted and one
+    with other bytes is a conflict. A bundle adopted but for an object that came later (a `.headers`
+    sidecar) is adopted before; the late object is kept."""
+    legacy = [b for b in bundles if b.start < tracked and not _in_ledger(b, known)]
+    straddling = max((b.start for b in legacy if b.start < position), default=None)
+    to_read = []
+    for bundle in bundles:
+        changed = {
+            f.key: known[f.key].changed(f.size, f.tag, f.mtime_ms)
+            for f in bundle.objects
+            if f.key in known and not known[f.key].is_object(f.size, f.tag, f.mtime_ms)
+        }
+        if changed or any(f.key in prefer for f in bundle.objects):
+            plan.changed.update(changed)
+            to_read.append(bundle)
+            continue
+        if any(f.key in known and known[f.key].through_offset <= position for f in bundle.objects):
+            plan.adopted_before.append(bundle.main.key)
+            for f in bundle.objects:
+                if f.key not in known:
+                    plan.late[f.key] = "arrived after the records of its file were adopted without it; kept"
+            continue
+        if bundle in legacy and bundle.start != straddling:
+            plan.adopted_before.append(bundle.main.key)  # adopted before the ledger kept identities
+            continue
+        to_read.append(bundle)
+    return to_read
+
+
+def _in_ledger(bundle: Bundle, known: Mapping[str, Original]) -> bool:
+    return any(f.key in known for f in bundle.objects)
 
 
 def _without_re_deliveries(bundles: Sequence[Bundle], plan: AdoptionPlan) -> list[Bundle]:
@@ -149,17 +218,38 @@ def next_of_kind(bundles: Sequence[Bundle]) -> list[int | None]:
     return out
 
 
-def record_offsets(files: Sequence[tuple[int, bool, int, int | None]], previous: int = -1) -> list[list[int]]:
-    """The offsets of each file's records, for files given as (start, is tombstones', record
-    count, next start of its kind) in start order, after offset `previous`; a record a later file
-    re-delivers gets -1 (the rules above)."""
+def record_offsets(files: Sequence[tuple[int, bool, int, int | None]], previous: int = -1) -> list[np.ndarray]:
+    """The offsets of each file's records (int64 arrays), for files given as (start, is
+    tombstones', record count, next start of its kind) in start order, after offset `previous`; a
+    record a later file re-delivers gets -1 (the rules above). Files that neither overlap nor reach
+    back to `previous` (what a sink writes, but for re-deliveries and tombstone folders) take their
+    offsets a file at a time, the rest a record at a time."""
     kept = _kept(files)
+    if _apart(files, kept, previous):
+        return [_filled(start, kept[n], count) for n, (start, _, count, _) in enumerate(files)]
     places = _places(files, kept)
     merged = sorted((place, n, i) for n, file_places in enumerate(places) for i, place in enumerate(file_places))
-    out = [[-1] * count for _, _, count, _ in files]
+    out = [np.full(count, -1, np.int64) for _, _, count, _ in files]
     for place, n, i in merged:
         previous = max(place, previous + 1)
         out[n][i] = previous
+    return out
+
+
+def _apart(files: Sequence[tuple[int, bool, int, int | None]], kept: Sequence[int], previous: int) -> bool:
+    """Whether each file's kept records lie after `previous` and before the next file's start."""
+    end = previous + 1
+    for n, (start, _, _, _) in enumerate(files):
+        if start < end:
+            return False
+        end = start + kept[n]
+    return True
+
+
+def _filled(start: int, kept: int, count: int) -> np.ndarray:
+    """A file's offsets: start + i for its kept records, -1 for the rest (re-delivered later)."""
+    out = np.full(count, -1, np.int64)
+    out[:kept] = np.arange(start, start + kept, dtype=np.int64)
     return out
 
 

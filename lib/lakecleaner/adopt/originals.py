@@ -1,28 +1,45 @@
-"""The sink's original files once adopted (issue 49): recorded at adoption, deleted by gc.
+"""The ledger of the sink's files a topic adopted (issues 49, 75): recorded at adoption, checked by
+every later run, deleted by gc.
 
-Each adoption run records, per topic in `_lakecleaner/adopt/<topic>.json` (a conditional
-update), the source folder and every object of the bundles it appended, with the offset the
-partition's log must reach for the object's records to be in it and the time of the append. gc
-deletes an object once the log reaches that offset (the segments that replaced it are committed)
-and `file.delete.delay.ms` has passed since, as Kafka deletes a segment file `file.delete.delay.ms`
-after it left the log; then it forgets it. An adoption run with `--keep-originals` records the
-source folder but no original, so nothing of that run's is deleted. The erasure audit reads the
-source folders recorded here (`adopt.search`). A record that does not parse is reported and
-nothing is deleted: storage is untrusted, and a deletion is never made on metadata that looks wrong.
+Each adoption run records, per topic in `_lakecleaner/adopt/<topic>.json` (a conditional update,
+written before the append it describes), the source folder and every object of the bundles it
+appends: the offset the partition's log must reach for the object's records to be in it, the time,
+the object's identity as the listing showed it (size and tag: an S3 ETag, a local file's inode,
+size and modification time), the lake offsets it supplied, and whether gc keeps it
+(`keep_originals`). Written before the append, an entry whose offset the log has not reached is
+of an append that did not land (a crash): the next run reads the object again, and gc leaves it.
+
+What the ledger decides:
+- **Adopted before**: an object whose identity is the recorded one and whose offset the log
+  reached is not read again.
+- **Changed after adoption**: one whose identity differs (rewritten by a re-delivery, or by a topic
+  created again in Kafka) is a conflict: reported, kept, never deleted, and its partition is not
+  adopted further until the file is moved aside or preferred (`--prefer`).
+- **gc** deletes an original (not kept) once the log reaches its offset, `file.delete.delay.ms`
+  has passed since, and a fresh listing shows it is still that object (no conditional DELETE exists
+  on every S3-compatible store, so the window between the listing and the delete is a listing's);
+  then it forgets it. An object that changed is kept and reported; one already gone is forgotten.
+- **Tracked from**: entries written before identities were kept (no size) hold no identity; per
+  partition, the offset from which the ledger tracks objects says below which an object unknown
+  to it was adopted the earlier way (by its offset alone).
+
+The erasure audit reads the source folders recorded here (`adopt.search`). A record that does not
+parse is reported and nothing is deleted: storage is untrusted, and a deletion is never made on
+metadata that looks wrong.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from lakecleaner.config.adopt import ConnectSource
 from lakecleaner.errors import LakeCleanerError, ObjectNotFound
 from lakecleaner.io import open_store
-from lakecleaner.io.strict_json import Malformed, load_object
+from lakecleaner.io.strict_json import Fields, Malformed, load_object
 from lakecleaner.names import validate_topic_name
 
 if TYPE_CHECKING:
@@ -31,6 +48,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ORIGINALS_PREFIX = "_lakecleaner/adopt/"
+#: Gaps kept per partition, the newest.
+GAPS_KEPT = 10_000
 
 
 class CorruptOriginals(LakeCleanerError):
@@ -40,12 +59,20 @@ class CorruptOriginals(LakeCleanerError):
 @dataclass(frozen=True)
 class Original:
     """One object of the sink's that a run adopted: its key under the source folder, its
-    partition, the offset the log must reach to hold its records, and when it was adopted."""
+    partition, the offset the log must reach to hold its records, when it was adopted, its
+    identity as listed (size, tag; size -1: recorded before identities were kept), the lake
+    offsets it supplied (None: none, e.g. a re-delivery of records adopted before), and whether gc
+    keeps it."""
 
     key: str
     partition: int
     through_offset: int
     adopted_ms: int
+    size: int = -1
+    tag: str = ""
+    first_offset: int | None = None
+    last_offset: int | None = None
+    kept: bool = False
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -53,7 +80,25 @@ class Original:
             "partition": self.partition,
             "through_offset": self.through_offset,
             "adopted_ms": self.adopted_ms,
+            "size": self.size,
+            "tag": self.tag,
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+            "kept": self.kept,
         }
+
+    def is_object(self, size: int, tag: str, mtime_ms: int) -> bool:
+        """Whether an object listed with this size, tag and modification time is the one adopted
+        (for an entry without identity: one not written since it was adopted)."""
+        if self.size < 0:
+            return mtime_ms <= self.adopted_ms
+        return size == self.size and tag == self.tag
+
+    def changed(self, size: int, tag: str, mtime_ms: int) -> str:
+        """How the object listed differs from the one adopted, in words."""
+        if self.size < 0:
+            return f"written again after it was adopted (modified {mtime_ms} > adopted {self.adopted_ms})"
+        return f"{size} bytes, tag {tag!r} now; {self.size} bytes, tag {self.tag!r} when adopted"
 
 
 def originals_key(topic: str) -> str:
@@ -64,24 +109,46 @@ def originals_key(topic: str) -> str:
 
 @dataclass(frozen=True)
 class AdoptedSource:
-    """A sink folder a topic was adopted from: how it was read, and its originals gc is to delete."""
+    """A sink folder a topic was adopted from: how it was read, the objects adopted from it (not
+    deleted yet), and per partition the offset from which the ledger tracks every object."""
 
     source: ConnectSource
     originals: tuple[Original, ...]
+    tracked_from: Mapping[int, int] = field(default_factory=dict)
+    #: Per partition, the offsets no file held when they were adopted past (the newest
+    #: `GAPS_KEPT`): a file that fills one later arrived after its offsets were passed.
+    gaps: Mapping[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+
+    def by_key(self) -> dict[str, Original]:
+        return {o.key: o for o in self.originals}
 
 
-def record_originals(lake: Lake, topic: str, source: ConnectSource, originals: Sequence[Original]) -> None:
-    """Record the source folder (how it is read, for the erasure audit) and add `originals` (none
-    with `keep_originals`) to the topic's record."""
+def record_originals(
+    lake: Lake,
+    topic: str,
+    source: ConnectSource,
+    originals: Sequence[Original],
+    tracked_from: Mapping[int, int],
+    gaps: Mapping[int, Sequence[tuple[int, int]]] | None = None,
+) -> None:
+    """Record the source folder (how it is read, for the erasure audit), `originals` (an entry of
+    the same key is replaced: the object adopted again after an append that did not land, or
+    preferred after it changed), for partitions the ledger does not track yet the offset it tracks
+    them from, and the gaps an adoption left."""
 
     def change(data: bytes | None) -> bytes | None:
         sources = {} if data is None else read_sources(topic, data)
         before = sources.get(source.uri)
-        known = {o.key for o in before.originals} if before else set()
-        added = tuple(o for o in originals if o.key not in known and not source.keep_originals)
-        if before is not None and before.source == source and not added:
+        known = before.by_key() if before else {}
+        known.update({o.key: o for o in originals})
+        tracked = {**tracked_from, **(before.tracked_from if before else {})}
+        merged = dict(before.gaps) if before else {}
+        for p, added in (gaps or {}).items():
+            merged[p] = (*merged.get(p, ()), *added)[-GAPS_KEPT:]
+        updated = AdoptedSource(source, tuple(known.values()), tracked, {p: g for p, g in merged.items() if g})
+        if before == updated:
             return None
-        sources[source.uri] = AdoptedSource(source, (before.originals if before else ()) + added)
+        sources[source.uri] = updated
         return _encode(sources)
 
     lake.store.update(originals_key(topic), change, what=f"the adopted originals of {topic}")
@@ -95,28 +162,54 @@ def adopted_sources(lake: Lake, topic: str) -> list[AdoptedSource]:
         return []
 
 
-def delete_due_originals(lake: Lake, topic: str, now_ms: int, *, dry_run: bool = False) -> list[str]:
-    """Delete the adopted originals whose records the log holds and whose delay has passed
-    (the rule above), and forget them; returns their locations."""
+@dataclass(frozen=True)
+class SweptOriginals:
+    """What gc did with the adopted originals: deleted (their locations), and kept because they
+    changed after adoption (each with how)."""
+
+    deleted: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+
+
+def delete_due_originals(lake: Lake, topic: str, now_ms: int, *, dry_run: bool = False) -> SweptOriginals:
+    """Delete the adopted originals whose records the log holds, whose delay has passed and that a
+    fresh listing shows unchanged (the rules above), and forget them and those already gone."""
     sources = adopted_sources(lake, topic)
-    if not any(adopted.originals for adopted in sources):
-        return []  # a topic never adopted (every gc run asks): no manifest is read
+    if not any(not o.kept for adopted in sources for o in adopted.originals):
+        return SweptOriginals()  # a topic never adopted, or keeping its originals: no manifest is read
     log_topic = lake.topic(topic)
     delay = log_topic.config.file_delete_delay_ms
     next_offsets = {log.partition: log.manifest().next_offset for log in log_topic.partition_logs()}
 
     def due(original: Original) -> bool:
         reached = next_offsets.get(original.partition, -1) >= original.through_offset
-        return reached and original.adopted_ms + delay <= now_ms
+        return not original.kept and reached and original.adopted_ms + delay <= now_ms
 
+    swept = SweptOriginals()
     gone: dict[str, set[str]] = {}
     for adopted in sources:
-        keys = [o.key for o in adopted.originals if due(o)]
-        if keys and not dry_run:
-            open_store(adopted.source.uri, lake.config.storage).delete_many(keys)
-        if keys:
-            gone[adopted.source.uri] = set(keys)
-    if gone and not dry_run:
+        store = open_store(adopted.source.uri, lake.config.storage)
+        candidates = [o for o in adopted.originals if due(o)]
+        if not candidates:
+            continue
+        listed = {info.key: info for info in store.list("")}
+        same, absent = [], []
+        for original in candidates:
+            info = listed.get(original.key)
+            if info is None:
+                absent.append(original.key)
+            elif original.is_object(info.size, info.version_tag, info.mtime_ms):
+                same.append(original.key)
+            else:
+                where = store.location(original.key)
+                swept.changed.append(f"{where}: {original.changed(info.size, info.version_tag, info.mtime_ms)}")
+        if same and not dry_run:
+            store.delete_many(same)
+        swept.deleted.extend(store.location(key) for key in sorted(same))
+        gone[adopted.source.uri] = set(same) | set(absent)
+    for changed in swept.changed:
+        log.warning("adopted original of %s kept: it changed after it was adopted: %s", topic, changed)
+    if any(gone.values()) and not dry_run:
 
         def forget(current: bytes | None) -> bytes | None:
             if current is None:
@@ -125,11 +218,11 @@ def delete_due_originals(lake: Lake, topic: str, now_ms: int, *, dry_run: bool =
             for uri, keys in gone.items():
                 if uri in sources:
                     left = tuple(o for o in sources[uri].originals if o.key not in keys)
-                    sources[uri] = AdoptedSource(sources[uri].source, left)
+                    sources[uri] = replace(sources[uri], originals=left)
             return _encode(sources)
 
         lake.store.update(originals_key(topic), forget, what=f"the adopted originals of {topic}")
-    return [f"{uri.rstrip('/')}/{key}" for uri, keys in gone.items() for key in sorted(keys)]
+    return swept
 
 
 def _encode(sources: dict[str, AdoptedSource]) -> bytes:
@@ -140,13 +233,45 @@ def _encode(sources: dict[str, AdoptedSource]) -> bytes:
 def _source_dict(adopted: AdoptedSource) -> dict[str, object]:
     s = adopted.source
     return {
+        "tracked_from": {str(p): o for p, o in sorted(adopted.tracked_from.items())},
+        "gaps": {str(p): [list(g) for g in gaps] for p, gaps in sorted(adopted.gaps.items())},
         "uri": s.uri,
         "format": s.format,
         "key_field": s.key_field,
         "tombstone_partition": s.tombstone_partition,
         "keep_originals": s.keep_originals,
+        "deletes": s.deletes,
         "originals": [o.to_dict() for o in adopted.originals],
     }
+
+
+def _original(f: Fields) -> Original:
+    return Original(
+        f.text("key"),
+        f.integer("partition"),
+        f.integer("through_offset"),
+        f.integer("adopted_ms"),
+        f.integer("size", lo=-1, default=-1),
+        f.text("tag", default="", max_chars=1024),
+        f.optional_int("first_offset"),
+        f.optional_int("last_offset"),
+        f.flag("kept", default=False),
+    )
+
+
+def _gaps(fields: Fields, name: str) -> tuple[tuple[int, int], ...]:
+    found = fields.raw[name]
+    if not isinstance(found, list) or not all(
+        isinstance(g, list) and len(g) == 2 and all(type(x) is int and x >= 0 for x in g) for g in found
+    ):
+        raise Malformed(f"field {fields.where}.{name[:40]} is not a list of [first, last] offsets")
+    return tuple((g[0], g[1]) for g in found)
+
+
+def _partition_number(fields: Fields, name: str) -> int:
+    if not name.isdigit() or len(name) > 9:
+        raise Malformed(f"field {fields.where}.{name[:40]} is not a partition number")
+    return int(name)
 
 
 def read_sources(topic: str, data: bytes) -> dict[str, AdoptedSource]:
@@ -161,12 +286,14 @@ def read_sources(topic: str, data: bytes) -> dict[str, AdoptedSource]:
                 key_field=entry.optional_text("key_field"),
                 tombstone_partition=entry.text("tombstone_partition"),
                 keep_originals=entry.flag("keep_originals"),
+                deletes=entry.text("deletes", default="tombstone"),
             )
-            originals = tuple(
-                Original(o.text("key"), o.integer("partition"), o.integer("through_offset"), o.integer("adopted_ms"))
-                for o in entry.objects("originals")
-            )
-            out[source.uri] = AdoptedSource(source, originals)
+            originals = tuple(_original(o) for o in entry.objects("originals"))
+            tracked = entry.object("tracked_from", default={})
+            tracked_from = {_partition_number(tracked, name): tracked.integer(name) for name in tracked.names()}
+            gaps_field = entry.object("gaps", default={})
+            gaps = {_partition_number(gaps_field, name): _gaps(gaps_field, name) for name in gaps_field.names()}
+            out[source.uri] = AdoptedSource(source, originals, tracked_from, gaps)
         return out
     except Malformed as exc:
         raise CorruptOriginals(
@@ -179,6 +306,7 @@ __all__ = [
     "AdoptedSource",
     "CorruptOriginals",
     "Original",
+    "SweptOriginals",
     "adopted_sources",
     "delete_due_originals",
     "originals_key",

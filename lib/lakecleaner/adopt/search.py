@@ -8,9 +8,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from lakecleaner.adopt.connect import sink_files
 from lakecleaner.adopt.connect_plan import bundles_of
-from lakecleaner.adopt.connect_read import read_bundle
+from lakecleaner.adopt.connect_read import ChangeEvents, read_bundle
 from lakecleaner.adopt.originals import Original, adopted_sources
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.io import open_store
@@ -39,11 +42,11 @@ def sink_copies(lake: Lake, topic: str, key: bytes, unreadable: dict[str, str]) 
         originals = {o.key: o for o in adopted.originals}
         for bundle in bundles_of(files):
             try:
-                records = read_bundle(store, bundle, source.key_field)
+                records = read_bundle(store, bundle, ChangeEvents(source.key_field))
             except LakeCleanerError as exc:
                 unreadable[store.location(bundle.main.key)] = str(exc)
                 continue
-            if key in records.keys:
+            if pc.index(records.keys, pa.scalar(key, pa.binary())).as_py() >= 0:
                 for f in bundle.objects:
                     yield SinkCopy(store.location(f.key), f.partition, originals.get(f.key))
 

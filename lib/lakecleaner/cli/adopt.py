@@ -45,7 +45,20 @@ def adopt() -> None:
     is_flag=True,
     help="Keep the sink's files after adoption (default: gc deletes them file.delete.delay.ms after they are adopted).",
 )
-@click.option("--dry-run", is_flag=True, help="List what would be adopted; write nothing.")
+@click.option(
+    "--deletes",
+    type=click.Choice(["tombstone", "keep"]),
+    default="tombstone",
+    show_default=True,
+    help="What a change event that deletes (Debezium's op d) becomes on a compacted topic.",
+)
+@click.option(
+    "--prefer",
+    multiple=True,
+    help="A file (its key under --from) that changed after adoption or holds offsets with other bytes: take it "
+    "as it is now and go on (repeatable).",
+)
+@click.option("--dry-run", is_flag=True, help="Read what would be adopted and say what would stop; write nothing.")
 @pass_ctx
 def adopt_connect_command(
     ctx: Context,
@@ -57,6 +70,8 @@ def adopt_connect_command(
     settle_seconds: int,
     tombstone_partition: str,
     keep_originals: bool,
+    deletes: str,
+    prefer: tuple[str, ...],
     dry_run: bool,
 ) -> None:
     """Append what Kafka Connect's S3 sink wrote of a topic since the last run, at the records'
@@ -65,9 +80,9 @@ def adopt_connect_command(
     from lakecleaner.config.adopt import ConnectSource
 
     spec = ConnectSource(
-        source, fmt, key_field, timestamp_field, settle_seconds * 1000, tombstone_partition, keep_originals
+        source, fmt, key_field, timestamp_field, settle_seconds * 1000, tombstone_partition, keep_originals, deletes
     )
-    report = adopt_connect(ctx.lake, topic, spec, dry_run=dry_run)
+    report = adopt_connect(ctx.lake, topic, spec, dry_run=dry_run, prefer=prefer)
 
     def human() -> None:
         plan = report.plan
@@ -82,11 +97,22 @@ def adopt_connect_command(
                     str(partition), str(done.files), str(done.records), str(done.next_offset), str(len(done.gaps))
                 )
         console.print(table)
-        console.print(f"files adopted before: {plan.already_adopted}", markup=False)
+        console.print(f"files adopted by earlier runs, not read again: {plan.already_adopted}", markup=False)
         for read, other in plan.re_delivered:
             console.print(f"re-delivered: read {read}, not {other}", markup=False)
+        for key, how in plan.changed.items():
+            console.print(f"changed after it was adopted, read again: {key}: {how}", markup=False)
+        for key, why in {**plan.late, **{k: w for a in report.partitions.values() for k, w in a.late.items()}}.items():
+            console.print(f"kept, not adopted: {key}: {why}", markup=False)
+        for partition, done in sorted(report.partitions.items()):
+            if done.late_tombstones or done.superseded_tombstones:
+                console.print(
+                    f"partition {partition}: late tombstones applied {done.late_tombstones}, "
+                    f"superseded by a later record {done.superseded_tombstones}",
+                    markup=False,
+                )
         for key, why in plan.unsettled.items():
-            console.print(f"left for later: {key}: {why}", markup=False)
+            console.print(f"left for a later run: {key}: {why}", markup=False)
         if report.ignored:
             console.print(f"not sink files of {topic}: {len(report.ignored)} objects", markup=False)
         for partition, why in sorted(report.failures.items()):

@@ -22,8 +22,12 @@ _CONNECT_KEYS = {
     "settle_seconds",
     "tombstone_partition",
     "keep_originals",
+    "deletes",
 }
 _FORMATS = ("parquet", "avro", "json")
+#: What a change event that deletes (Debezium's `op: d`) becomes on a compacted topic: a tombstone
+#: for its key, or the event kept as the value.
+DELETES = ("tombstone", "keep")
 
 
 @dataclass(frozen=True)
@@ -31,8 +35,9 @@ class ConnectSource:
     """Where the sink wrote a topic and how: the folder (`<bucket>/<topics.dir>/<topic>`), the
     value format to read (None: every format adoption reads), where keys and timestamps come from
     when not from the sink's sidecars and files (a dotted field of the value), how long a file is
-    left alone before it is adopted, the tombstone folder's name, and whether gc keeps the sink's
-    files once adopted."""
+    left alone before it is adopted, the tombstone folder's name, whether gc keeps the sink's
+    files once adopted, and what a change event that deletes becomes on a compacted topic
+    (`deletes`: a tombstone, or kept as the value; `connect_read.ChangeEvents`)."""
 
     uri: str
     format: str | None = None
@@ -41,11 +46,12 @@ class ConnectSource:
     settle_ms: int = DEFAULT_SETTLE_MS
     tombstone_partition: str = TOMBSTONE_PARTITION
     keep_originals: bool = False
+    deletes: str = "tombstone"
 
 
 def parse_adopt(raw: object, where: str, problems: list[str]) -> ConnectSource | None:
     """`adopt: {connect: {from, format, key_field, timestamp_field, settle_seconds,
-    tombstone_partition, keep_originals}}`; None when absent."""
+    tombstone_partition, keep_originals, deletes}}`; None when absent."""
     if raw is None:
         return None
     section = check_keys(raw, _ADOPT_KEYS, where, problems)
@@ -70,7 +76,13 @@ def parse_adopt(raw: object, where: str, problems: list[str]) -> ConnectSource |
     if not isinstance(keep, bool):
         problems.append(f"{where}.keep_originals={shown(keep)}: must be true or false")
         keep = False
-    return ConnectSource(uri, fmt, fields["key_field"], fields["timestamp_field"], settle * 1000, tombstones, keep)
+    deletes = connect.get("deletes", DELETES[0])
+    if deletes not in DELETES:
+        problems.append(f"{where}.deletes={shown(deletes)}: must be one of {', '.join(DELETES)}")
+        deletes = DELETES[0]
+    return ConnectSource(
+        uri, fmt, fields["key_field"], fields["timestamp_field"], settle * 1000, tombstones, keep, deletes
+    )
 
 
 def _optional_text(section: dict[str, Any], name: str, where: str, problems: list[str]) -> str | None:
@@ -81,4 +93,4 @@ def _optional_text(section: dict[str, Any], name: str, where: str, problems: lis
     return value
 
 
-__all__ = ["DEFAULT_SETTLE_MS", "TOMBSTONE_PARTITION", "ConnectSource", "parse_adopt"]
+__all__ = ["DEFAULT_SETTLE_MS", "DELETES", "TOMBSTONE_PARTITION", "ConnectSource", "parse_adopt"]

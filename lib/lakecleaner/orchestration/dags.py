@@ -165,16 +165,20 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
         adopted = spec.adopt is not None
 
         @task
-        def adopt() -> dict[str, Any]:
-            """Append what Kafka Connect's S3 sink wrote of the topic since the last run (issue 49)."""
+        def adopt(**context: Any) -> dict[str, Any]:
+            """Append what Kafka Connect's S3 sink wrote of the topic since the last run (issue 49);
+            fail, after the other partitions were adopted, when one stopped (issue 75)."""
             from lakecleaner.orchestration import tasks
 
             with failing_without_retry():
                 check_setup(Variable.get(SETUP_VARIABLE, default=None), config.airflow, mirrored=False)
-            report = tasks.adopt(load_config(config_path), topic)
+            report = tasks.adopt(load_config(config_path), topic, _run_id(context))
             for p, done in report["partitions"].items():
                 print(f"{topic}-{p}: {done['files']} files, {done['records']} records, to offset {done['next_offset']}")
-            return report
+            failed = tasks.adopt_failures(report)
+            if failed:  # a bad file or a conflict stops it again at once: someone decides first
+                raise AirflowFailException("; ".join(failed))
+            return tasks.step_digest(report, report["location"])
 
         @task(trigger_rule=TriggerRule.ALL_DONE if mirrored or adopted else TriggerRule.ALL_SUCCESS)
         def assess(**context: Any) -> dict[str, Any]:

@@ -179,8 +179,8 @@ def physical_deletion(
 
 
 #: The report each step stores in the run's folder (a dry run's retention stores none).
-MIRROR_REPORT = "mirror"
-STEP_REPORTS = {"retention": "retention", "physical_deletion": "gc", "mirror": MIRROR_REPORT}
+MIRROR_REPORT, ADOPT_REPORT = "mirror", "adopt"
+STEP_REPORTS = {"retention": "retention", "physical_deletion": "gc", "mirror": MIRROR_REPORT, "adopt": ADOPT_REPORT}
 
 
 def step_digest(report: Mapping[str, Any], location: str | None) -> dict[str, Any]:
@@ -265,18 +265,24 @@ def mirror_failures(report: Mapping[str, Any] | None) -> list[str]:
     ]
 
 
-def adopt(config: LakeConfig, topic_name: str) -> dict[str, Any]:
+def adopt(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any]:
     """The DAG's `adopt` task: what Kafka Connect's S3 sink wrote of the topic since the last run,
-    appended at the records' offsets (issue 49); the report. A partition that stopped fails the
-    task after the others were adopted."""
+    appended at the records' offsets (issue 49); the report, stored in the run's folder (with
+    `location`) so that the run's summary has it also when a partition stopped (the DAG fails the
+    task then, after the others were adopted: `adopt_failures`)."""
     from lakecleaner.adopt.connect import adopt_connect
 
     spec = config.topics[topic_name].adopt
     assert spec is not None, "the DAG has an adopt task only for a topic with adopt:"
-    report = adopt_connect(Lake.open(config), topic_name, spec)
-    if report.failures:
-        raise LakeCleanerError("; ".join(f"partition {p}: {why}" for p, why in sorted(report.failures.items())))
-    return report.to_dict()
+    lake = Lake.open(config)
+    report = adopt_connect(lake, topic_name, spec).to_dict()
+    return {**report, "location": store_report(lake.store, topic_name, run_id, ADOPT_REPORT, report)}
+
+
+def adopt_failures(report: Mapping[str, Any] | None) -> list[str]:
+    """Each partition an adoption stopped, and why, one sentence each."""
+    failed = (report or {}).get("failures") or {}
+    return [f"adoption of partition {p}: {why}" for p, why in sorted(failed.items(), key=lambda item: int(item[0]))]
 
 
 def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[str, Any]) -> dict[str, Any]:
@@ -349,6 +355,7 @@ def failures(summary: Mapping[str, Any]) -> list[str]:
     out += mirror_failures(summary.get("mirror"))
     if "adopt" in summary and summary["adopt"] is None:
         out.append("the adoption of the Kafka Connect sink's files failed; see the adopt task's log")
+    out += adopt_failures(summary.get("adopt"))
     for partition, reason in ((summary.get("assess") or {}).get("unreadable") or {}).items():
         out.append(f"{'partitions' if '..' in partition else 'partition'} {partition} could not be read: {reason}")
     return out

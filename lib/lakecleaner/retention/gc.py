@@ -289,15 +289,18 @@ def _held_by_table_readers(
 
 
 def _adopted_originals(lake: Lake, topic: str, now_ms: int, dry_run: bool, warnings: list[str]) -> list[str]:
-    """Delete the sink's files an adoption replaced, once due (`adopt.originals`); a failure is a
-    warning, and nothing of it is deleted."""
+    """Delete the sink's files an adoption replaced, once due and still the objects adopted
+    (`adopt.originals`); one that changed since is kept, with a warning; a failure is a warning,
+    and nothing of it is deleted."""
     from lakecleaner.adopt.originals import delete_due_originals
 
     try:
-        return delete_due_originals(lake, topic, now_ms, dry_run=dry_run)
+        swept = delete_due_originals(lake, topic, now_ms, dry_run=dry_run)
     except LakeCleanerError as exc:
         warnings.append(f"adopted originals: {exc}")
         return []
+    warnings.extend(f"adopted original kept: it changed after it was adopted: {c}" for c in swept.changed)
+    return swept.deleted
 
 
 def _abandoned(unfinished: Collection[UnfinishedWrite], now_ms: int, min_age_ms: int) -> list[UnfinishedWrite]:
