@@ -18,11 +18,13 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.adopt.connect import ConnectSource, adopt_connect
 from lakecleaner.adopt.originals import adopted_sources
+from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT
 from lakecleaner.io import open_store
 from lakecleaner.lake import Lake
+from lakecleaner.policy.erasure import UNREFERENCED
 from lakecleaner.retention.gc import gc_topic
 from tests.bench_loader import bench_module
 from tests.cli_process import run_cli
@@ -162,6 +164,10 @@ def test_a_rewritten_original_is_adopted_again_when_it_adds_records_and_kept_whe
     swept = gc_topic(lake, "orders", wall_clock_ms() + 120_000)
     assert not swept.originals_deleted and any("changed after it was adopted" in w for w in swept.warnings)
     assert [o.key for o in store.list("")] == [name]  # never deleted
+    audit = audit_key(lake, "orders", b"100", wall_clock_ms())  # a key only the changed file holds
+    assert [(c.kind, "nothing deletes it" in (c.deadline.overdue or "")) for c in audit.copies] == [
+        (UNREFERENCED, True)
+    ]
 
     taken = adopt_connect(lake, "orders", spec, prefer=[name])  # the user's word: take it as it is now
     assert not taken.failures

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecleaner.adopt.connect import sink_files
+from lakecleaner.adopt.connect_names import SinkFile
 from lakecleaner.adopt.connect_plan import bundles_of
 from lakecleaner.adopt.connect_read import ChangeEvents, read_bundle
 from lakecleaner.adopt.originals import Original, adopted_sources
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class SinkCopy:
     """A sink file holding the key: where, its Kafka partition, and its adoption record (None
-    when gc is not to delete it)."""
+    when gc is not to delete it: not adopted, kept, or changed since it was adopted)."""
 
     location: str
     partition: int
@@ -48,7 +49,15 @@ def sink_copies(lake: Lake, topic: str, key: bytes, unreadable: dict[str, str]) 
                 continue
             if pc.index(records.keys, pa.scalar(key, pa.binary())).as_py() >= 0:
                 for f in bundle.objects:
-                    yield SinkCopy(store.location(f.key), f.partition, originals.get(f.key))
+                    yield SinkCopy(store.location(f.key), f.partition, _deleted_by_gc(originals.get(f.key), f))
+
+
+def _deleted_by_gc(original: Original | None, sink_file: SinkFile) -> Original | None:
+    """The ledger's entry of an object gc will delete: adopted, not kept, and still the object
+    adopted (gc keeps one that changed, `adopt.originals`); None for any other."""
+    if original is None or original.kept or not original.is_object(sink_file.size, sink_file.tag, sink_file.mtime_ms):
+        return None
+    return original
 
 
 __all__ = ["SinkCopy", "sink_copies"]
