@@ -370,3 +370,22 @@ def test_json_read_as_columns_equals_json_read_line_by_line(
     assert fast.keys.to_pylist() == slow.keys.to_pylist()
     assert fast.timestamps is not None and slow.timestamps is not None
     assert fast.timestamps.to_pylist() == slow.timestamps.to_pylist()
+
+
+def test_a_headers_sidecar_that_arrives_after_its_file_was_adopted_is_reported_and_kept(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    lake = Lake.open(lake_config)
+    lake.create_topic("h", 1, {"cleanup.policy": "delete", "file.delete.delay.ms": 0})
+    source = sink_uri(lake_config, tmp_path, "h")
+    store = open_store(source, lake.config.storage)
+    records = [SinkRecord(0, o, f"k{o}", {"n": o}) for o in range(4)]
+    write_sink(store, "", "h", records, SinkConfig("json", flush_size=10))
+    spec = ConnectSource(source, settle_ms=0)
+    adopt_connect(lake, "h", spec)
+    sidecar = "partition=0/h+0+0000000000.headers.json"  # the sink's headers, flushed after the file was adopted
+    store.write(sidecar, b"".join(b'{"headers":[{"key":"trace","value":"t%d"}]}\n' % o for o in range(4)))
+    report = adopt_connect(lake, "h", spec)
+    assert "arrived after the records of its file were adopted without it" in report.plan.late[sidecar]
+    gc_topic(lake, "h", wall_clock_ms() + 1000)
+    assert {o.key for o in store.list("")} == {sidecar}  # the adopted files went; the late one is kept

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -159,7 +159,7 @@ def _by_ledger(
         }
         if changed or any(f.key in prefer for f in bundle.objects):
             plan.changed.update(changed)
-            to_read.append(bundle)
+            to_read.append(_without_late_sidecars(bundle, known, plan))
             continue
         if any(f.key in known and known[f.key].through_offset <= position for f in bundle.objects):
             plan.adopted_before.append(bundle.main.key)
@@ -172,6 +172,15 @@ def _by_ledger(
             continue
         to_read.append(bundle)
     return to_read
+
+
+def _without_late_sidecars(bundle: Bundle, known: Mapping[str, Original], plan: AdoptionPlan) -> Bundle:
+    """A bundle read again, less a `.headers` sidecar that came after its file was adopted (its
+    headers cannot reach records already in the log: reported and kept, never recorded)."""
+    if bundle.headers is None or bundle.headers.key in known or bundle.main.key not in known:
+        return bundle
+    plan.late[bundle.headers.key] = "arrived after the records of its file were adopted without it; kept"
+    return replace(bundle, headers=None)
 
 
 def _in_ledger(bundle: Bundle, known: Mapping[str, Original]) -> bool:
