@@ -316,6 +316,13 @@ def test_a_bad_file_stops_only_its_partition_naming_the_file_and_line(lake_confi
     assert "partition=0/m+0+0000000003.json: line 2, column" in report.failures[0]
     assert "the sink wrote partition 7 but topic m has 2 partitions" in report.failures[7]
     assert lake.topic("m").partition(0).manifest().next_offset == 3 and report.partitions[1].records == 6
+    files = {f["file"]: (f["status"], f["reason"]) for f in report.to_dict()["files"]["0"]}
+    assert files["partition=0/m+0+0000000000.json"] == ("adopted", "")
+    assert (
+        files["partition=0/m+0+0000000003.json"][0] == "not adopted"
+        and "line 2" in files["partition=0/m+0+0000000003.json"][1]
+    )
+    assert report.partitions[0].records == 3  # what the stopped partition adopted is in the report
     store.write("partition=1/m+1+0000000006.json", b'{"n": -5}\n{"n": 99999999999999999999}\n')
     store.write("partition=1/m+1+0000000006.keys.json", b'"k6"\n"k7"\n')
     stamps = adopt_connect(lake, "m", ConnectSource(source, settle_ms=0, timestamp_field="n"))

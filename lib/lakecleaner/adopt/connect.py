@@ -67,6 +67,8 @@ class PartitionAdoption:
     #: of their key superseded (`adopt.late`).
     late_tombstones: int = 0
     superseded_tombstones: int = 0
+    #: The files adopted (a bundle's value file, or its tombstone folder's keys file).
+    adopted: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +96,33 @@ class AdoptionReport:
     partitions: dict[int, PartitionAdoption] = field(default_factory=dict)
     #: Partitions whose adoption stopped, with why (what they appended before stays).
     failures: dict[int, str] = field(default_factory=dict)
+    #: The partition of each file the run saw, by key.
+    partition_of: dict[str, int] = field(default_factory=dict)
+
+    def files(self) -> dict[int, list[dict[str, str]]]:
+        """Every file the run saw, by partition, with what became of it and why: adopted, adopted
+        by an earlier run, left for a later run, kept and not adopted, re-delivered (another copy
+        read), or not adopted (its partition stopped at it or before it, or the run was a dry run)."""
+        plan = self.plan
+        status: dict[str, tuple[str, str]] = {}
+        for key in plan.adopted_before:
+            status[key] = ("adopted before", "the ledger holds it, unchanged")
+        for key, why in plan.unsettled.items():
+            status[key] = ("left for a later run", why)
+        for read, other in plan.re_delivered:
+            status[other] = ("re-delivered", f"the same offsets were read from {read}")
+        for partition, bundles in plan.partitions.items():
+            stopped = self.failures.get(partition, "a dry run reads, and adopts nothing")
+            for bundle in bundles:
+                status[bundle.main.key] = ("not adopted", stopped)
+        for done in self.partitions.values():
+            status.update({key: ("adopted", "") for key in done.adopted})
+        for key, why in {**plan.late, **{k: w for d in self.partitions.values() for k, w in d.late.items()}}.items():
+            status[key] = ("kept, not adopted", why)
+        out: dict[int, list[dict[str, str]]] = {}
+        for key, (what, why) in sorted(status.items()):
+            out.setdefault(self.partition_of.get(key, -1), []).append({"file": key, "status": what, "reason": why})
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -104,6 +133,7 @@ class AdoptionReport:
             "ignored": self.ignored,
             "partitions": {str(p): a.to_dict() for p, a in sorted(self.partitions.items())},
             "failures": {str(p): why for p, why in sorted(self.failures.items())},
+            "files": {str(p): files for p, files in sorted(self.files().items())},
         }
 
 
@@ -147,7 +177,7 @@ def adopt_connect(
     now = wall_clock_ms() if now_ms is None else now_ms
     ledger = next((a for a in adopted_sources(lake, topic) if a.source.uri == source.uri), None)
     plan = plan_adoption(files, next_offsets, now, source.settle_ms, has_sidecars, ledger, prefer)
-    report = AdoptionReport(topic, source.uri, dry_run, plan, ignored)
+    report = AdoptionReport(topic, source.uri, dry_run, plan, ignored, partition_of={f.key: f.partition for f in files})
     report.failures.update(beyond)
     if dry_run or log_topic is None:
         report.failures.update(_would_stop(store, plan, events))
@@ -280,6 +310,7 @@ def _adopt_partition(
         done.late.update(late_keys)
         done.late_tombstones += late.tombstones.num_rows
         done.superseded_tombstones += late.superseded
+        done.adopted += [b.main.key for b in chunk if b.main.key not in late_keys]
         done.files += len(chunk) - len(late_keys)
         done.records += len(kept)
         done.next_offset = previous + 1
