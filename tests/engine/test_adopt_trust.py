@@ -20,7 +20,7 @@ from lakecleaner.adopt.connect import ConnectSource, adopt_connect
 from lakecleaner.adopt.originals import adopted_sources
 from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.config import LakeConfig
+from lakecleaner.config import LakeConfig, parse_config
 from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT
 from lakecleaner.io import open_store
 from lakecleaner.lake import Lake
@@ -330,13 +330,48 @@ def test_a_bad_file_stops_only_its_partition_naming_the_file_and_line(lake_confi
 
 
 @pytest.mark.backends("local")
-def test_the_adoption_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """bench/adopt.py at a few files, as a smoke check (no timing assertion): both readers take
-    every record, and the table and ratio are printed."""
+@pytest.mark.parametrize("file_format", ["json", "parquet", "avro"])
+def test_the_adoption_benchmark_runs(file_format: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/adopt.py at a few files in each of the sink's formats, as a smoke check (no timing
+    assertion): both readers take every record, and the table and ratio are printed."""
     module = bench_module("adopt")
-    module.main(["--files", "8", "--records-per-file", "200", "--runs", "1"])
+    module.main(["--files", "8", "--records-per-file", "200", "--runs", "1", "--format", file_format])
     printed = capsys.readouterr().out
     assert "| lakecleaner adopt connect |" in printed and "adopt / floor records/s:" in printed
+
+
+@pytest.mark.backends("local")
+def test_one_debezium_stream_adopts_to_the_same_bytes_from_json_parquet_and_avro(tmp_path: Path) -> None:
+    """The columnar readers (JSON's lines, Parquet's and Avro's rows written as JSON a column at a
+    time) give every record the bytes the byte rule gives it: the same change events written by
+    the sink as JSON, Parquet and Avro adopt to identical logs (offsets, keys, values, tombstones,
+    timestamps), also when a column needs row-by-row writing (a non-ASCII name)."""
+    module = bench_module("adopt")
+    logs = {}
+    for file_format in ("json", "parquet", "avro"):
+        source = tmp_path / file_format / module.TOPIC
+        assert module.write_archive(source, 8, 50, 30, file_format) == 400
+        _rename_in_first_file(source, file_format, module)
+        lake_dir = tmp_path / f"lake-{file_format}"
+        assert module.adopted(source, lake_dir) == 400
+        lake = Lake.open(parse_config({"lake": {"uri": f"file://{lake_dir}"}}))
+        logs[file_format] = [log.read().to_pylist() for log in lake.topic(module.TOPIC).partition_logs()]
+    json_log = logs["json"]
+    assert sum(r["value"] is None for p in json_log for r in p) == 40  # one in ten a delete: a tombstone
+    assert sum(b"custom\\u00e9r" in (r["value"] or b"") for r in json_log[0]) == 45
+    assert logs["parquet"] == json_log and logs["avro"] == json_log
+
+
+def _rename_in_first_file(source: Path, file_format: str, module: Any) -> None:
+    """The first file of partition 0 written again with every `name` "customér": text JSON writes
+    with a `\\u` escape, which the columnar writer leaves to the row-by-row one."""
+    first = sorted((source / "partition=0").iterdir())[0]
+    events = module._read(first).to_pylist()
+    for event in events:
+        for row in (event["before"], event["after"]):
+            if row is not None:
+                row["name"] = "customér"
+    module._write_file(first, events, file_format)
 
 
 @pytest.mark.backends("local")

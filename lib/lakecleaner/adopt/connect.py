@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,6 +41,7 @@ from lakecleaner.config.adopt import ConnectSource
 from lakecleaner.errors import LakeCleanerError, TopicNotFound
 from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectStore, open_store
+from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.log.source import ADOPTION_WRITER
 
 if TYPE_CHECKING:
@@ -180,7 +182,7 @@ def adopt_connect(
     report = AdoptionReport(topic, source.uri, dry_run, plan, ignored, partition_of={f.key: f.partition for f in files})
     report.failures.update(beyond)
     if dry_run or log_topic is None:
-        report.failures.update(_would_stop(store, plan, events))
+        report.failures.update(_would_stop(store, plan, events, lake.config.storage.max_concurrency))
         return report
     for partition, bundles in sorted(plan.partitions.items()):
         log = log_topic.partition(partition)
@@ -192,13 +194,13 @@ def adopt_connect(
     return report
 
 
-def _would_stop(store: ObjectStore, plan: AdoptionPlan, events: ChangeEvents) -> dict[int, str]:
+def _would_stop(store: ObjectStore, plan: AdoptionPlan, events: ChangeEvents, max_workers: int) -> dict[int, str]:
     """A dry run's reading of the files it would adopt: what would stop each partition (a file
     that does not parse, a record without a key on a compacted topic, a timestamp out of range),
     with the file and the line or record."""
     out = {}
     for partition, bundles in sorted(plan.partitions.items()):
-        _, failure = _read_until_failure(store, bundles, events)
+        _, failure = _read_until_failure(store, bundles, events, max_workers)
         if failure is not None:
             out[partition] = f"would stop: {failure}"
     return out
@@ -275,7 +277,7 @@ def _adopt_partition(
     gaps = list(ledger.gaps.get(log.partition, ())) if ledger is not None else []
     failure: LakeCleanerError | None = None
     for whole in _chunks(list(zip(bundles, limits, strict=True))):
-        read, failure = _read_until_failure(store, [b for b, _ in whole], events)
+        read, failure = _read_until_failure(store, [b for b, _ in whole], events, lake.config.storage.max_concurrency)
         chunk = [b for b, _ in whole[: len(read)]]
         files = [(b.start, b.main.tombstones, len(r), limit) for (b, limit), r in zip(whole, read, strict=False)]
         # The first run of bundles may start below the log's next offset: its records there are
@@ -364,16 +366,23 @@ def _gaps(previous: int, offsets: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _read_until_failure(
-    store: ObjectStore, bundles: Sequence[Bundle], events: ChangeEvents
+    store: ObjectStore, bundles: Sequence[Bundle], events: ChangeEvents, max_workers: int
 ) -> tuple[list[BundleRecords], LakeCleanerError | None]:
-    """The bundles' records, up to the first that cannot be read (and why it cannot)."""
-    read = []
-    for bundle in bundles:
-        try:
-            read.append(read_bundle(store, bundle, events))
-        except LakeCleanerError as exc:
-            return read, exc
-    return read, None
+    """The bundles' records, up to the first that cannot be read (and why it cannot); the files are
+    read on the process's I/O pool (`io.concurrent`), `max_workers` at once (pyarrow's parsers and
+    kernels run outside the GIL)."""
+    read = map_ordered(partial(_read_or_failure, store, events), bundles, max_workers)
+    for n, got in enumerate(read):
+        if isinstance(got, LakeCleanerError):
+            return [r for r in read[:n] if isinstance(r, BundleRecords)], got
+    return [r for r in read if isinstance(r, BundleRecords)], None
+
+
+def _read_or_failure(store: ObjectStore, events: ChangeEvents, bundle: Bundle) -> BundleRecords | LakeCleanerError:
+    try:
+        return read_bundle(store, bundle, events)
+    except LakeCleanerError as exc:
+        return exc
 
 
 def _chunks(items: list[tuple[Bundle, int | None]]) -> Iterator[list[tuple[Bundle, int | None]]]:

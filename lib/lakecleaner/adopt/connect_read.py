@@ -23,6 +23,9 @@ JSON files are parsed by pyarrow's JSON reader, the key, `op` and timestamp fiel
 columns and keys encoded a column at a time; a file it cannot take as columns (a line that is no
 object, a field whose type changes, a key that is neither text nor a whole number) is read line
 by line instead, with the same result, and a line that does not parse is named by its number.
+Parquet files are read as columns the same way, their rows written as JSON by `compact_json`
+where every column's type allows, else row by row. Avro files are read record by record
+(fastavro's reader yields records; no columnar Avro reader is among the dependencies).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import pyarrow.parquet as pq
 
 from lakecleaner.adopt.connect_names import SinkFile
 from lakecleaner.adopt.connect_plan import Bundle
+from lakecleaner.adopt.json_columns import NotColumnar, avro_table, compact_json
 from lakecleaner.config import LONG_MAX
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.io import ObjectStore
@@ -112,8 +116,10 @@ def read_bundle(store: ObjectStore, bundle: Bundle, events: ChangeEvents) -> Bun
         read = _Values(pa.nulls(count, pa.binary()), pa.nulls(count, pa.binary()), None)
     elif main.format == "json":
         read = _json_values(_data(store, main), main, events)
+    elif main.format == "parquet":
+        read = _table_values(_parquet_table(_data(store, main), main), main, events)
     else:
-        read = _row_values(_rows(store, main), main, events)
+        read = _avro_values(_data(store, main), main, events)
     count = len(read.values)
     if bundle.keys is not None and not main.tombstones:
         keys_rows = _rows(store, bundle.keys)
@@ -170,16 +176,12 @@ class _Values:
     timestamps: pa.Array | None
 
 
-class _NotColumnar(Exception):
-    """A JSON file pyarrow cannot take as columns the way the rules need: read it line by line."""
-
-
 def _json_values(data: bytes, sink_file: SinkFile, events: ChangeEvents) -> _Values:
     """A JSON lines file's values as written, its keys and timestamps: as columns when pyarrow can,
     else line by line."""
     try:
         return _json_columns(data if data.endswith(b"\n") or not data else data + b"\n", events)
-    except _NotColumnar:
+    except NotColumnar:
         lines = [line for line in data.split(b"\n") if line.strip()]
         return _row_values([_json_line(line, n, sink_file) for n, line in enumerate(lines, 1)], sink_file, events)
 
@@ -190,20 +192,46 @@ def _json_columns(body: bytes, events: ChangeEvents) -> _Values:
     ends = np.flatnonzero(np.frombuffer(body, np.uint8) == ord("\n"))
     lengths = np.diff(ends, prepend=-1) - 1
     if not len(ends) or not lengths.all() or len(body) >= 1 << 31:
-        raise _NotColumnar  # no line, a blank one, or too large for one array: line by line
+        raise NotColumnar  # no line, a blank one, or too large for one array: line by line
     schema = _fields_schema(body[: ends[min(len(ends), _SAMPLE_LINES) - 1]], events)
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore") if schema else None
     try:
         table = pj.read_json(io.BytesIO(body), parse_options=options)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise _NotColumnar from exc
+        raise NotColumnar from exc
     count = len(ends)
     if table.num_rows != count:
-        raise _NotColumnar
+        raise NotColumnar
     offsets = np.zeros(count + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
     joined = body.replace(b"\n", b"")  # a JSON line holds no raw newline
     values = pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(joined)])
+    return _fields_as_columns(table, values, events)
+
+
+def _table_values(table: pa.Table, sink_file: SinkFile, events: ChangeEvents) -> _Values:
+    """A Parquet or Avro file's rows as compact JSON, its keys and timestamps: as columns when
+    every column is of a type `compact_json` writes, else row by row (`_row_values`)."""
+    try:
+        return _fields_as_columns(table, compact_json(table), events)
+    except NotColumnar:
+        return _row_values(table.to_pylist(), sink_file, events)
+
+
+def _avro_values(data: bytes, sink_file: SinkFile, events: ChangeEvents) -> _Values:
+    """An Avro file's records: as a table (`avro_table`) when its writer schema has only types
+    `compact_json` writes, else record by record."""
+    records, schema = _avro_records(data, sink_file)
+    table = avro_table(records, schema)
+    if table is None:
+        return _row_values(records, sink_file, events)
+    return _table_values(table, sink_file, events)
+
+
+def _fields_as_columns(table: pa.Table, values: pa.Array, events: ChangeEvents) -> _Values:
+    """The keys, tombstones and timestamps the change-event fields of `table` give, a column at a
+    time; NotColumnar where a field's type needs reading record by record (to name the record)."""
+    count = len(values)
     keys: pa.Array = pa.nulls(count, pa.binary())
     if events.key_field is not None:
         keys = _key_bytes(_field(table, events.key_field))
@@ -212,14 +240,14 @@ def _json_columns(body: bytes, events: ChangeEvents) -> _Values:
     if events.tombstones and events.op_field is not None:
         op = _field(table, events.op_field)
         if not (pa.types.is_string(op.type) or pa.types.is_null(op.type)):
-            raise _NotColumnar
+            raise NotColumnar
         deletes = pc.fill_null(pc.equal(op, "d"), False)
         values = pc.if_else(deletes, pa.nulls(count, pa.binary()), values)
     timestamps = None
     if events.timestamp_field is not None:
         stamps = _field(table, events.timestamp_field)
         if not pa.types.is_integer(stamps.type) or stamps.null_count or pc.min(stamps).as_py() < 0:
-            raise _NotColumnar  # line by line, to name the record
+            raise NotColumnar  # record by record, to name the record
         timestamps = pc.cast(stamps, pa.int64())
     return _Values(values, keys, timestamps)
 
@@ -272,7 +300,7 @@ def _field(table: pa.Table, path: str) -> pa.Array:
         if pa.types.is_null(column.type):
             return column
         if not pa.types.is_struct(column.type):
-            raise _NotColumnar
+            raise NotColumnar
         if column.type.get_field_index(name) < 0:
             return pa.nulls(len(column))
         column = pc.struct_field(column, name)
@@ -288,7 +316,7 @@ def _key_bytes(column: pa.Array) -> pa.Array:
         return pc.cast(column, pa.binary())
     if pa.types.is_integer(column.type):
         return pc.cast(pc.cast(column, pa.string()), pa.binary())
-    raise _NotColumnar
+    raise NotColumnar
 
 
 @dataclass(frozen=True)
@@ -353,22 +381,40 @@ def _rows(store: ObjectStore, sink_file: SinkFile | None) -> Sequence[Any]:
     if sink_file.format == "json":
         lines = [line for line in data.split(b"\n") if line.strip()]
         return [_json_line(line, n, sink_file) for n, line in enumerate(lines, 1)]
-    try:
-        if sink_file.format == "avro":
-            import fastavro
-
-            return list(fastavro.reader(io.BytesIO(data)))
-        rows: list[Any] = pq.read_table(io.BytesIO(data)).to_pylist()
+    if sink_file.format == "parquet":
+        rows: list[Any] = _parquet_table(data, sink_file).to_pylist()
         return rows
+    records, _ = _avro_records(data, sink_file)
+    return records
+
+
+def _avro_records(data: bytes, sink_file: SinkFile) -> tuple[list[Any], Any]:
+    """An Avro file's records, and the schema they were written with."""
+    try:
+        import fastavro
     except ImportError as exc:
         raise LakeCleanerError(
             "reading Avro sink files needs fastavro: install lakecleaner with the `connect` extra"
         ) from exc
-    except Exception as exc:  # each format's parser raises its own errors
-        raise UnreadableSinkFile(
-            f"{sink_file.key} is not readable as {sink_file.format}: {type(exc).__name__}: {exc}; check the "
-            "connector's format.class, or pass --format"
-        ) from exc
+    try:
+        reader = fastavro.reader(io.BytesIO(data))
+        return list(reader), reader.writer_schema
+    except Exception as exc:  # fastavro raises errors of its own
+        raise _unreadable(sink_file, exc) from exc
+
+
+def _parquet_table(data: bytes, sink_file: SinkFile) -> pa.Table:
+    try:
+        return pq.read_table(io.BytesIO(data))
+    except Exception as exc:  # pyarrow raises several kinds for a damaged file
+        raise _unreadable(sink_file, exc) from exc
+
+
+def _unreadable(sink_file: SinkFile, exc: Exception) -> UnreadableSinkFile:
+    return UnreadableSinkFile(
+        f"{sink_file.key} is not readable as {sink_file.format}: {type(exc).__name__}: {exc}; check the "
+        "connector's format.class, or pass --format"
+    )
 
 
 def _parsed(value: Any) -> Any:
@@ -428,10 +474,11 @@ def as_bytes(value: Any) -> bytes | None:
         return value
     if isinstance(value, str):
         return value.encode()
-    return json.dumps(value, separators=(",", ":"), default=_json_default).encode()
+    return _ENCODER.encode(value).encode()
 
 
 def _json_default(value: Any) -> Any:
+    """What `as_bytes` writes for values JSON has no type for."""
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode()
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
@@ -440,5 +487,8 @@ def _json_default(value: Any) -> Any:
         return str(value)
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
+
+#: `json.dumps(value, separators=(",", ":"), default=_json_default)`, built once (dumps builds one a call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_json_default)
 
 __all__ = ["BundleRecords", "ChangeEvents", "UnreadableSinkFile", "as_bytes", "field_of", "read_bundle"]
