@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from lakecleaner.adopt.connect import ConnectSource, adopt_connect
+from lakecleaner.adopt.connect import APPEND_RECORDS, ConnectSource, adopt_connect
 from lakecleaner.adopt.originals import adopted_sources
 from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
@@ -255,6 +255,35 @@ def test_two_files_that_disagree_at_an_offset_hold_their_partition_and_are_both_
     )
     assert lake.topic("pay").partition(0).manifest().next_offset == 0 and report.partitions[1].records == 4
     assert not any(o.partition == 0 for a in adopted_sources(lake, "pay") for o in a.originals)
+
+
+@pytest.mark.backends("local")
+def test_files_that_disagree_across_a_commit_boundary_are_compared_too(lake_config: LakeConfig, tmp_path: Path) -> None:
+    """A file large enough to fill a commit's chunk alone (APPEND_RECORDS records' worth of bytes),
+    whose last records the next file re-delivers with other bytes: the two are still compared
+    (the first is held back into the next chunk), so the conflict is reported and nothing of
+    either is appended; with --prefer naming the later file, both are adopted once."""
+    lake = Lake.open(lake_config)
+    lake.create_topic("big", 1, {"cleanup.policy": "delete"})
+    source = sink_uri(lake_config, tmp_path, "big")
+    store = open_store(source, lake.config.storage)
+    pad = "x" * 2000
+    count = APPEND_RECORDS * 100 // 2000 + 10  # one file: more bytes than a chunk holds
+    first = [SinkRecord(0, o, f"k{o}", {"v": "a", "pad": pad}) for o in range(count)]
+    later = [SinkRecord(0, o, f"k{o}", {"v": "b", "pad": pad}) for o in range(count - 5, count + 5)]
+    write_sink(store, "", "big", first, SinkConfig("json", flush_size=count))
+    write_sink(store, "", "big", later, SinkConfig("json", flush_size=count))
+    names = sorted(o.key for o in store.list("") if not o.key.endswith(".keys.json"))
+    assert len(names) == 2 and len(store.read(names[0])) > APPEND_RECORDS * 100
+
+    report = adopt_connect(lake, "big", ConnectSource(source, settle_ms=0))
+    assert f"{names[0]} and {names[1]} both hold offset {count - 5}" in report.failures[0]
+    assert lake.topic("big").partition(0).manifest().next_offset == 0
+
+    chosen = adopt_connect(lake, "big", ConnectSource(source, settle_ms=0), prefer=[names[1]])
+    assert not chosen.failures and chosen.partitions[0].records == count + 5
+    values = [json.loads(r["value"])["v"] for r in lake.topic("big").partition(0).read().to_pylist()]
+    assert values == ["a"] * (count - 5) + ["b"] * 10
 
 
 @pytest.mark.parametrize("crash_at", ["adopt.after_ledger_write", "adopt.after_append"])

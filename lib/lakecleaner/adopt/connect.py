@@ -276,10 +276,17 @@ def _adopt_partition(
     previous = done.next_offset - 1
     gaps = list(ledger.gaps.get(log.partition, ())) if ledger is not None else []
     failure: LakeCleanerError | None = None
+    held: list[tuple[tuple[Bundle, int | None], BundleRecords]] = []
     for whole in _chunks(list(zip(bundles, limits, strict=True))):
-        read, failure = _read_until_failure(store, [b for b, _ in whole], events, lake.config.storage.max_concurrency)
-        chunk = [b for b, _ in whole[: len(read)]]
-        files = [(b.start, b.main.tombstones, len(r), limit) for (b, limit), r in zip(whole, read, strict=False)]
+        fresh, failure = _read_until_failure(store, [b for b, _ in whole], events, lake.config.storage.max_concurrency)
+        items = held + list(zip(whole, fresh, strict=False))
+        held = [] if failure is not None else _held_back(items)
+        items = items[: len(items) - len(held)]
+        if not items and failure is None:
+            continue
+        chunk = [b for (b, _), _ in items]
+        read = [r for _, r in items]
+        files = [(b.start, b.main.tombstones, len(r), limit) for (b, limit), r in items]
         # The first run of bundles may start below the log's next offset: its records there are
         # checked (`adopt.late`). Later runs follow the records appended before them.
         offsets = record_offsets(files, previous=-1 if done.files == 0 else previous)
@@ -318,6 +325,20 @@ def _adopt_partition(
         done.next_offset = previous + 1
         if failure is not None:
             raise failure  # what the files before it held is appended
+
+
+def _held_back(
+    items: Sequence[tuple[tuple[Bundle, int | None], BundleRecords]],
+) -> list[tuple[tuple[Bundle, int | None], BundleRecords]]:
+    """The chunk's files from its last value file on, when that file holds records past the next
+    value file's start (a re-delivery) and so must be compared with it (`assemble`'s overlaps):
+    they go into the next chunk, which holds that file, so both are compared, and appended or
+    refused, together."""
+    last = next((n for n in range(len(items) - 1, -1, -1) if not items[n][0][0].main.tombstones), None)
+    if last is None:
+        return []
+    (bundle, limit), records = items[last]
+    return list(items[last:]) if limit is not None and len(records) > limit - bundle.start else []
 
 
 def _with_tombstones(after: pa.Table, tombstones: pa.Table, previous: int) -> pa.Table:
