@@ -55,6 +55,21 @@ def test_delete_many_deletes_every_key_given_and_nothing_else(store: ObjectStore
     assert [o.key for o in store.list("")] == ["keep/one"]
 
 
+def test_delete_unchanged_keeps_an_object_written_again_after_it_was_listed(store: ObjectStore) -> None:
+    """gc's delete of another system's objects (adopted originals): each object goes only if it is
+    still the one a listing showed. On S3 the DELETE carries If-Match with the listed ETag (moto
+    and SeaweedFS honour it, as AWS S3 does); a local folder compares a fresh stat. An object
+    written again, or gone, is returned and not deleted."""
+    for key, data in (("same/a", b"1"), ("same/b", b"2"), ("same/gone", b"3"), ("same/c d+é", b"4")):
+        store.write(key, data)
+    listed = {info.key: info.version_tag for info in store.list("same/")}
+    store.write("same/b", b"22")  # the sink rewrote it after gc listed it
+    store.delete("same/gone")
+    kept = store.delete_unchanged(listed)
+    assert sorted(kept) == ["same/b", "same/gone"]
+    assert [(o.key, store.read(o.key)) for o in store.list("same/")] == [("same/b", b"22")]
+
+
 def test_delete_many_is_one_request_a_thousand_keys_or_a_delete_each_where_the_store_does_not_implement_it(
     s3_server: S3Endpoint,
 ) -> None:
@@ -452,3 +467,23 @@ def test_a_store_that_does_not_implement_conditional_writes_is_refused_without_r
         with pytest.raises(UnsafeStore, match="does not implement conditional writes"):
             lake.create_topic("cdc")
         assert [method for method, path in proxy.seen if "/_lakecleaner/probe/" in path] == ["PUT", "DELETE"]
+
+
+def test_a_store_that_ignores_if_match_on_delete_is_used_with_the_listing_as_the_check(s3_endpoint) -> None:  # type: ignore[no-untyped-def]
+    """Conditional deletes are probed, not required: against a store that drops If-Match (here on
+    every request, with conditional writes trusted) `delete_unchanged` deletes what the caller's
+    listing showed, as gc did before stores had conditional deletes, and the probe's scratch
+    object is removed."""
+    from tests.flaky_proxy import FlakyProxy
+
+    prefix = f"no-conditional-delete-{uuid.uuid4().hex[:8]}"
+    with FlakyProxy(s3_endpoint.url, strip_conditions=True) as proxy:
+        settings = s3_endpoint.settings(endpoint_url=proxy.url, conditional_writes="trust")
+        store = open_store(f"s3://{s3_endpoint.bucket}/{prefix}", settings)
+        store.write("o/a", b"1")
+        listed = {info.key: info.version_tag for info in store.list("o/")}
+        assert store.delete_unchanged(listed) == ()
+        probes = [method for method, path in proxy.seen if "/_lakecleaner/probe/" in path]
+        assert probes[0] == "PUT" and probes.count("DELETE") >= 2  # a stale If-Match deleted it: not honoured
+    listed_now = s3_endpoint.client().list_objects_v2(Bucket=s3_endpoint.bucket, Prefix=prefix)
+    assert listed_now.get("KeyCount", 0) == 0

@@ -16,8 +16,10 @@ What the ledger decides:
   created again in Kafka) is a conflict: reported, kept, never deleted, and its partition is not
   adopted further until the file is moved aside or preferred (`--prefer`).
 - **gc** deletes an original (not kept) once the log reaches its offset, `file.delete.delay.ms`
-  has passed since, and a fresh listing shows it is still that object (no conditional DELETE exists
-  on every S3-compatible store, so the window between the listing and the delete is a listing's);
+  has passed since, and a fresh listing shows it is still that object; the DELETE itself carries
+  If-Match with the listed ETag where the store honours it (AWS S3, SeaweedFS; probed), so an
+  object written again after the listing is kept too (`ObjectStore.delete_unchanged`; a local
+  folder compares a fresh stat; a store without conditional deletes leaves a listing's window);
   then it forgets it. An object that changed is kept and reported; one already gone is forgotten.
 - **Tracked from**: entries written before identities were kept (no size) hold no identity; per
   partition, the offset from which the ledger tracks objects says below which an object unknown
@@ -204,7 +206,11 @@ def delete_due_originals(lake: Lake, topic: str, now_ms: int, *, dry_run: bool =
                 where = store.location(original.key)
                 swept.changed.append(f"{where}: {original.changed(info.size, info.version_tag, info.mtime_ms)}")
         if same and not dry_run:
-            store.delete_many(same)
+            rewritten: set[str] = set(store.delete_unchanged({key: listed[key].version_tag for key in same}))
+            swept.changed.extend(
+                f"{store.location(key)}: written again since it was listed" for key in sorted(rewritten)
+            )
+            same = [key for key in same if key not in rewritten]
         swept.deleted.extend(store.location(key) for key in sorted(same))
         gone[adopted.source.uri] = set(same) | set(absent)
     for changed in swept.changed:

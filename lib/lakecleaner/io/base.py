@@ -12,7 +12,7 @@ import random
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -243,6 +243,20 @@ class ObjectStore(ABC):
         one request."""
         for key in keys:
             self.delete(key)
+
+    def delete_unchanged(self, listed: Mapping[str, str]) -> tuple[str, ...]:
+        """Delete each object of `listed` (key → the `version_tag` a listing gave it) only if it is
+        still that object; the keys kept because they changed since (or are gone). A store without
+        conditional deletes compares a fresh `stat` first; S3 sends If-Match with the DELETE where
+        the store honours it (`io/s3`), leaving no window between the comparison and the delete."""
+        changed: tuple[str, ...] = ()
+        for key, tag in listed.items():
+            now = self.stat_if_present(key)
+            if now is None or now.version_tag != tag:
+                changed += (key,)
+            else:
+                self.delete(key)
+        return changed
 
     @abstractmethod
     def stat(self, key: str) -> ObjectInfo: ...

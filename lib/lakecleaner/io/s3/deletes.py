@@ -11,7 +11,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
-from lakecleaner.errors import NotSupported, ObjectNotFound, StorageError
+from lakecleaner.errors import ConditionFailed, NotSupported, ObjectNotFound, StorageError
 from lakecleaner.io.base import Transient
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.io.s3.connection import S3Connection
@@ -38,6 +38,20 @@ class S3Deletes(S3Connection):
             self.delete_many([key])
         else:
             self._delete_current(key)
+
+    def _delete_if_match(self, key: str, etag: str) -> bool:
+        """DELETE the object only if its ETag is still `etag` (If-Match): whether it was deleted
+        (False: it was written again, or is gone)."""
+
+        def attempt() -> None:
+            if self._signed("delete", "DELETE", key, headers={"If-Match": etag}) is None:
+                self._client.delete_object(Bucket=self.bucket, Key=self._key(key), IfMatch=etag)
+
+        try:
+            self._retrying("delete", key, attempt)
+        except (ConditionFailed, ObjectNotFound):
+            return False
+        return True
 
     def _delete_current(self, key: str) -> None:
         """DELETE the object's current version (on a versioned bucket: a delete marker over it)."""

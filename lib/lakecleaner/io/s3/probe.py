@@ -1,9 +1,14 @@
-"""Refusing a store that ignores conditional writes.
+"""Refusing a store that ignores conditional writes; finding whether it honours conditional deletes.
 
 A store that ignores If-None-Match / If-Match would let concurrent writers overwrite each other's
 commits and lose acknowledged data. Before its first write, a process probes once per (endpoint,
 bucket), on a scratch key under the lake's prefix, that the store honours both, and refuses to
 write to one that does not (`lake.storage.conditional_writes`).
+
+If-Match on DeleteObject (AWS S3 since 2025, SeaweedFS, moto) lets gc delete another system's
+object only if it is still the object it compared (`ObjectStore.delete_unchanged`). Stores that
+lack it are not refused (a listing compared just before is the check there); the first
+conditional delete of a process probes once per (endpoint, bucket) which kind the store is.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ log = logging.getLogger(__name__)
 #: (endpoint, bucket) → None when the store honours conditional writes, else what it lacks.
 _PROBED: dict[tuple[str, str], str | None] = {}
 _PROBE_LOCK = threading.Lock()
+#: (endpoint, bucket) → whether the store honours If-Match on DeleteObject.
+_DELETES_PROBED: dict[tuple[str, str], bool] = {}
 
 #: A conditional PUT: (operation, key, bytes, If-None-Match / If-Match) → the new etag.
 Put = Callable[..., str]
@@ -78,4 +85,33 @@ def _probe_writes(put: Put, key: str) -> str | None:
         return "does not implement conditional writes"
 
 
-__all__ = ["REFUSAL", "conditional_writes_lacking", "probe"]
+def conditional_deletes_honoured(
+    endpoint: str, bucket: str, put: Put, delete_if: Callable[[str, str], bool], delete: Callable[[str], None]
+) -> bool:
+    """Whether the store at (endpoint, bucket) honours If-Match on DeleteObject, probed once per
+    process: a scratch object is deleted with a stale ETag (refused: it honours it) and then with
+    its own (deleted). A store that deletes it with the stale one, or answers the header with an
+    error, does not."""
+    with _PROBE_LOCK:
+        where = (endpoint, bucket)
+        if where not in _DELETES_PROBED:
+            _DELETES_PROBED[where] = _probe_deletes(put, delete_if, delete)
+        return _DELETES_PROBED[where]
+
+
+def _probe_deletes(put: Put, delete_if: Callable[[str, str], bool], delete: Callable[[str], None]) -> bool:
+    key = f"_lakecleaner/probe/{uuid.uuid4().hex}"
+    try:
+        etag = put("create", key, b"1", IfNoneMatch="*")
+        return not delete_if(key, f'"{uuid.uuid4().hex}"') and delete_if(key, etag)
+    except LakeCleanerError as exc:  # NotSupported, or an error reply to the header
+        log.info("the object store does not take If-Match on DeleteObject (%s): gc compares a listing", exc)
+        return False
+    finally:
+        try:
+            delete(key)
+        except LakeCleanerError as exc:
+            log.warning("could not delete the probe's scratch object %s: %s", key, exc)
+
+
+__all__ = ["REFUSAL", "conditional_deletes_honoured", "conditional_writes_lacking", "probe"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import uuid
+from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 
 import botocore.exceptions as bexc
@@ -18,8 +19,9 @@ import botocore.exceptions as bexc
 from lakecleaner.clock import epoch_ms
 from lakecleaner.errors import UnsafeStore
 from lakecleaner.io.base import ObjectInfo, UnfinishedWrite
+from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.io.s3.deletes import S3Deletes
-from lakecleaner.io.s3.probe import REFUSAL, conditional_writes_lacking
+from lakecleaner.io.s3.probe import REFUSAL, conditional_deletes_honoured, conditional_writes_lacking
 
 _CONDITION_HEADERS = {"IfNoneMatch": "If-None-Match", "IfMatch": "If-Match"}
 #: User metadata every write of this store carries: a new id per PUT, so that an object's version
@@ -52,6 +54,20 @@ class S3Store(S3Deletes):
         lacks = conditional_writes_lacking(self.endpoint, self.bucket, self._put, self.delete)
         if lacks is not None:
             raise UnsafeStore("write", self.location(""), f"the object store at {self.endpoint} {lacks}: {REFUSAL}")
+
+    def delete_unchanged(self, listed: Mapping[str, str]) -> tuple[str, ...]:
+        """`ObjectStore.delete_unchanged` on S3: a DELETE with If-Match (the listing's ETag) per
+        object, as many at once as lake.storage.max_concurrency, where the store honours it
+        (`probe.conditional_deletes_honoured`); an object written again after the listing is kept.
+        Where it does not, or with lake.storage.delete_all_versions (versions go by id), the
+        listing the caller compared is the check (`delete_many`)."""
+        if self._every_version or not conditional_deletes_honoured(
+            self.endpoint, self.bucket, self._put, self._delete_if_match, self.delete
+        ):
+            self.delete_many(list(listed))
+            return ()
+        deleted = map_ordered(lambda item: self._delete_if_match(*item), list(listed.items()), self._max_concurrency)
+        return tuple(key for key, done in zip(listed, deleted, strict=True) if not done)
 
     def _put(self, operation: str, key: str, data: bytes, **condition: str) -> str:
         """PutObject, with the store's retries, and If-None-Match / If-Match when given; the etag.
