@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -460,3 +461,56 @@ def test_a_headers_sidecar_that_arrives_after_its_file_was_adopted_is_reported_a
     assert "arrived after the records of its file were adopted without it" in report.plan.late[sidecar]
     gc_topic(lake, "h", wall_clock_ms() + 1000)
     assert {o.key for o in store.list("")} == {sidecar}  # the adopted files went; the late one is kept
+
+
+@pytest.mark.backends("local")
+def test_the_counts_adopt_prints_are_the_ledgers(tmp_path: Path) -> None:
+    """What `adopt connect` prints (its table and its `--json`), run after run, is what its ledger
+    holds: the files each partition adopted are the ledger's entries for them, with the records
+    they supplied; the files "adopted by earlier runs" are the ledger's entries from before; a
+    partition stopped by a bad file prints what it adopted before it."""
+    lake_uri = f"file://{tmp_path / 'lake'}"
+    config = tmp_path / "lakecleaner.yaml"
+    config.write_text(json.dumps({"lake": {"uri": lake_uri}}))
+    source = f"file://{tmp_path / 'sink' / 'topics' / 'pay'}"
+    store = open_store(source)
+    sink = SinkConfig("json", flush_size=3)
+    write_sink(store, "", "pay", [SinkRecord(p, o, f"k{o}", {"v": o}) for p in (0, 1) for o in range(6)], sink)
+
+    def adopt(*extra: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("--config", str(config), "adopt", "connect", "--topic", "pay", "--from", source,
+                       "--settle-seconds", "0", *extra)  # fmt: skip
+
+    def ledger() -> dict[int, list[Any]]:
+        lake = Lake.open(LakeConfig(lake_uri))
+        out: dict[int, list[Any]] = {0: [], 1: []}
+        for original in (o for a in adopted_sources(lake, "pay") for o in a.originals):
+            if ".keys." not in original.key:
+                out[original.partition].append(original)
+        return out
+
+    first = adopt("--json")
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    held = ledger()
+    for p in (0, 1):
+        printed = report["partitions"][str(p)]
+        mine = held[p]
+        assert printed["files"] == len(mine) == 2
+        assert printed["records"] == sum(o.last_offset - o.first_offset + 1 for o in mine) == 6
+        assert sorted(f["file"] for f in report["files"][str(p)] if f["status"] == "adopted") == sorted(
+            o.key for o in mine
+        )
+
+    write_sink(store, "", "pay", [SinkRecord(0, o, f"k{o}", {"v": o}) for o in range(6, 9)], sink)
+    store.write("partition=1/pay+1+0000000006.json", b'{"v": 6}\n{"v": \n')
+    store.write("partition=1/pay+1+0000000006.keys.json", b'"k6"\n"k7"\n')
+    second = adopt()
+    assert second.returncode == 1
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]] for line in
+            second.stdout.splitlines() if line.startswith("│") and line.split("│")[1].strip().isdigit()}  # fmt: skip
+    now = ledger()
+    assert rows["0"][:2] == [str(len(now[0]) - len(held[0])), "3"]  # files, records this run
+    assert rows["1"][:2] == ["0", "0"] and "line 2" in second.stdout
+    before = sum(len(entries) for entries in held.values())
+    assert f"files adopted by earlier runs, not read again: {before}" in second.stdout
