@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from lakecleaner.cleaner_state import CleanerState, LastRun, UncleanablePartition
 from lakecleaner.errors import CorruptCleanerState, CorruptManifest, CorruptOffsets
+from lakecleaner.io.kafka.committed import CommittedOffset
 from lakecleaner.lake import Lake, TopicMetadata
 from lakecleaner.log.manifest import Manifest, PendingDelete, Segment, SegmentFile
 from lakecleaner.log.source import KafkaSource, RecordSample, SourceBreak
-from lakecleaner.offsets import CommittedOffset, GroupOffsets
+from lakecleaner.offsets import GroupOffsets
 
 MANIFEST = Manifest(
     "t",

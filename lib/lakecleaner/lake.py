@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from lakecleaner.cleaner_state import CleanerStateStore
 from lakecleaner.clock import wall_clock_ms
@@ -260,20 +261,16 @@ class Topic:
         return PartitionLog(self.lake.store, self.name, partition, self.config, self._follow(partition), self.owner)
 
     def _follow(self, partition: int) -> Callable[[Manifest, Manifest], None] | None:
-        """What a partition's commits tell: the topic's Iceberg table follows them, when it has one."""
-        if not self.lake.config.iceberg_enabled(self.name):
+        """What a partition's commits tell: each of the lake's commit listeners, in turn."""
+        listeners = self.lake.listeners
+        if not listeners:
             return None
-        lake, name = self.lake, self.name
 
-        def follow(before: Manifest, after: Manifest) -> None:
-            try:
-                from lakecleaner.iceberg.follow import follow_commit
-            except ImportError as exc:  # the commit stands; `iceberg sync` says what is missing
-                log.warning("Iceberg table of %s-%d not moved: %s (the `iceberg` extra)", name, partition, exc)
-                return
-            follow_commit(lake, name, partition, before, after)
+        def committed(before: Manifest, after: Manifest) -> None:
+            for listener in listeners:
+                listener.committed(self, partition, before, after)
 
-        return follow
+        return committed
 
     def partition_logs(self) -> list[PartitionLog]:
         return [self.partition(p) for p in range(self.partitions)]
@@ -295,12 +292,21 @@ class Topic:
         return read.manifests
 
 
-class Lake:
-    """A lake root (s3:// or file://) with its config."""
+class CommitListener(Protocol):
+    """Told of every manifest commit of a partition of the lake, after it (Kafka's
+    `LogOffsetsListener`: a notification; what the listener does is its own, the commit stands).
+    Registered where a process is assembled (`extras.open_lake`), so the lake imports none."""
 
-    def __init__(self, store: ObjectStore, config: LakeConfig) -> None:
+    def committed(self, topic: Topic, partition: int, before: Manifest, after: Manifest) -> None: ...
+
+
+class Lake:
+    """A lake root (s3:// or file://) with its config, and the listeners told of its commits."""
+
+    def __init__(self, store: ObjectStore, config: LakeConfig, listeners: Sequence[CommitListener] = ()) -> None:
         self.store = store
         self.config = config
+        self.listeners = tuple(listeners)
         self.offsets = OffsetStore(store, config, self._recorded_source)
         self.cleaner_state = CleanerStateStore(store)
 
@@ -312,15 +318,17 @@ class Lake:
             return None
 
     @classmethod
-    def open(cls, target: str | LakeConfig | None = None) -> Lake:
-        """Open a lake by URI (with default settings), by a loaded LakeConfig, or from the config file."""
+    def open(cls, target: str | LakeConfig | None = None, listeners: Sequence[CommitListener] = ()) -> Lake:
+        """Open a lake by URI (with default settings), by a loaded LakeConfig, or from the config
+        file; with `listeners` told of its commits (a process that works on the lake opens it with
+        `extras.open_lake`, which adds the installed extras' listeners)."""
         if isinstance(target, LakeConfig):
             config = target
         elif isinstance(target, str):
             config = parse_config({"lake": {"uri": target}}, "<uri>")
         else:
             config = load_config()
-        return cls(open_store(config.lake_uri, config.storage), config)
+        return cls(open_store(config.lake_uri, config.storage), config, listeners)
 
     @property
     def uri(self) -> str:
@@ -567,6 +575,7 @@ class Lake:
 
 __all__ = [
     "RUNS_PREFIX",
+    "CommitListener",
     "Lake",
     "Topic",
     "TopicMetadata",

@@ -20,6 +20,7 @@ from lakecleaner.errors import (
 )
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.io.kafka.committed import ClusterRead, CommittedOffset
 from lakecleaner.io.strict_json import Fields, Malformed, load_object
 from lakecleaner.log.source import KafkaSource
 from lakecleaner.names import validate_group_id, validate_partition, validate_topic_name
@@ -67,13 +68,6 @@ def group_key(group: str) -> str:
 
 
 OFFSETS_PREFIX = "_consumer_offsets/"
-
-
-@dataclass(frozen=True)
-class CommittedOffset:
-    offset: int
-    commit_ms: int
-    metadata: str = ""
 
 
 def _partitions(parts: Fields) -> dict[int, CommittedOffset]:
@@ -286,16 +280,6 @@ class OffsetStore:
         for the lake's own store (`_consumer_offsets/`)."""
         spec = self.config.topics.get(topic)
         return None if spec is None or spec.consumer_offsets is None else spec.consumer_offsets.cluster
-
-
-@dataclass(frozen=True)
-class ClusterRead:
-    """Groups' committed offsets read from a Kafka cluster (a partition without one left out), the
-    groups whose offsets cannot be used with why, and the delta that makes them lake offsets."""
-
-    offsets: dict[str, Mapping[int, CommittedOffset]]
-    failures: dict[str, str]
-    offset_delta: int = 0
 
 
 def _min_position(

@@ -25,6 +25,7 @@ from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig, parse_config
 from lakecleaner.config.iceberg import IcebergSettings, masked
+from lakecleaner.extras import open_lake
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties, open_catalog
 from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.iceberg.naming import table_name
@@ -102,7 +103,7 @@ def assert_table_is_the_log(lake: Lake, topic: str) -> None:
 def test_the_table_is_the_committed_log_after_every_kind_of_commit(
     spark: SparkSession, lake_config: LakeConfig, tmp_path: Path
 ) -> None:
-    lake = Lake.open(with_tables(lake_config, tmp_path))
+    lake = open_lake(with_tables(lake_config, tmp_path))
     topic = lake.create_topic(
         "orders.v1",
         2,
@@ -157,7 +158,7 @@ def assert_spark_reads_the_log(lake: Lake, topic: str) -> None:
 def test_a_trim_inside_a_file_leaves_no_record_below_the_log_start_in_the_table(
     spark: SparkSession, lake_config: LakeConfig, tmp_path: Path
 ) -> None:
-    lake = Lake.open(with_tables(lake_config, tmp_path))
+    lake = open_lake(with_tables(lake_config, tmp_path))
     delay_ms = 2000
     topic = lake.create_topic("accounts", 1, {"cleanup.policy": "compact", "file.delete.delay.ms": delay_ms})
     log = topic.partition(0)
@@ -194,11 +195,11 @@ def test_a_trim_inside_a_file_leaves_no_record_below_the_log_start_in_the_table(
 def test_a_table_that_missed_commits_is_caught_up_by_sync_and_status_says_so(
     lake_config: LakeConfig, tmp_path: Path
 ) -> None:
-    tabled = Lake.open(with_tables(lake_config, tmp_path))
+    tabled = open_lake(with_tables(lake_config, tmp_path))
     topic = tabled.create_topic("events", 2, {"cleanup.policy": "compact"})
     topic.partition(0).append(keyed({"a": "1"}), now_ms=1000)
     # Commits the table does not see: as after a crash between a manifest's commit and the table's.
-    blind = Lake.open(lake_config)
+    blind = open_lake(lake_config)
     for p in range(2):
         blind.topic("events").partition(p).append(keyed({"b": "2", "c": "3"}), now_ms=2000)
         blind.topic("events").partition(p).roll(now_ms=2000)
@@ -285,11 +286,11 @@ def test_spark_is_told_the_catalog_pyiceberg_reads_with_secrets_masked_in_status
 
 def test_a_catalog_is_opened_once_per_process_and_again_when_its_file_was_made_anew(tmp_path: Path) -> None:
     config = with_tables(parse_config({"lake": {"uri": f"file://{tmp_path / 'lake'}"}}, "<test>"), tmp_path)
-    lake = Lake.open(config)
+    lake = open_lake(config)
     lake.create_topic("a", 1, {})
     assert open_catalog(config, lake.store.root_uri) is open_catalog(config, lake.store.root_uri)
     shutil.rmtree(tmp_path / "lake")  # the lake removed and created again, in the same process
-    lake = Lake.open(config)
+    lake = open_lake(config)
     lake.create_topic("a", 1, {}).partition(0).append(keyed({"k": "v"}), now_ms=1000)
     assert_table_is_the_log(lake, "a")  # through the new file, not a connection to the deleted one
 
@@ -297,7 +298,7 @@ def test_a_catalog_is_opened_once_per_process_and_again_when_its_file_was_made_a
 def test_gc_deletes_a_file_only_once_no_snapshot_kept_for_readers_references_it(
     lake_config: LakeConfig, tmp_path: Path
 ) -> None:
-    lake = Lake.open(with_tables(lake_config, tmp_path))
+    lake = open_lake(with_tables(lake_config, tmp_path))
     delay_ms = 3000
     config = {"cleanup.policy": "delete", "segment.bytes": 400, "retention.ms": HOUR, "file.delete.delay.ms": delay_ms}
     lake.create_topic("clicks", 1, config)
@@ -348,7 +349,7 @@ def _files_of_every_snapshot(catalog: Any, topic: str) -> set[str]:
 def test_the_erasure_audit_reads_the_tables_own_files_and_gc_deletes_what_no_snapshot_reaches(
     lake_config: LakeConfig, tmp_path: Path
 ) -> None:
-    lake = Lake.open(with_tables(lake_config, tmp_path))
+    lake = open_lake(with_tables(lake_config, tmp_path))
     delay_ms = 2000
     lake.create_topic("users", 1, {"cleanup.policy": "delete", "file.delete.delay.ms": delay_ms})
     log = lake.topic("users").partition(0)
@@ -394,7 +395,7 @@ def test_the_erasure_audit_reads_the_tables_own_files_and_gc_deletes_what_no_sna
 def test_a_tombstone_takes_the_key_out_of_the_latest_values_and_gc_out_of_their_files(
     lake_config: LakeConfig, tmp_path: Path
 ) -> None:
-    lake = Lake.open(with_tables(lake_config, tmp_path))
+    lake = open_lake(with_tables(lake_config, tmp_path))
     delay_ms = 2000
     lake.create_topic("profiles", 1, {"cleanup.policy": "compact", "file.delete.delay.ms": delay_ms})
     log = lake.topic("profiles").partition(0)
@@ -422,7 +423,7 @@ def test_a_tombstone_takes_the_key_out_of_the_latest_values_and_gc_out_of_their_
 def test_the_latest_values_follow_the_topics_compaction_strategy(lake_config: LakeConfig, tmp_path: Path) -> None:
     """KIP-280's header version: a later record with a lower version does not replace the key's
     value, as compaction would not keep it."""
-    lake = Lake.open(with_tables(lake_config, tmp_path))
+    lake = open_lake(with_tables(lake_config, tmp_path))
     config = {"cleanup.policy": "compact", "compaction.strategy": "header", "compaction.strategy.header": "v"}
     log = lake.create_topic("customers", 1, config).partition(0)
 
@@ -440,7 +441,7 @@ def test_the_latest_values_follow_the_topics_compaction_strategy(lake_config: La
 def test_a_repair_that_rebuilds_a_shorter_log_rebuilds_the_latest_values(
     lake_config: LakeConfig, tmp_path: Path
 ) -> None:
-    lake = Lake.open(with_tables(lake_config, tmp_path))
+    lake = open_lake(with_tables(lake_config, tmp_path))
     topic = lake.create_topic("accounts", 1, {"cleanup.policy": "compact"})
     log = topic.partition(0)
     log.append(keyed({"a": "1", "b": "2"}), now_ms=1000)

@@ -21,6 +21,7 @@ from lakecleaner.config import (
     load_config,
     parse_config,
 )
+from lakecleaner.extras import open_lake
 from lakecleaner.lake import Lake, failure_runs, partitions_label
 
 
@@ -43,7 +44,7 @@ class Context:
     @property
     def lake(self) -> Lake:
         if self._lake is None:
-            self._lake = Lake.open(self.config)
+            self._lake = open_lake(self.config)
         return self._lake
 
     def emit(self, data: object, human: Callable[[], None]) -> None:

@@ -10,7 +10,8 @@ from rich.table import Table
 
 from lakecleaner.cli.base import Context, cli, exit_on_failures, pass_ctx
 from lakecleaner.cli.output import console
-from lakecleaner.offsets import CommittedOffset, GroupOffsets
+from lakecleaner.io.kafka.committed import CommittedOffset
+from lakecleaner.offsets import GroupOffsets
 
 
 @cli.group()

@@ -4,17 +4,15 @@
     runs.py             the run history: run reports in the lake joined with Airflow's DAG runs
     svg.py              a partition's log drawn along the offset axis
     pages.py            page data (the JSON API) and server-rendered HTML (templates/)
-    app.py              the FastAPI app, protected by Airflow's auth manager
+    app.py              the FastAPI app, protected by its host's auth (a `Backend`)
     airflow_backend.py  the user, permissions and DAG runs, from the Airflow API server
+    plugin.py           the Airflow plugin: the app with the Airflow backend, built on its first request
 
-This module stays light (no FastAPI, no Airflow import): Airflow imports the plugin in every
-process, every task included, so the app is built on its first request, in the API server.
+This module and plugin.py stay light (no FastAPI, no Airflow API import): Airflow imports the plugin
+in every process, every task included, so the app is built on its first request, in the API server.
 """
 
 from __future__ import annotations
-
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
 #: Where the dashboard is mounted in Airflow's API server.
 URL_PREFIX = "/lakecleaner"
@@ -33,26 +31,3 @@ EXTERNAL_VIEW = {
     "category": "browse",
     "icon": _ICON,
 }
-
-_Scope = MutableMapping[str, Any]
-_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-class DashboardApp:
-    """An ASGI app that builds the dashboard's FastAPI app (`app.create_app`) on its first request."""
-
-    def __init__(self) -> None:
-        self._app: Callable[[_Scope, _Receive, _Send], Awaitable[None]] | None = None
-
-    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
-        if self._app is None:
-            from lakecleaner.dashboard.app import create_app
-
-            self._app = create_app()
-        await self._app(scope, receive, send)
-
-
-def fastapi_app() -> dict[str, Any]:
-    """The plugin's `fastapi_apps` entry."""
-    return {"app": DashboardApp(), "url_prefix": URL_PREFIX, "name": "lakecleaner: Lake retention"}

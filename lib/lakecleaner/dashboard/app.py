@@ -96,13 +96,9 @@ def _topic_name(topic: str) -> str:
         raise HTTPException(404, str(exc)) from None
 
 
-def create_app(backend: Backend | None = None) -> FastAPI:
-    """The dashboard app; without a backend, the one of the Airflow API server it is mounted in."""
-    if backend is None:
-        from lakecleaner.dashboard.airflow_backend import airflow_backend
-
-        backend = airflow_backend()
-    host: Backend = backend
+def create_app(host: Backend) -> FastAPI:
+    """The dashboard app, asking `host` who the user is, what they may do and what Airflow ran (in
+    Airflow's API server: `airflow_backend.airflow_backend()`, wired by `plugin.DashboardApp`)."""
     app = FastAPI(title="lakecleaner dashboard", docs_url=None, redoc_url=None, openapi_url=None)
 
     def viewer(user: Annotated[Any, Depends(host.current_user)], now: Annotated[str | None, Query()] = None) -> Viewer:

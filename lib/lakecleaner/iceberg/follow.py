@@ -1,6 +1,7 @@
 """A topic's tables follow its commits: the log table (`sync`) and, for a compacted topic, the
 latest-values table (`latest`). The manifests are the source of truth; the tables may lag a
-commit, never lead it, and a sync catches them up idempotently."""
+commit, never lead it, and a sync catches them up idempotently. `IcebergFollower` is the lake's
+commit listener that does it (registered by `extras.open_lake`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from lakecleaner.log.layout import topic_prefix
 from lakecleaner.log.manifest import Manifest
 
 if TYPE_CHECKING:
-    from lakecleaner.lake import Lake
+    from lakecleaner.lake import Lake, Topic
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +39,13 @@ class TopicSync:
         return {**self.log.__dict__, "latest_partitions": self.latest_partitions}
 
 
-def sync_tables(lake: Lake, topic: str, manifests: Mapping[int, Manifest]) -> TopicSync:
-    """Bring the topic's tables up to these partitions' committed manifests."""
+def sync_tables(lake: Lake, topic: str, manifests: Mapping[int, Manifest], compacted: bool | None = None) -> TopicSync:
+    """Bring the topic's tables up to these partitions' committed manifests (`compacted`: whether
+    the topic is, when the caller knows; else its metadata is read)."""
     with _SYNCING[lake.store.location(topic_prefix(topic))]:
         result = sync_partitions(lake, topic, manifests)
-        compacted = lake.topic(topic).config.compact
+        if compacted is None:
+            compacted = lake.topic(topic).config.compact
         return TopicSync(result, sync_latest(lake, topic, manifests) if compacted else None)
 
 
@@ -54,7 +57,19 @@ def sync_topic(lake: Lake, topic: str) -> TopicSync:
     return sync_tables(lake, topic, read.manifests)
 
 
-def follow_commit(lake: Lake, topic: str, partition: int, before: Manifest, after: Manifest) -> None:
+class IcebergFollower:
+    """The lake's commit listener (`lake.CommitListener`) that moves a topic's Iceberg tables after
+    each commit of a topic kept as tables (`iceberg.enabled`), with the topic's config the
+    committing `Topic` already holds (no metadata read per commit)."""
+
+    def committed(self, topic: Topic, partition: int, before: Manifest, after: Manifest) -> None:
+        if topic.lake.config.iceberg_enabled(topic.name):
+            follow_commit(topic.lake, topic.name, partition, before, after, compacted=topic.config.compact)
+
+
+def follow_commit(
+    lake: Lake, topic: str, partition: int, before: Manifest, after: Manifest, *, compacted: bool | None = None
+) -> None:
     """Move the tables after a partition's manifest commit, when the commit changed its files or
     offsets. The commit has happened whatever happens here: a failure is logged, and the tables
     lag until the next sync."""
@@ -64,7 +79,7 @@ def follow_commit(lake: Lake, topic: str, partition: int, before: Manifest, afte
     ):
         return
     try:
-        sync_tables(lake, topic, {partition: after})
+        sync_tables(lake, topic, {partition: after}, compacted)
     except Exception as exc:  # the log committed; the tables catch up at the next sync
         log.warning(
             "Iceberg tables of %s-%d lag its manifest (version %d): %s; `lakecleaner iceberg sync --topic %s` "
@@ -77,4 +92,4 @@ def follow_commit(lake: Lake, topic: str, partition: int, before: Manifest, afte
         )
 
 
-__all__ = ["TopicSync", "follow_commit", "sync_tables", "sync_topic"]
+__all__ = ["IcebergFollower", "TopicSync", "follow_commit", "sync_tables", "sync_topic"]

@@ -25,10 +25,10 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config.kafka import KafkaCluster
 from lakecleaner.errors import KafkaUnavailable, LakeCleanerError
+from lakecleaner.io.kafka.committed import ClusterRead, CommittedOffset
 from lakecleaner.kafka.clients import REQUEST_TIMEOUT_S, ClusterErrors, admin, unavailable
 from lakecleaner.kafka.identity import describe_topic, mismatch
 from lakecleaner.log.source import KafkaSource
-from lakecleaner.offsets import ClusterRead, CommittedOffset
 
 
 def cluster_offsets(

@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lakecleaner.config import LakeConfig, load_config
+from lakecleaner.config import LakeConfig
 from lakecleaner.errors import InvalidRunParams, LakeCleanerError, ObjectNotFound
+from lakecleaner.extras import open_lake
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, PartitionManifests, Topic, failure_runs, partitions_label
@@ -86,10 +87,6 @@ def _parse_partitions(value: object, count: int, problems: list[str]) -> tuple[i
     return tuple(sorted(set(parsed))) if parsed else None
 
 
-def open_lake(config_path: str | None) -> Lake:
-    return Lake.open(load_config(config_path))
-
-
 def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping[str, Any]) -> dict[str, Any]:
     """Validate the trigger parameters, roll idle active segments (★ KIP-354 for silent
     partitions; not in a dry run), plan the topic, and return which partitions to compact and why,
@@ -97,7 +94,7 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
     each partition's figures (`PartitionFigures`, which the dashboard's history charts draw).
     A partition whose manifest cannot be read is left out of the plan and listed in `unreadable`
     with the reason (the report fails the run for it); the others are planned as usual."""
-    lake = Lake.open(config)
+    lake = open_lake(config)
     topic = lake.topic(topic_name)
     params = parse_run_params(raw_params, topic.partitions)
     read = topic.read_manifests(params.partitions or None)
@@ -165,7 +162,7 @@ def roll_idle(
 def retention(
     config: LakeConfig, topic_name: str, now_ms: int, params: Mapping[str, Any], run_id: str
 ) -> dict[str, Any]:
-    lake = Lake.open(config)
+    lake = open_lake(config)
     dry_run = bool(params.get("dry_run"))
     report = retain_topic(lake, topic_name, now_ms, partitions=_subset(params), dry_run=dry_run, run_id=run_id)
     return step_digest(report.to_dict(), report.location)
@@ -174,7 +171,7 @@ def retention(
 def physical_deletion(
     config: LakeConfig, topic_name: str, now_ms: int, params: Mapping[str, Any], run_id: str
 ) -> dict[str, Any]:
-    report = gc_topic(Lake.open(config), topic_name, now_ms, partitions=_subset(params), run_id=run_id)
+    report = gc_topic(open_lake(config), topic_name, now_ms, partitions=_subset(params), run_id=run_id)
     return step_digest(report.to_dict(), report.location)
 
 
@@ -200,7 +197,7 @@ def gather(config: LakeConfig, topic_name: str, run_id: str, pushed: Mapping[str
     """The parts of the run's summary: what its tasks handed on (`pushed`: assess,
     compaction_gate, retention, physical_deletion), with the steps' whole reports read from the
     run's folder (`_step_report`) and the compaction job's report, over one store."""
-    store = Lake.open(config).store
+    store = open_lake(config).store
     parts = dict(pushed)
     for step, name in STEP_REPORTS.items():
         if step in parts:  # a task of the DAG (a topic without `mirror:` has no mirror task)
@@ -240,7 +237,7 @@ def mirror(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any]:
     then raises it."""
     from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 
-    lake = Lake.open(config)
+    lake = open_lake(config)
     spec = config.topics[topic_name].mirror
     assert spec is not None, "the DAG has a mirror task only for a topic with mirror:"
     try:
@@ -274,7 +271,7 @@ def adopt(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any]:
 
     spec = config.topics[topic_name].adopt
     assert spec is not None, "the DAG has an adopt task only for a topic with adopt:"
-    lake = Lake.open(config)
+    lake = open_lake(config)
     report = adopt_connect(lake, topic_name, spec).to_dict()
     return {**report, "location": store_report(lake.store, topic_name, run_id, ADOPT_REPORT, report)}
 
@@ -289,7 +286,7 @@ def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[s
     """The run's summary (assessment, compaction, retention, gc) stored as run.json, and the run's
     "now" kept in the topic's cleaner state (the latest one: a backfill does not move it back), by
     which the erasure audit sees whether the DAG still runs."""
-    lake = Lake.open(config)
+    lake = open_lake(config)
     summary = {"topic": topic_name, "run_id": run_id, **parts}
     if config.iceberg_enabled(topic_name) and not ((parts.get("assess") or {}).get("params") or {}).get("dry_run"):
         summary["iceberg"] = iceberg_sync(lake, topic_name)

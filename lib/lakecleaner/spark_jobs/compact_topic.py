@@ -26,7 +26,7 @@ from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.engine import EngineOptions, compact_topic, print_report, requests_for
 from lakecleaner.engine.session import build_session
 from lakecleaner.engine.sparkio import is_connect
-from lakecleaner.lake import Lake
+from lakecleaner.extras import open_lake
 from lakecleaner.process import exit_flushed
 from lakecleaner.quality import expectations
 
@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -
     # Python workers).
     if not (is_connect(spark) if spark is not None else bool(args.remote or config.spark.remote)):
         threading.Thread(target=expectations, daemon=True).start()
-    lake = Lake.open(config)
+    lake = open_lake(config)
     topic = lake.topic(args.topic)
     now = parse_time_ms(args.now) if args.now else wall_clock_ms()
     numbers = [int(p) for p in args.partitions.split(",") if p.strip()] or list(range(topic.partitions))
