@@ -42,7 +42,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lakecleaner.orchestration.dag_files import DEFAULT_DAG_FILES, DagFileShare, file_index_of, write_dag_files
-from lakecleaner.orchestration.naming import dag_id_of
+from lakecleaner.runs.naming import dag_id_of
 
 TARGET_S = 5.0
 TEAMS = 50

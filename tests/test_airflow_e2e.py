@@ -34,7 +34,7 @@ from lakecleaner.orchestration.local import (
     run_dag,
     run_dags,
 )
-from lakecleaner.reports import runs_prefix
+from lakecleaner.runs.reports import runs_prefix
 from lakecleaner.summaries.store import SummaryStore
 from tests.conftest import write_sample
 

@@ -14,7 +14,7 @@ import yaml
 
 from lakecleaner.orchestration.dag_files import DEFAULT_DAG_FILES, DagFileShare, file_index_of, write_dag_files
 from lakecleaner.orchestration.dags import dags_folder
-from lakecleaner.orchestration.naming import dag_id_of
+from lakecleaner.runs.naming import dag_id_of
 from tests.conftest import write_sample
 
 PROBE = """

@@ -33,6 +33,7 @@ from lakecleaner.policy.erasure import UNFINISHED
 from lakecleaner.retention import gc_topic, retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import GcRunReport
+from lakecleaner.runs import outcome
 from tests import lake_process
 from tests.cli_process import run_cli
 from tests.conftest import ALL_BACKENDS, S3Endpoint
@@ -363,7 +364,7 @@ def test_the_dags_assessment_plans_the_readable_partitions_and_names_the_damaged
     lake.store.write(topic.partition(1).manifest_key, b"[]")
     assessment = tasks.assess(lake.config, "cdc", T0, {"force": True})
     assert assessment["selected"] == [0, 2] and list(assessment["unreadable"]) == ["1"]
-    failures = tasks.failures({"assess": assessment})
+    failures = outcome.failures({"assess": assessment})
     assert failures == [f"partition 1 could not be read: {assessment['unreadable']['1']}"]
     state = load_topic(lake, "cdc", T0)  # the dashboard
     assert sorted(state.manifests) == [0, 2] and "is corrupt" in state.unreadable[1]
@@ -546,7 +547,7 @@ def test_a_topic_json_naming_partitions_storage_lacks_reads_only_those_found_and
     assessment = tasks.assess(lake.config, "cdc", T0, {"force": True})
     assert list(assessment["unreadable"]) == ["3..299"], assessment
     assert assessment["selected"] == [0, 1, 2], assessment["reasons"]
-    assert tasks.failures({"assess": assessment})[0].startswith("partitions 3..299 could not be read")
+    assert outcome.failures({"assess": assessment})[0].startswith("partitions 3..299 could not be read")
     status = run_cli_lake(lake, "status", "--topic", "cdc")
     assert status.returncode == 1 and status.stderr.count("FAILED") == 1 and "cdc-3..299: FAILED" in status.stderr
     lake.create_topic("cdc", exist_ok=True)  # the fix the line names

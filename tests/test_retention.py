@@ -16,9 +16,9 @@ from lakecleaner.lake import Lake
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.records import Record
 from lakecleaner.offsets import group_key
-from lakecleaner.reports import expired_runs, report_key, runs_prefix, store_report
 from lakecleaner.retention import gc_topic, retain_topic, trim_partition
 from lakecleaner.retention.gc import VersionedBucketError
+from lakecleaner.runs.reports import expired_runs, report_key, runs_prefix, store_report
 
 HOUR = 3_600_000
 T0 = 1_700_000_000_000

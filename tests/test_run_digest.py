@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lakecleaner.orchestration import tasks
 from lakecleaner.retention.executor import COMMITTED, FAILED, PartitionRetentionResult, RetentionRunReport
+from lakecleaner.runs import outcome
 
 LOCATION = "s3://bucket/_lakecleaner/runs/t/r/run.json"
 
@@ -37,15 +37,15 @@ def summary(partitions: int, failing: int) -> dict[str, Any]:
 
 
 def test_the_digest_does_not_grow_with_the_partitions_and_counts_them_all() -> None:
-    small, large = (tasks.run_digest(summary(n, failing=25)) for n in (100, 1000))
+    small, large = (outcome.run_digest(summary(n, failing=25)) for n in (100, 1000))
     assert len(json.dumps(large)) - len(json.dumps(small)) < 10  # only the counts' digits differ
     assert large["compaction"] == {"committed": 1000}
     assert large["retention"] == {"committed": 975, "failed": 25, "segments_deleted": 0, "bytes_deleted": 0}
     assert large["physical_deletion"] == {"files_deleted": 7, "partitions_failed": 0}
     assert (large["partitions_selected"], large["changed_log"], large["location"]) == (1000, True, LOCATION)
-    assert large["failure_count"] == 25 and len(large["failures"]) == tasks.SENTENCES_SHOWN
+    assert large["failure_count"] == 25 and len(large["failures"]) == outcome.SENTENCES_SHOWN
     assert large["failures"][0] == "retention of partition 0: failed: partition 0 broke"
-    message = tasks.shown(large["failures"], large["failure_count"], large["location"])
+    message = outcome.shown(large["failures"], large["failure_count"], large["location"])
     assert message.endswith(f"; and 5 more in {LOCATION}")
 
 
@@ -53,6 +53,6 @@ def test_a_run_that_changed_nothing_says_so() -> None:
     quiet = summary(3, failing=0)
     quiet["compaction"] = None
     quiet["retention"] = RetentionRunReport("t", "r", 0, ()).to_dict()
-    digest = tasks.run_digest(quiet)
+    digest = outcome.run_digest(quiet)
     assert not digest["changed_log"] and digest["failures"] == [] and digest["compaction"] == {}
-    assert tasks.shown(digest["failures"], 0, LOCATION) == ""
+    assert outcome.shown(digest["failures"], 0, LOCATION) == ""

@@ -59,7 +59,7 @@ from lakecleaner.policy.erasure import (
 from lakecleaner.policy.metrics import deletion_deadline
 from lakecleaner.policy.segment_times import rolling_timestamp
 from lakecleaner.policy.uncleanable import still_uncleanable
-from lakecleaner.reports import RUNS_PREFIX, runs_prefix
+from lakecleaner.runs.reports import RUNS_PREFIX, runs_prefix
 
 #: The lake's own folder: its objects must never hold a record's key.
 LAKE_FOLDER = "_lakecleaner/"

@@ -23,15 +23,15 @@ import pyarrow.compute as pc
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import HOUR_MS, LakeConfig
-from lakecleaner.dashboard.history import MAX_RUNS, history_points
 from lakecleaner.dashboard.history_charts import history_charts, rendered
-from lakecleaner.dashboard.runs import AirflowRun, RunRecord, TopicRuns
 from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.lake import Lake
 from lakecleaner.offsets import OFFSETS_PREFIX
-from lakecleaner.orchestration.naming import dag_id_of
 from lakecleaner.policy.text import format_timestamp_ms
-from lakecleaner.reports import runs_prefix
+from lakecleaner.runs.history import MAX_RUNS, history_points
+from lakecleaner.runs.naming import dag_id_of
+from lakecleaner.runs.records import AirflowRun, RunRecord, TopicRuns
+from lakecleaner.runs.reports import runs_prefix
 from lakecleaner.workload import WorkloadSpec, generate
 
 CDC_TOPIC = "customers-cdc"

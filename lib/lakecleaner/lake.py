@@ -40,7 +40,7 @@ from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.source import ADOPTION_WRITER, MIRROR_WRITER, KafkaSource, OwningSource
 from lakecleaner.names import validate_partition, validate_topic_name
 from lakecleaner.offsets import OffsetStore
-from lakecleaner.reports import RUNS_PREFIX
+from lakecleaner.runs.reports import RUNS_PREFIX
 from lakecleaner.summaries.layout import config_marker_key
 
 log = logging.getLogger(__name__)

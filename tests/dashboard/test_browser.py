@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import Browser, Page
 
-from lakecleaner.orchestration.naming import report_run_id
+from lakecleaner.runs.naming import report_run_id
 from tests.conftest import signed_in_page
 from tests.dashboard.conftest import ARTIFACTS, Scene, StatsdListener
 from tests.dashboard.scene import ANALYTICS, BILLING, CHECKPOINT

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from lakecleaner.config import load_config
-from lakecleaner.dashboard.history import history_points
-from lakecleaner.dashboard.runs import AirflowRun, RunRecord
 from lakecleaner.log.records import Record
 from lakecleaner.orchestration import tasks
-from lakecleaner.orchestration.naming import report_run_id
 from lakecleaner.policy import plan_topic
 from lakecleaner.policy.text import format_timestamp_ms
+from lakecleaner.runs.history import history_points
+from lakecleaner.runs.naming import report_run_id
+from lakecleaner.runs.records import AirflowRun, RunRecord
 from tests.dashboard.conftest import Scene, make_scene
 from tests.dashboard.scene import HOUR
 from tests.dashboard.test_app import as_user, client

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lakecleaner.dashboard.runs import RunRecord
+from lakecleaner.runs.records import RunRecord
 
 
 def record(summary: dict[str, Any] | None) -> RunRecord:
@@ -33,8 +33,8 @@ def test_the_mirror_lag_is_the_sum_over_partitions_of_a_runs_mirror(
 def test_the_offsets_kafka_deleted_before_they_were_mirrored_reach_the_topics_page_through_the_stored_digest() -> None:
     """Issue 74: a run's `deleted_before_mirrored` is a sentence per gap, kept in the topic's
     stored run digests (what the topic page reads), and shown in its warning box."""
-    from lakecleaner.dashboard.digests import RunDigest
     from lakecleaner.io.strict_json import Fields
+    from lakecleaner.runs.digests import RunDigest
 
     summary = {"mirror": {"partitions": [], "deleted_before_mirrored": [{"partition": 3, "from": 50, "to": 79}, 7]}}
     gaps = record(summary).mirror_gaps

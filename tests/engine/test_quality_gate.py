@@ -27,7 +27,7 @@ from lakecleaner.faults import on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.segment_files import FileMeta, encode_segment_file, read_file_meta, read_segment_file
-from lakecleaner.reports import load_report
+from lakecleaner.runs.reports import load_report
 from tests.conftest import S3Endpoint
 from tests.engine.helpers import (
     compact,

@@ -27,7 +27,7 @@ from lakecleaner.config import load_config
 from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.lake import Lake
 from lakecleaner.orchestration.compact_task import connection_of_url
-from lakecleaner.orchestration.naming import dag_id_of
+from lakecleaner.runs.naming import dag_id_of
 from tests.conftest import S3Endpoint
 from tests.kafka_mock import MockCluster
 from tests.local_airflow import LocalAirflow

@@ -7,9 +7,9 @@ partitions were adopted, and the run's summary names the file and its line."""
 from __future__ import annotations
 
 from lakecleaner.io import open_store
-from lakecleaner.orchestration.naming import report_run_id
-from lakecleaner.orchestration.tasks import failures as summary_failures
-from lakecleaner.reports import load_report
+from lakecleaner.runs.naming import report_run_id
+from lakecleaner.runs.outcome import failures as summary_failures
+from lakecleaner.runs.reports import load_report
 from tests.connect_sink import SinkConfig, SinkRecord, write_sink
 from tests.scheduler.conftest import World
 from tests.scheduler.topics import ADOPTED

@@ -38,9 +38,9 @@ import pytest
 
 from lakecleaner.clock import epoch_ms, wall_clock_ms
 from lakecleaner.lake import Lake
-from lakecleaner.orchestration.naming import dag_id_of, report_run_id
 from lakecleaner.policy.retention import plan_retention
-from lakecleaner.reports import load_report
+from lakecleaner.runs.naming import dag_id_of, report_run_id
+from lakecleaner.runs.reports import load_report
 from tests.scheduler.conftest import World
 from tests.scheduler.topics import BACKFILLED, HOUR, SCHEDULED
 

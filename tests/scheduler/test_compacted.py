@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from lakecleaner.clock import epoch_ms
-from lakecleaner.orchestration.naming import dag_id_of, report_run_id
-from lakecleaner.reports import load_report
+from lakecleaner.runs.naming import dag_id_of, report_run_id
+from lakecleaner.runs.reports import load_report
 from tests.scheduler.conftest import World
 from tests.scheduler.topics import (
     CDC_BACKFILLED,

@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakecleaner.audit import KeyAudit, audit_key
-from lakecleaner.orchestration.naming import dag_id_of, report_run_id
 from lakecleaner.policy.erasure import SUPERSEDED, TOMBSTONE
-from lakecleaner.reports import load_report
+from lakecleaner.runs.naming import dag_id_of, report_run_id
+from lakecleaner.runs.reports import load_report
 from tests.scheduler.conftest import World
 from tests.scheduler.topics import (
     ERASURE_COMPACT,

@@ -6,9 +6,9 @@ after the others were mirrored, and the run's summary says which and why."""
 
 from __future__ import annotations
 
-from lakecleaner.orchestration.naming import report_run_id
-from lakecleaner.orchestration.tasks import failures as summary_failures
-from lakecleaner.reports import load_report
+from lakecleaner.runs.naming import report_run_id
+from lakecleaner.runs.outcome import failures as summary_failures
+from lakecleaner.runs.reports import load_report
 from tests.scheduler.conftest import World
 from tests.scheduler.topics import MIRRORED
 from tests.test_mirror import lake_view, sample

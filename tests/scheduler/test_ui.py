@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from lakecleaner.clock import epoch_ms
-from lakecleaner.orchestration.naming import dag_id_of
+from lakecleaner.runs.naming import dag_id_of
 from tests.conftest import signed_in_page
 from tests.scheduler.conftest import World
 from tests.scheduler.test_compacted import assert_compacted_to_the_winners, finished_runs

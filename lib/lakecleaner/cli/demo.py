@@ -19,7 +19,7 @@ from lakecleaner.config import HOUR_MS, LOCAL_CONFIG, find_config
 from lakecleaner.errors import LakeCleanerError
 
 if TYPE_CHECKING:
-    from lakecleaner.dashboard.runs import AirflowRun
+    from lakecleaner.runs.records import AirflowRun
 
 
 @cli.command()
@@ -108,9 +108,9 @@ def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str
     """Both DAGs at now and two hours later (tombstones stamped in the first run expire in the
     second); the DAG runs made, by topic."""
     from lakecleaner import demo as job
-    from lakecleaner.dashboard.runs import AirflowRun
     from lakecleaner.orchestration.compact_task import connection_of_url
     from lakecleaner.orchestration.local import DagRunRequest, DagRunResult, prepare_airflow, run_dags
+    from lakecleaner.runs.records import AirflowRun
 
     config_path = Path(ctx.config.source).resolve()
     env = {"LAKECLEANER_LAKE_URI": ctx.lake.uri}

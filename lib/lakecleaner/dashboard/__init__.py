@@ -1,7 +1,7 @@
 """The "Lake retention" dashboard: an Airflow plugin serving pages and a JSON API about the lake.
 
     data.py             the figures, planned by lakecleaner.policy at the request's "now"
-    runs.py             the run history: run reports in the lake joined with Airflow's DAG runs
+                        (the run history it shows: lakecleaner.runs)
     svg.py              a partition's log drawn along the offset axis
     pages.py            page data (the JSON API) and server-rendered HTML (templates/)
     app.py              the FastAPI app, protected by its host's auth (a `Backend`)

@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from lakecleaner.clock import epoch_ms
 from lakecleaner.dashboard.app import Backend
-from lakecleaner.dashboard.runs import AirflowRun
+from lakecleaner.runs.records import AirflowRun
 
 
 def _dag_details(dag_id: str | None) -> DagDetails:

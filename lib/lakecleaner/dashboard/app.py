@@ -29,13 +29,13 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from lakecleaner.clock import parse_time_ms, wall_clock_ms
 from lakecleaner.config import load_config
 from lakecleaner.dashboard import URL_PREFIX
-from lakecleaner.dashboard.history import DEFAULT_RANGE, RANGES, HistoryRange
 from lakecleaner.dashboard.pages import MAX_PER_PAGE, PER_PAGE, PageContext, Pages, Paging
-from lakecleaner.dashboard.runs import AirflowRun, valid_run_id
 from lakecleaner.errors import InvalidTopicName, LakeCleanerError, TopicNotFound
 from lakecleaner.lake import Lake
 from lakecleaner.names import validate_topic_name
-from lakecleaner.orchestration.naming import dag_id_of
+from lakecleaner.runs.history import DEFAULT_RANGE, RANGES, HistoryRange
+from lakecleaner.runs.naming import dag_id_of
+from lakecleaner.runs.records import AirflowRun, valid_run_id
 
 
 class Access(Protocol):

@@ -13,12 +13,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lakecleaner.cleaner_state import CleanerState
-from lakecleaner.dashboard.digests import RECENT_RUNS, RunDigest
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.lake import Lake, Topic, TopicMetadata, failure_runs, partitions_label
 from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.offsets import ConsumedPosition
-from lakecleaner.orchestration.naming import dag_id_of
 from lakecleaner.policy import PartitionPlan, TopicPlan, plan_topic
 from lakecleaner.policy.cleanable import CleanableRange, holds_dirty_records
 from lakecleaner.policy.metrics import topic_metrics
@@ -26,6 +24,8 @@ from lakecleaner.policy.retention import CONSUMED
 from lakecleaner.policy.roll import apply_roll
 from lakecleaner.policy.selection import select_partitions
 from lakecleaner.policy.text import format_timestamp_ms
+from lakecleaner.runs.digests import RECENT_RUNS, RunDigest
+from lakecleaner.runs.naming import dag_id_of
 from lakecleaner.summaries.layout import Pending
 from lakecleaner.summaries.model import TopicSummary
 from lakecleaner.summaries.read import TopicFacts, facts_of_plan, facts_of_summary, stale_partitions, unusable

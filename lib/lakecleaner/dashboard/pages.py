@@ -28,17 +28,17 @@ from lakecleaner.dashboard.data import (
     partition_view,
     topic_overview,
 )
-from lakecleaner.dashboard.digests import RunDigest, joined_with_airflow
-from lakecleaner.dashboard.history import DEFAULT_RANGE, MAX_RUNS, RANGES, HistoryRange, topic_history
 from lakecleaner.dashboard.history_charts import history_charts, rendered
-from lakecleaner.dashboard.runs import AirflowRun, RunRecord, TopicRuns, run_reports
 from lakecleaner.dashboard.svg import legend, render_partition_svg
 from lakecleaner.dashboard.units import human_bytes, human_seconds
 from lakecleaner.errors import LakeCleanerError, TopicNotFound
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake
-from lakecleaner.orchestration.naming import dag_id_of
 from lakecleaner.policy.text import format_timestamp_ms
+from lakecleaner.runs.digests import RunDigest, joined_with_airflow
+from lakecleaner.runs.history import DEFAULT_RANGE, MAX_RUNS, RANGES, HistoryRange, topic_history
+from lakecleaner.runs.naming import dag_id_of
+from lakecleaner.runs.records import AirflowRun, RunRecord, TopicRuns, run_reports
 from lakecleaner.summaries.deadlines import ErasureOverview
 from lakecleaner.summaries.read import TopicFacts
 
@@ -274,7 +274,7 @@ class Pages:
 
     def history(self, topic: str, since_ms: int) -> dict[str, Any]:
         """The topic's and its partitions' figures at each run whose "now" is at or after `since_ms`
-        (`dashboard/history.py`), oldest first."""
+        (`runs/history.py`), oldest first."""
         if topic not in self.lake.config.topics:
             self.lake.topic(topic)  # a topic only in the lake: TopicNotFound (404) when it is not there either
         points = topic_history(self._runs(topic, limit=MAX_RUNS), since_ms)

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lakecleaner.io import ObjectStore
-from lakecleaner.reports import store_report
+from lakecleaner.runs.reports import store_report
 
 if TYPE_CHECKING:
     from lakecleaner.quality import QualityReport

@@ -89,7 +89,7 @@ from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.leases import RunLeases
 from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.log.segment_files import new_segment_path
-from lakecleaner.reports import new_run_id
+from lakecleaner.runs.reports import new_run_id
 
 log = logging.getLogger(__name__)
 

@@ -57,7 +57,8 @@ from lakecleaner.errors import ConfigError, InvalidRunParams
 from lakecleaner.orchestration.airflow_setup import SETUP_VARIABLE, AirflowNotSetUp, check_setup
 from lakecleaner.orchestration.compact_task import Compact
 from lakecleaner.orchestration.dag_files import DagFileShare
-from lakecleaner.orchestration.naming import dag_id_of, report_run_id
+from lakecleaner.runs import outcome
+from lakecleaner.runs.naming import dag_id_of, report_run_id
 from lakecleaner.spark_jobs import compact_topic_path
 
 SPARK_CONN_ID = "spark_lakecleaner"
@@ -157,7 +158,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
                     gap["from"],
                     gap["to"],
                 )
-            failed = tasks.mirror_failures(report)
+            failed = outcome.mirror_failures(report)
             if failed:  # what stopped them stops them again at once; the next run mirrors anew
                 raise AirflowFailException("; ".join(failed))
             return tasks.step_digest(report, report["location"])
@@ -175,7 +176,7 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
             report = tasks.adopt(load_config(config_path), topic, _run_id(context))
             for p, done in report["partitions"].items():
                 print(f"{topic}-{p}: {done['files']} files, {done['records']} records, to offset {done['next_offset']}")
-            failed = tasks.adopt_failures(report)
+            failed = outcome.adopt_failures(report)
             if failed:  # a bad file or a conflict stops it again at once: someone decides first
                 raise AirflowFailException("; ".join(failed))
             return tasks.step_digest(report, report["location"])
@@ -280,12 +281,14 @@ def build_topic_dag(spec: TopicSpec, config: LakeConfig, config_path: str) -> DA
             parts = tasks.gather(config, topic, _run_id(context), pushed)
             summary = tasks.summarise(config, topic, _run_id(context), parts)
             emit_topic_metrics(topic, (parts["assess"] or {}).get("metrics"), summary)
-            digest = tasks.run_digest(summary)
+            digest = outcome.run_digest(summary)
             print(json.dumps(digest, indent=1, default=str))
             if digest["skipped"]:
-                log.warning("%s", tasks.shown(digest["skipped"], digest["skipped_count"], digest["location"]))
+                log.warning("%s", outcome.shown(digest["skipped"], digest["skipped_count"], digest["location"]))
             if digest["failures"]:
-                raise AirflowFailException(tasks.shown(digest["failures"], digest["failure_count"], digest["location"]))
+                raise AirflowFailException(
+                    outcome.shown(digest["failures"], digest["failure_count"], digest["location"])
+                )
             return digest
 
         @task(outlets=[asset_for(topic)])

@@ -7,8 +7,7 @@ deletes more than the run at that time would have.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -22,8 +21,9 @@ from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy import plan_topic
 from lakecleaner.policy.figures import partition_figures
 from lakecleaner.policy.roll import apply_roll, plan_roll
-from lakecleaner.reports import load_report, store_report
 from lakecleaner.retention import gc_topic, retain_topic
+from lakecleaner.runs.outcome import partitions_of, statuses
+from lakecleaner.runs.reports import load_report, store_report
 
 
 @dataclass(frozen=True)
@@ -188,9 +188,9 @@ def step_digest(report: Mapping[str, Any], location: str | None) -> dict[str, An
     if location is None:
         return {**report, "location": None}
     head = {key: value for key, value in report.items() if key != "partitions"}
-    entries = _partitions_of(report)
-    statuses = {"statuses": _statuses(report)} if any("status" in e for e in entries) else {}
-    return {**head, "partition_count": len(entries), **statuses, "location": location}
+    entries = partitions_of(report)
+    counted = {"statuses": statuses(report)} if any("status" in e for e in entries) else {}
+    return {**head, "partition_count": len(entries), **counted, "location": location}
 
 
 def gather(config: LakeConfig, topic_name: str, run_id: str, pushed: Mapping[str, Any]) -> dict[str, Any]:
@@ -248,20 +248,6 @@ def mirror(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any]:
     return {**report, "location": store_report(lake.store, topic_name, run_id, MIRROR_REPORT, report)}
 
 
-def mirror_failures(report: Mapping[str, Any] | None) -> list[str]:
-    """What went wrong in a mirror task, one sentence each: its error, or each partition that
-    stopped and why."""
-    if report is None:
-        return []
-    if report.get("error"):
-        return [f"the mirror from Kafka failed: {report['error']}"]
-    return [
-        f"mirror of partition {p.get('partition')}: {p.get('error')}"
-        for p in _partitions_of(report)
-        if p.get("status") == "failed"
-    ]
-
-
 def adopt(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any]:
     """The DAG's `adopt` task: what Kafka Connect's S3 sink wrote of the topic since the last run,
     appended at the records' offsets (issue 49); the report, stored in the run's folder (with
@@ -274,12 +260,6 @@ def adopt(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any]:
     lake = open_lake(config)
     report = adopt_connect(lake, topic_name, spec).to_dict()
     return {**report, "location": store_report(lake.store, topic_name, run_id, ADOPT_REPORT, report)}
-
-
-def adopt_failures(report: Mapping[str, Any] | None) -> list[str]:
-    """Each partition an adoption stopped, and why, one sentence each."""
-    failed = (report or {}).get("failures") or {}
-    return [f"adoption of partition {p}: {why}" for p, why in sorted(failed.items(), key=lambda item: int(item[0]))]
 
 
 def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[str, Any]) -> dict[str, Any]:
@@ -314,7 +294,6 @@ def iceberg_sync(lake: Lake, topic_name: str) -> dict[str, Any]:
 
 
 COMPACTION_REPORT = "report"
-_FAILED_STATUSES = {"failed", "failed-quality", "uncleanable"}
 
 
 def _compaction_report(store: ObjectStore, topic_name: str, run_id: str) -> dict[str, Any] | None:
@@ -323,103 +302,3 @@ def _compaction_report(store: ObjectStore, topic_name: str, run_id: str) -> dict
         return load_report(store, topic_name, run_id, COMPACTION_REPORT)
     except ObjectNotFound:
         return None
-
-
-def _partitions_of(part: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    return list((part or {}).get("partitions") or [])
-
-
-def failures(summary: Mapping[str, Any]) -> list[str]:
-    """What went wrong in a run, one sentence each (empty when it succeeded)."""
-    out = []
-    for step in ("compaction", "retention"):
-        for p in _partitions_of(summary.get(step)):
-            if p.get("status") in _FAILED_STATUSES:
-                out.append(
-                    f"{step} of partition {p.get('partition')}: {p.get('status')}: {p.get('error') or ''}".strip()
-                )
-    for p in _partitions_of(summary.get("physical_deletion")):
-        if p.get("error"):
-            out.append(f"physical deletion of partition {p.get('partition')}: {p['error']}")
-    if summary.get("compaction_gate") and not summary.get("compaction"):
-        out.append("the compaction job failed before writing its report; see the compact task's log")
-    if summary.get("assess") is None:
-        out.append("the assessment failed; see the assess task's log")
-    if (summary.get("iceberg") or {}).get("error"):
-        out.append(f"the Iceberg table could not be synced: {summary['iceberg']['error']}")
-    if "mirror" in summary and summary["mirror"] is None:
-        out.append("the mirror from Kafka failed; see the mirror task's log")
-    out += mirror_failures(summary.get("mirror"))
-    if "adopt" in summary and summary["adopt"] is None:
-        out.append("the adoption of the Kafka Connect sink's files failed; see the adopt task's log")
-    out += adopt_failures(summary.get("adopt"))
-    for partition, reason in ((summary.get("assess") or {}).get("unreadable") or {}).items():
-        out.append(f"{'partitions' if '..' in partition else 'partition'} {partition} could not be read: {reason}")
-    return out
-
-
-def skipped_uncleanable(summary: Mapping[str, Any]) -> list[str]:
-    """The partitions the run did not compact because an earlier compaction of theirs failed
-    (Kafka's uncleanable partitions), one sentence each. They do not fail the run again: the run
-    where they failed did, and the uncleanable-partitions-count gauge keeps them visible."""
-    marked = (summary.get("assess") or {}).get("uncleanable") or {}
-    return [f"partition {partition} is skipped: {reason}" for partition, reason in marked.items()]
-
-
-def changed_log(summary: Mapping[str, Any]) -> bool:
-    """Whether the run committed anything: a roll, a compaction or a retention deletion."""
-    assessment = summary.get("assess") or {}
-    compacted = any(p.get("status") == "committed" for p in _partitions_of(summary.get("compaction")))
-    retained = any(p.get("status") == "committed" for p in _partitions_of(summary.get("retention")))
-    return bool(assessment.get("rolled")) or compacted or retained
-
-
-#: Sentences of a kind (failures, skipped partitions) the report task logs and raises; run.json
-#: holds every one.
-SENTENCES_SHOWN = 20
-
-
-def run_digest(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The run as the report task logs it and hands on (XCom), in a size that does not grow with
-    the topic's partitions: each step's partitions counted by status, what retention and physical
-    deletion removed, whether the log changed, the failures and the uncleanable partitions skipped
-    (`SENTENCES_SHOWN` of each, and how many there are), and where run.json is, which holds the
-    whole summary. At 1,000 partitions the summary is megabytes, and the report task printed it
-    into its log and pushed it as its XCom on every run."""
-    retention = summary.get("retention") or {}
-    deletion = summary.get("physical_deletion") or {}
-    assessment = summary.get("assess") or {}
-    found, skipped = failures(summary), skipped_uncleanable(summary)
-    return {
-        "topic": summary.get("topic"),
-        "run_id": summary.get("run_id"),
-        "location": summary.get("location"),
-        "changed_log": changed_log(summary),
-        "partitions_selected": len(assessment.get("selected") or []),
-        "partitions_rolled": len(assessment.get("rolled") or []),
-        "compaction": _statuses(summary.get("compaction")),
-        "retention": {
-            **_statuses(retention),
-            "segments_deleted": retention.get("segments_deleted", 0),
-            "bytes_deleted": retention.get("bytes_deleted", 0),
-        },
-        "physical_deletion": {
-            "files_deleted": deletion.get("files_deleted", 0),
-            "partitions_failed": deletion.get("partitions_failed", 0),
-        },
-        "failure_count": len(found),
-        "failures": found[:SENTENCES_SHOWN],
-        "skipped_count": len(skipped),
-        "skipped": skipped[:SENTENCES_SHOWN],
-    }
-
-
-def _statuses(part: Mapping[str, Any] | None) -> dict[str, int]:
-    """A step's partitions counted by status."""
-    return dict(sorted(Counter(str(p.get("status")) for p in _partitions_of(part)).items()))
-
-
-def shown(sentences: Sequence[str], count: int, location: str | None) -> str:
-    """The sentences a digest shows, and how many more run.json has."""
-    more = f"; and {count - len(sentences)} more in {location}" if count > len(sentences) else ""
-    return "; ".join(sentences) + more

@@ -28,7 +28,7 @@ from lakecleaner.log.segment_files import read_failure
 from lakecleaner.offsets import ConsumedPosition
 from lakecleaner.policy.retention import CONSUMED, RetentionPlan, apply_retention, plan_retention
 from lakecleaner.policy.trim import apply_trim
-from lakecleaner.reports import new_run_id, store_report
+from lakecleaner.runs.reports import new_run_id, store_report
 
 if TYPE_CHECKING:
     from lakecleaner.quality import Check, QualityReport

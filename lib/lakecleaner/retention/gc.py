@@ -51,7 +51,7 @@ from lakecleaner.log.layout import by_partition, topic_prefix
 from lakecleaner.log.leases import LEASE_SUFFIX, live_leases
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.partition import PartitionLog, unfinished_by_partition
-from lakecleaner.reports import new_run_id, prune_runs, store_report
+from lakecleaner.runs.reports import new_run_id, prune_runs, store_report
 
 ORPHAN_MIN_AGE_MS = 3_600_000
 logger = logging.getLogger(__name__)

@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lakecleaner.cleaner_state import CleanerState, LastRun, UncleanablePartition
-from lakecleaner.dashboard.digests import RunDigest
-from lakecleaner.dashboard.runs import RunRecord
 from lakecleaner.errors import CorruptSummary
 from lakecleaner.io.strict_json import Fields, Malformed, load_object
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy.plan import TopicPlan
+from lakecleaner.runs.digests import RunDigest
+from lakecleaner.runs.records import RunRecord
 from lakecleaner.summaries.columns import decode_entries, encode_entries
 from lakecleaner.summaries.entry import PartitionSummary, entries_of_plan
 from lakecleaner.summaries.layout import config_digest

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lakecleaner.cleaner_state import LastRun
-from lakecleaner.dashboard.digests import RunDigest
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy.plan import TopicPlan
+from lakecleaner.runs.digests import RunDigest
 from lakecleaner.summaries.entry import PartitionSummary, entries_of_plan
 from lakecleaner.summaries.layout import Pending
 from lakecleaner.summaries.model import TopicSummary

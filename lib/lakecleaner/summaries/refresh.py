@@ -13,11 +13,11 @@ import logging
 from dataclasses import dataclass
 
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.dashboard.digests import RECENT_RUNS
-from lakecleaner.dashboard.runs import TopicRuns
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.policy import plan_topic
+from lakecleaner.runs.digests import RECENT_RUNS
+from lakecleaner.runs.records import TopicRuns
 from lakecleaner.summaries.layout import Pending
 from lakecleaner.summaries.model import TopicSummary, summary_of_plan
 from lakecleaner.summaries.store import SummaryStore, marker_expiry_ms

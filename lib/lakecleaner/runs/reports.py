@@ -44,7 +44,7 @@ class CorruptReport(LakeCleanerError):
 def load_report(store: ObjectStore, topic: str, run_id: str, name: str) -> dict[str, Any]:
     """A run report as a JSON object; CorruptReport naming it when it is not one (too large, not
     JSON, nested past what Python parses, not an object). Its fields are read by those who show
-    them, each of which must bear a report of another shape (`dashboard/runs.py`)."""
+    them, each of which must bear a report of another shape (`runs/records.py`)."""
     key = report_key(topic, run_id, name)
     data = store.read(key)
     try:

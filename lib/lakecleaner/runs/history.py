@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from lakecleaner.config import DAY_MS
-from lakecleaner.dashboard.runs import RunRecord, TopicRuns
 from lakecleaner.policy.figures import PartitionFigures
+from lakecleaner.runs.records import RunRecord, TopicRuns
 
 #: The most runs one history reads: 30 days of runs every 15 minutes, and then some.
 MAX_RUNS = 3000

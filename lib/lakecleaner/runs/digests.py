@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lakecleaner.dashboard.history import history_points
-from lakecleaner.dashboard.runs import AirflowRun, RunRecord
 from lakecleaner.io.strict_json import Fields, Malformed
 from lakecleaner.metrics import Reclaimed
-from lakecleaner.orchestration.naming import report_run_id
 from lakecleaner.policy.text import format_timestamp_ms
+from lakecleaner.runs.history import history_points
+from lakecleaner.runs.naming import report_run_id
+from lakecleaner.runs.records import AirflowRun, RunRecord
 
 #: How many runs a topic's summary keeps, and the overview sums the reclaimed bytes of.
 RECENT_RUNS = 10

@@ -19,10 +19,10 @@ from lakecleaner.errors import LakeCleanerError, ObjectNotFound
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.metrics import Reclaimed, reclaimed
-from lakecleaner.orchestration.naming import report_run_id
-from lakecleaner.orchestration.tasks import failures
 from lakecleaner.policy.text import format_timestamp_ms
-from lakecleaner.reports import load_report, runs_prefix
+from lakecleaner.runs.naming import report_run_id
+from lakecleaner.runs.outcome import failures
+from lakecleaner.runs.reports import load_report, runs_prefix
 
 #: The reports a run may have, by name (`<name>.json`), in the order they are shown.
 REPORT_NAMES = ("run", "report", "retention", "gc")
