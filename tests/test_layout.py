@@ -80,3 +80,15 @@ def test_the_checkouts_spark_job_is_the_packaged_one() -> None:
         cwd=REPO / "spark_jobs",
     )
     assert proc.returncode == 0 and "--topic" in proc.stdout and "--partitions" in proc.stdout
+
+
+def test_the_package_says_its_version_as_its_distribution_does() -> None:
+    """`lakecleaner.__version__` and `lakecleaner --version` are the installed distribution's version."""
+    from importlib.metadata import version
+
+    import lakecleaner
+    from tests.cli_process import run_cli
+
+    assert lakecleaner.__version__ == version("lakecleaner") != "0+unknown"
+    shown = run_cli("--version")
+    assert shown.returncode == 0 and shown.stdout.strip() == f"lakecleaner {version('lakecleaner')}"

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import click
 
+from lakecleaner import __version__
 from lakecleaner.clock import parse_time_ms, wall_clock_ms
 from lakecleaner.config import (
     ENV_CONFIG_PATH,
@@ -69,6 +70,7 @@ def parse_config_pairs(pairs: tuple[str, ...]) -> dict[str, object]:
 
 
 @click.group()
+@click.version_option(__version__, prog_name="lakecleaner", message="%(prog)s %(version)s")
 @click.option("--config", "config_path", envvar=ENV_CONFIG_PATH, help="Path of lakecleaner.yaml.")
 @click.option(
     "--lake",
