@@ -160,7 +160,7 @@ def test_the_dags_spark_submit_runs_the_packaged_job_on_the_cluster(
 
 
 def _zip_if_shipped(settings: SparkSettings, master: str) -> list[Path]:
-    from lakecleaner.spark_jobs import package_zip
+    from lakecleaner.engine.shipping import package_zip
 
     assert settings.ships_package(master) and not settings.ships_package("local[2]")
     return [package_zip()]

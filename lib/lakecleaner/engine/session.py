@@ -13,8 +13,8 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.config import SparkSettings, spark_loopback_env
 from lakecleaner.engine.driver_jvm import driver_conf
+from lakecleaner.engine.shipping import package_zip
 from lakecleaner.engine.workers import worker_conf
-from lakecleaner.spark_jobs import package_zip
 
 PY_FILES = "spark.submit.pyFiles"
 log = logging.getLogger(__name__)

@@ -35,8 +35,8 @@ from airflow.sdk.log import mask_secret
 from lakecleaner.config import SparkSettings, spark_loopback_env
 from lakecleaner.engine.distribution import submit_home
 from lakecleaner.engine.driver_jvm import driver_conf
+from lakecleaner.engine.shipping import package_zip
 from lakecleaner.errors import SparkNotInstalled
-from lakecleaner.spark_jobs import package_zip
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
