@@ -25,11 +25,10 @@ from lakecleaner.cleaner_state import CleanerState
 from lakecleaner.config import LakeConfig, load_config
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, TopicMetadata
-from lakecleaner.log.layout import topic_metadata_key
+from lakecleaner.log.layout import partition_marker_key, summary_key, topic_metadata_key
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.records import Record
 from lakecleaner.policy import plan_topic
-from lakecleaner.summaries.layout import partition_marker_key, summary_key
 from lakecleaner.summaries.model import summary_of_plan
 
 HOUR = 3_600_000

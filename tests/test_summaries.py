@@ -17,9 +17,9 @@ from lakecleaner.clock import wall_clock_ms
 from lakecleaner.dashboard.data import facts_of_state, load_facts, load_topic, topic_overview
 from lakecleaner.errors import CorruptSummary
 from lakecleaner.lake import Lake
+from lakecleaner.log.layout import partition_marker_key, summary_key
 from lakecleaner.log.records import Record
 from lakecleaner.log.repair import repair_partition
-from lakecleaner.summaries.layout import partition_marker_key, summary_key
 from lakecleaner.summaries.model import TopicSummary
 from lakecleaner.summaries.read import TopicFacts
 from lakecleaner.summaries.refresh import build_summary, refresh_summary, summary_store

@@ -34,14 +34,13 @@ from lakecleaner.errors import (
 from lakecleaner.io import ObjectStore, open_store
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.io.strict_json import Fields, Malformed, load_object
-from lakecleaner.log.layout import TOPICS_PREFIX, partition_numbers, topic_metadata_key, topic_prefix
+from lakecleaner.log.layout import TOPICS_PREFIX, config_marker_key, partition_numbers, topic_metadata_key, topic_prefix
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.source import ADOPTION_WRITER, MIRROR_WRITER, KafkaSource, OwningSource
 from lakecleaner.names import validate_partition, validate_topic_name
 from lakecleaner.offsets import OffsetStore
 from lakecleaner.runs.reports import RUNS_PREFIX
-from lakecleaner.summaries.layout import config_marker_key
 
 log = logging.getLogger(__name__)
 

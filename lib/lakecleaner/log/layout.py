@@ -5,12 +5,15 @@
     topics/<topic>/partition=<p>/segments/…         segment files
     topics/<topic>/partition=<p>/_staging/…         a run's files and its lease, before they commit
     topics/<topic>/partition=<p>/_commits/…         one record per acknowledged file (log/commits.py)
+    _lakecleaner/summaries/topics/<topic>.json      the topic's summary (summaries/)
+    _lakecleaner/summaries/pending/<topic>/…        markers a commit or a topic.json write leaves first
 
 Pure: names in, names out; nothing here reads or writes storage.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
@@ -65,12 +68,53 @@ def by_partition(topic: str, listed: Iterable[K]) -> dict[int, list[K]]:
     return found
 
 
+# The summaries' keys (issue 50; summaries/layout.py reads the markers): a marker is written
+# before the object it announces, so a reader finding one newer than the summary knows it may be stale.
+
+SUMMARIES_PREFIX = "_lakecleaner/summaries/"
+SUMMARY_PREFIX = f"{SUMMARIES_PREFIX}topics/"
+PENDING_PREFIX = f"{SUMMARIES_PREFIX}pending/"
+
+
+def summary_key(topic: str) -> str:
+    """The topic's summary object."""
+    return f"{SUMMARY_PREFIX}{topic}.json"
+
+
+def pending_prefix(topic: str) -> str:
+    """The folder of the topic's pending markers."""
+    return f"{PENDING_PREFIX}{topic}/"
+
+
+def partition_marker_key(topic: str, partition: int, version: int) -> str:
+    """The marker a commit of `version` of the partition's manifest writes first."""
+    return f"{pending_prefix(topic)}{partition}.{version}"
+
+
+def config_digest(metadata: bytes) -> str:
+    """A topic.json's content, in 16 hex digits: what names its marker and what a summary records."""
+    return hashlib.sha256(metadata).hexdigest()[:16]
+
+
+def config_marker_key(topic: str, metadata: bytes) -> str:
+    """The marker a write of `metadata` as the topic's topic.json writes first."""
+    return f"{pending_prefix(topic)}config.{config_digest(metadata)}"
+
+
 __all__ = [
     "MANIFEST_NAME",
+    "PENDING_PREFIX",
+    "SUMMARIES_PREFIX",
+    "SUMMARY_PREFIX",
     "TOPICS_PREFIX",
     "by_partition",
+    "config_digest",
+    "config_marker_key",
+    "partition_marker_key",
     "partition_numbers",
     "partition_prefix",
+    "pending_prefix",
+    "summary_key",
     "topic_metadata_key",
     "topic_prefix",
 ]

@@ -38,7 +38,7 @@ from lakecleaner.errors import (
 from lakecleaner.faults import crash_point
 from lakecleaner.io import ObjectStore, UnfinishedWrite
 from lakecleaner.log.commits import write_commit_records
-from lakecleaner.log.layout import MANIFEST_NAME, by_partition, partition_prefix, topic_prefix
+from lakecleaner.log.layout import MANIFEST_NAME, by_partition, partition_marker_key, partition_prefix, topic_prefix
 from lakecleaner.log.manifest import Manifest, Segment, SegmentFile, new_commit_id
 from lakecleaner.log.records import BATCH_SCHEMA, SEGMENT_SCHEMA, Record, conform_batch, records_to_batch
 from lakecleaner.log.segment_files import (
@@ -51,7 +51,6 @@ from lakecleaner.log.segment_files import (
     write_segment_file,
 )
 from lakecleaner.log.source import OwningSource
-from lakecleaner.summaries.layout import partition_marker_key
 
 log = logging.getLogger(__name__)
 

@@ -54,6 +54,7 @@ from lakecleaner.errors import (
 from lakecleaner.io import ObjectInfo, ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.log.commits import COMMITS, acknowledged_files
+from lakecleaner.log.layout import partition_marker_key
 from lakecleaner.log.leases import LEASE_SUFFIX, STAGING, live_leases
 from lakecleaner.log.manifest import (
     REPAIRED_VERSION,
@@ -66,7 +67,6 @@ from lakecleaner.log.manifest import (
 )
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.segment_files import KIND_COMPACTED, FileMeta, read_file_meta
-from lakecleaner.summaries.layout import partition_marker_key
 
 #: The reason a file left out because another file holds its offsets starts with (it goes to
 #: `pending_deletes`; other files left out stay where they are).

@@ -5,46 +5,19 @@
     _lakecleaner/summaries/pending/<topic>/config.<digest>       a write of topic.json with that content began
 
 A marker is written before the object it announces, so a reader that finds a marker newer than
-the summary knows the summary may be stale for it. Pure: names in, names out.
+the summary knows the summary may be stale for it. The keys are named in `log/layout.py` (the log
+writes the markers); here, what a listing of them says. Pure: names in, names out.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 
-SUMMARIES_PREFIX = "_lakecleaner/summaries/"
-SUMMARY_PREFIX = f"{SUMMARIES_PREFIX}topics/"
-PENDING_PREFIX = f"{SUMMARIES_PREFIX}pending/"
+from lakecleaner.log.layout import PENDING_PREFIX
 
 _PARTITION_MARKER = re.compile(r"(\d{1,9})\.(\d{1,18})")
 _CONFIG_MARKER = re.compile(r"config\.([0-9a-f]{16})")
-
-
-def summary_key(topic: str) -> str:
-    """The topic's summary object."""
-    return f"{SUMMARY_PREFIX}{topic}.json"
-
-
-def pending_prefix(topic: str) -> str:
-    """The folder of the topic's pending markers."""
-    return f"{PENDING_PREFIX}{topic}/"
-
-
-def partition_marker_key(topic: str, partition: int, version: int) -> str:
-    """The marker a commit of `version` of the partition's manifest writes first."""
-    return f"{pending_prefix(topic)}{partition}.{version}"
-
-
-def config_digest(metadata: bytes) -> str:
-    """A topic.json's content, in 16 hex digits: what names its marker and what a summary records."""
-    return hashlib.sha256(metadata).hexdigest()[:16]
-
-
-def config_marker_key(topic: str, metadata: bytes) -> str:
-    """The marker a write of `metadata` as the topic's topic.json writes first."""
-    return f"{pending_prefix(topic)}config.{config_digest(metadata)}"
 
 
 @dataclass(frozen=True)

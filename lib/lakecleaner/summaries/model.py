@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from lakecleaner.cleaner_state import CleanerState, LastRun, UncleanablePartition
 from lakecleaner.errors import CorruptSummary
 from lakecleaner.io.strict_json import Fields, Malformed, load_object
+from lakecleaner.log.layout import config_digest
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy.plan import TopicPlan
 from lakecleaner.runs.digests import RunDigest
 from lakecleaner.runs.records import RunRecord
 from lakecleaner.summaries.columns import decode_entries, encode_entries
 from lakecleaner.summaries.entry import PartitionSummary, entries_of_plan
-from lakecleaner.summaries.layout import config_digest
 
 #: The summary's format; a reader falls back to the manifests for any other.
 FORMAT = 2

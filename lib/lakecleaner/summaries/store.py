@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from lakecleaner.errors import CorruptSummary, LakeCleanerError, ObjectNotFound
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
-from lakecleaner.summaries.layout import PENDING_PREFIX, Marker, Pending, parse_marker, pending_prefix, summary_key
+from lakecleaner.log.layout import PENDING_PREFIX, pending_prefix, summary_key
+from lakecleaner.summaries.layout import Marker, Pending, parse_marker
 from lakecleaner.summaries.model import TopicSummary
 
 log = logging.getLogger(__name__)
