@@ -21,7 +21,18 @@ log = logging.getLogger(__name__)
 
 
 def open_lake(target: str | LakeConfig | None = None) -> Lake:
-    """`Lake.open(target)` with the installed extras' commit listeners (the rules above)."""
+    """`Lake.open(target)` with the installed extras' commit listeners (the rules above).
+
+    Args:
+        target: as `Lake.open` takes it: a URI, a `LakeConfig`, or None for the config file.
+
+    Returns:
+        The lake, its commits followed by the installed extras.
+
+    Raises:
+        ConfigError: the config file is missing, unreadable or invalid.
+        StorageError: the URI's scheme is neither s3:// nor file://.
+    """
     lake = Lake.open(target)
     return Lake(lake.store, lake.config, installed_listeners(lake.config))
 

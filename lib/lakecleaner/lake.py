@@ -252,6 +252,17 @@ class Topic:
         return self.metadata.partitions
 
     def partition(self, partition: int) -> PartitionLog:
+        """The log of one partition (nothing is read until it is used).
+
+        Args:
+            partition: 0 to `partitions - 1`.
+
+        Returns:
+            The partition's log, telling the lake's commit listeners of its commits.
+
+        Raises:
+            TopicNotFound: the topic has no such partition.
+        """
         validate_partition(partition)
         if partition >= self.partitions:
             raise TopicNotFound(
@@ -320,7 +331,20 @@ class Lake:
     def open(cls, target: str | LakeConfig | None = None, listeners: Sequence[CommitListener] = ()) -> Lake:
         """Open a lake by URI (with default settings), by a loaded LakeConfig, or from the config
         file; with `listeners` told of its commits (a process that works on the lake opens it with
-        `extras.open_lake`, which adds the installed extras' listeners)."""
+        `extras.open_lake`, which adds the installed extras' listeners).
+
+        Args:
+            target: `s3://bucket/prefix` or `file:///path`; a `LakeConfig`; None for the config
+                file (`$LAKECLEANER_CONFIG`, else `./lakecleaner.yaml`).
+            listeners: told of every manifest commit of the lake's partitions, in order.
+
+        Returns:
+            The lake. Nothing is read from storage until it is used.
+
+        Raises:
+            ConfigError: the config file is missing, unreadable or invalid (naming the key).
+            StorageError: the URI's scheme is neither s3:// nor file://.
+        """
         if isinstance(target, LakeConfig):
             config = target
         elif isinstance(target, str):
@@ -346,6 +370,23 @@ class Lake:
 
         The config overrides are validated before anything is written. Creation is
         idempotent after a crash: partitions already created are kept.
+
+        Args:
+            name: a legal Kafka topic name (`names.validate_topic_name`).
+            partitions: 1 to `lake.max_partitions_per_topic`; None for the config's, else 1.
+            config: Kafka topic keys over the lake's defaults (`cleanup.policy`, `segment.bytes`, …).
+            exist_ok: an existing topic is returned as it is instead of refused.
+            now_ms: the creation time (epoch ms); None for the wall clock.
+
+        Returns:
+            The topic, with its partitions' empty manifests written.
+
+        Raises:
+            InvalidTopicName: the name breaks Kafka's rule.
+            ValueError: the partition count is out of range.
+            ConfigError: an override names an unknown key or an invalid value.
+            TopicExists: the topic exists and `exist_ok` is false.
+            StorageError: the store failed after its retries.
         """
         validate_topic_name(name)
         spec = self.config.topics.get(name)
@@ -500,6 +541,19 @@ class Lake:
         return self._read_metadata(name)[0]
 
     def topic(self, name: str) -> Topic:
+        """The topic `name`, its topic.json read and validated.
+
+        Args:
+            name: the topic's name.
+
+        Returns:
+            The topic, with its effective config (its overrides over the lake's defaults).
+
+        Raises:
+            TopicNotFound: the lake has no such topic.
+            LakeCleanerError: its topic.json is damaged (the message names the field).
+            StorageError: the store failed after its retries.
+        """
         return Topic(self, self._load_metadata(name))
 
     def read_topics(self, names: Iterable[str]) -> tuple[dict[str, Topic], dict[str, str]]:

@@ -160,6 +160,22 @@ class OffsetStore:
 
         Offsets must be ≥ 0. An empty mapping subscribes the group to the topic without offsets.
         The group file is updated by a conditional write, retried when another member commits.
+
+        Args:
+            group: the consumer group id (Kafka's topic-name rule).
+            topic: the topic the offsets are of.
+            offsets: partition → the next offset the group will consume.
+            metadata: kept with each offset, as Kafka's OffsetCommit does.
+            now_ms: the commit time; None for the wall clock.
+
+        Returns:
+            The group's offsets after the commit.
+
+        Raises:
+            InvalidTopicName: the group id or topic name breaks the rule.
+            ValueError: a partition or an offset is negative or not a whole number.
+            ConcurrentModification: other members kept winning the conditional write past its retries.
+            StorageError: the store failed after its retries.
         """
         validate_group_id(group)
         validate_topic_name(topic)
@@ -233,6 +249,15 @@ class OffsetStore:
 
         Unknown (offset None) when any group's offsets cannot be read, when a subscribed group
         has no committed offset for the partition, or when no group is subscribed.
+
+        Args:
+            topic: the lake topic (its `consumer_offsets:` says whether a Kafka cluster keeps them).
+            partition: the partition.
+
+        Returns:
+            The position below which every subscribed group has consumed, or unknown with why.
+            A failure to read offsets is an unknown position, never an error: consumed retention
+            then deletes nothing.
         """
         return self.consumed_positions(topic, [partition])[partition]
 

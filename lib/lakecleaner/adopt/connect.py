@@ -152,8 +152,27 @@ def adopt_connect(
     partitions as the sink's files name, when it does not exist). A partition whose files cannot
     be read stops at the file before, and one with a conflict (a file changed after adoption, two
     files holding one offset with other bytes) adopts nothing more: each reported in `failures`;
-    the others proceed. `prefer`: objects that changed after adoption, to take as they are now.
-    A dry run reads the files it would adopt, and says what would stop a partition."""
+    the others proceed. A dry run reads the files it would adopt, and says what would stop a
+    partition.
+
+    Args:
+        lake: the lake (opened with `extras.open_lake` for its tables to follow).
+        topic: the topic, as the sink names it in its files.
+        source: the sink's folder and how to read it (format, key and timestamp fields, settle
+            time, tombstone folder, deletes, whether gc keeps the originals).
+        dry_run: read and plan only; write nothing.
+        now_ms: the time against which files are settled; None for the wall clock.
+        prefer: objects that changed after adoption, or one of two conflicting files, to take
+            as they are now.
+
+    Returns:
+        The plan and, per partition, the files and records adopted, gaps, late files, failures;
+        `files()` lists every file the run saw with what became of it.
+
+    Raises:
+        LakeCleanerError: a compacted topic whose sink stored no keys and no `key_field` is given.
+        StorageError: the source's or the lake's store failed after its retries.
+    """
     store = open_store(source.uri, lake.config.storage)
     files, ignored = sink_files(store, topic, source)
     log_topic = _topic_for(lake, topic, files, create=not dry_run)

@@ -55,7 +55,19 @@ MAX_CONFIG_BYTES = 32 << 20
 def load_config(path: str | Path | None = None, keep_topic: Callable[[str], bool] | None = None) -> LakeConfig:
     """Load and validate the config file `locate_config(path)` finds (bounded: MAX_CONFIG_BYTES, and
     `yaml_select`'s bounds on aliases and nesting). With `keep_topic`, the config holds only the
-    topics it accepts, and the others are neither read nor validated (a DAG file's share, issue 50)."""
+    topics it accepts, and the others are neither read nor validated (a DAG file's share, issue 50).
+
+    Args:
+        path: the file; None for `$LAKECLEANER_CONFIG`, else `./lakecleaner.yaml`.
+        keep_topic: which topics to read; None for every one.
+
+    Returns:
+        The validated config.
+
+    Raises:
+        ConfigError: no such file, a file too large or not YAML, or invalid values (every problem,
+            each naming its key and the fix).
+    """
     chosen = locate_config(path)
     text = chosen.read_text()
     if len(text) > MAX_CONFIG_BYTES:

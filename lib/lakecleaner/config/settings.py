@@ -383,7 +383,18 @@ def _parse_cleaner(raw: dict[str, Any], where: str, problems: list[str]) -> Clea
 
 
 def parse_config(data: object, source: str = "<config>") -> LakeConfig:
-    """Validate a parsed YAML document into a LakeConfig, or raise ConfigError with every problem."""
+    """Validate a parsed YAML document into a LakeConfig.
+
+    Args:
+        data: the document (mappings, lists and scalars, as a YAML loader returns them).
+        source: what the messages call the document (a file's path).
+
+    Returns:
+        The validated config, `${VAR}` references expanded.
+
+    Raises:
+        ConfigError: every problem found, each naming its key and the fix.
+    """
     problems: list[str] = []
     top = check_keys(data, _TOP_KEYS, source, problems)
     lake = check_keys(top.get("lake"), _LAKE_KEYS, f"{source}: lake", problems)

@@ -50,7 +50,20 @@ def sync_tables(lake: Lake, topic: str, manifests: Mapping[int, Manifest], compa
 
 
 def sync_topic(lake: Lake, topic: str) -> TopicSync:
-    """Catch the topic's tables up with every readable partition's committed manifest."""
+    """Catch the topic's tables up with every readable partition's committed manifest (a
+    partition whose manifest cannot be read is logged and left as it is).
+
+    Args:
+        lake: the lake, whose config names the catalog (`iceberg.catalog`, else the embedded one).
+        topic: the topic; a compacted one has its latest-values table synced too.
+
+    Returns:
+        What the log table's sync did, and how many partitions of the latest values changed.
+
+    Raises:
+        TopicNotFound: the lake has no such topic.
+        LakeCleanerError: pyiceberg is not installed (the `iceberg` extra), or the catalog refused.
+    """
     read = lake.topic(topic).read_manifests()
     for partition, reason in sorted(read.failures.items()):
         log.warning("Iceberg tables of %s: partition %d is left as it is: %s", topic, partition, reason)

@@ -125,11 +125,27 @@ def mirror_topic(
     """Mirror the lake topic `name` from its configured Kafka topic until `limits` end the run;
     what was buffered is appended before it returns (also when `stop` is set).
 
-    Raises MirrorMismatch, with nothing written, when the Kafka topic is not the one the lake
-    topic recorded (unless `restart_from_kafka`, which follows it as a new history after every
-    record the lake holds); KafkaAccessDenied when the cluster refuses the client; and
-    KafkaUnavailable when it does not answer for `limits.give_up_s`. A partition that cannot be
-    mirrored is in the report's `failures`, and the others are mirrored."""
+    A partition that cannot be mirrored is in the report's `failures`, and the others are mirrored.
+
+    Args:
+        lake: the lake (opened with `extras.open_lake` for its tables to follow).
+        name: the lake topic; its `mirror:` config names the cluster and the Kafka topic.
+        limits: when the run ends (records, seconds, `--once`) and gives up on an absent cluster.
+        stop: set to end the run early; what was read is appended first.
+        on_append: told of each partition's progress after each append.
+        restart_from_kafka: follow a recreated Kafka topic as a new history after every record
+            the lake holds, instead of refusing it.
+
+    Returns:
+        Per partition: records appended, the Kafka and lake offsets reached, gaps, failures.
+
+    Raises:
+        MirrorMismatch: the Kafka topic is not the one the lake topic recorded; nothing is written.
+        KafkaAccessDenied: the cluster refuses the client (SASL, TLS, ACLs).
+        KafkaUnavailable: the cluster did not answer for `limits.give_up_s`.
+        LakeCleanerError: the topic has no `mirror:` config.
+        ConfigError: librdkafka refuses the cluster's client properties.
+    """
     spec, cluster = mirror_source(lake, name)
     errors = ClusterErrors(cluster, spec.topic, limits.give_up_s)
     found = describe_topic(cluster, spec.topic, errors, limits.give_up_at())

@@ -382,6 +382,23 @@ class PartitionLog:
         within segment.bytes as Kafka's do.
 
         Records without a timestamp get `now_ms`. A compacted topic rejects records without a key.
+
+        Args:
+            batch: the records: a pyarrow table in BATCH_SCHEMA, or `Record`s.
+            offsets: each record's offset (the rule above); None to assign them from the log's end.
+            now_ms: the time of the append and of records without a timestamp; None for the wall clock.
+            writer: the source appending (`log/source.py`), for a log that has one.
+            properties: manifest properties set by the same commit.
+
+        Returns:
+            The offsets assigned, the records, the segments rolled and the manifest version written.
+
+        Raises:
+            WriterRefused: the log has a source and `writer` is not it.
+            InvalidRecord: a record without a key on a compacted topic, offsets that break the rule,
+                or a partition whose next offset would pass 2^63 - 1; nothing is written.
+            ConcurrentModification: other writers kept winning the conditional commit past its retries.
+            StorageError: the store failed after its retries (what was written is deleted).
         """
         self.refuse_other_writer(writer)
         now = wall_clock_ms() if now_ms is None else now_ms
@@ -585,7 +602,18 @@ class PartitionLog:
 
     # -- roll -----------------------------------------------------------------------------------
     def roll(self, *, now_ms: int | None = None) -> Manifest:
-        """Seal the active segment (a no-op when there is none or it is empty)."""
+        """Seal the active segment (a no-op when there is none or it is empty).
+
+        Args:
+            now_ms: the time the next segment is taken to begin; None for the wall clock.
+
+        Returns:
+            The manifest after the roll (the current one when there was nothing to seal).
+
+        Raises:
+            ConcurrentModification: other writers kept winning the conditional commit past its retries.
+            StorageError: the store failed after its retries.
+        """
         now = wall_clock_ms() if now_ms is None else now_ms
 
         def change(manifest: Manifest) -> Manifest | None:
@@ -607,6 +635,20 @@ class PartitionLog:
 
         `manifest` reads a snapshot a reader already holds. An offset below the log start or
         beyond the log end raises OffsetOutOfRange, like a Kafka fetch.
+
+        Args:
+            from_offset: the first offset to read; None for the log start.
+            max_records: at most this many records.
+            columns: these columns of SEGMENT_SCHEMA only; None for every one.
+            manifest: the snapshot to read; None for the current manifest.
+
+        Returns:
+            A pyarrow table in SEGMENT_SCHEMA (or of `columns`), in offset order.
+
+        Raises:
+            OffsetOutOfRange: `from_offset` lies outside [log start, log end].
+            LakeCleanerError: the manifest or a segment file is missing or damaged (named).
+            StorageError: the store failed after its retries.
         """
         batches = list(self.iter_batches(from_offset, columns=columns, manifest=manifest, max_records=max_records))
         schema = SEGMENT_SCHEMA if columns is None else pa.schema([SEGMENT_SCHEMA.field(c) for c in columns])
