@@ -258,7 +258,7 @@ WRITERS = {
     ("log/commits.py", "write_commit_records"): ("metadata", CommitRecord(new_segment_path(0), 3).name),
     ("log/leases.py", "_write_all"): ("metadata", "_staging/r.lease"),
     ("lake.py", "_put_metadata"): ("lake", "topics/users/topic.json"),
-    ("reports.py", "store_report"): ("lake", "_lakecleaner/runs/users/r/report.json"),
+    ("runs/reports.py", "store_report"): ("lake", "_lakecleaner/runs/users/r/report.json"),
     ("engine/report.py", "save"): ("lake", "_lakecleaner/runs/users/r/report.json"),
     ("orchestration/tasks.py", "summarise"): ("lake", "_lakecleaner/runs/users/r/summary.json"),
     ("orchestration/tasks.py", "mirror"): ("lake", "_lakecleaner/runs/users/r/mirror.json"),
