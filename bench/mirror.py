@@ -18,7 +18,7 @@ timestamp, key, value and headers per partition and writes one zstd Parquet file
 batch of `--batch-bytes` (what the mirror writes, without its commit protocol). lakecleaner's run
 is `mirror_topic` (`--once`, the same batches) into a local lake, resuming where the previous round
 ended. The ratio is lakecleaner's records/s over the parquet floor's (target ≥ 0.9). The identity
-check (one Metadata and one DescribeTopics request a run, `kafka/identity.py`) is timed on its own.
+check (one Metadata and one DescribeTopics request a run, `io/kafka/identity.py`) is timed on its own.
 Peak memory is the process's resident set sampled every 50 ms during each reader's runs.
 """
 
@@ -47,15 +47,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's tests/ (the real broker)
 
 from lakecleaner.config import parse_config
-from lakecleaner.kafka.clients import ClusterErrors
-from lakecleaner.kafka.identity import describe_topic
+from lakecleaner.io.kafka.clients import ClusterErrors
+from lakecleaner.io.kafka.identity import describe_topic
 from lakecleaner.kafka.mirror import DEFAULT_BATCH_BYTES, MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import HEADER_TYPE
 
 PARTITIONS = 4  # the mock cluster's partitions per auto-created topic, and the real topic's
 READERS = ("floor: bare consumer", "floor: consumer writing Parquet", "lakecleaner mirror --once")
-#: The consumer settings the mirror uses (`kafka/clients.py`), for the floors.
+#: The consumer settings the mirror uses (`io/kafka/clients.py`), for the floors.
 CONSUMER = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,

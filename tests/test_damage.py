@@ -21,7 +21,6 @@ import pytest
 from lakecleaner.audit import audit_key, audit_topic
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
-from lakecleaner.dashboard.data import load_topic
 from lakecleaner.errors import CorruptManifest, CorruptSegment, StorageError
 from lakecleaner.faults import CRASH_EXIT_STATUS
 from lakecleaner.lake import Lake, Topic
@@ -34,6 +33,7 @@ from lakecleaner.retention import gc_topic, retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import GcRunReport
 from lakecleaner.runs import outcome
+from lakecleaner.summaries.facts import load_topic
 from tests import lake_process
 from tests.cli_process import run_cli
 from tests.conftest import ALL_BACKENDS, S3Endpoint

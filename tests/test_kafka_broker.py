@@ -171,7 +171,7 @@ def test_a_broker_restart_is_waited_out_and_a_broker_gone_for_good_ends_the_run_
         return on_append
 
     try:
-        with caplog.at_level(logging.WARNING, logger="lakecleaner.kafka.clients"):
+        with caplog.at_level(logging.WARNING, logger="lakecleaner.io.kafka.clients"):
             report = mirror_topic(
                 lake, topic, MirrorLimits(once=True, batch_bytes=20_000), on_append=stop_broker_once(2.0)
             )

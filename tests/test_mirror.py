@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError
 
 from lakecleaner.config import load_config, parse_config
 from lakecleaner.errors import KafkaUnavailable, MirrorMismatch
-from lakecleaner.kafka.clients import retried
+from lakecleaner.io.kafka.clients import retried
 from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
 from tests import cli_process

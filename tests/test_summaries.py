@@ -14,13 +14,14 @@ import pytest
 
 from lakecleaner.cleaner_state import Failure, cleaner_state_key, mark_uncleanable
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.dashboard.data import facts_of_state, load_facts, load_topic, topic_overview
 from lakecleaner.errors import CorruptSummary
 from lakecleaner.lake import Lake
 from lakecleaner.log.layout import partition_marker_key, summary_key
 from lakecleaner.log.records import Record
 from lakecleaner.log.repair import repair_partition
+from lakecleaner.summaries.facts import facts_of_state, load_facts, load_topic
 from lakecleaner.summaries.model import TopicSummary
+from lakecleaner.summaries.overview import topic_overview
 from lakecleaner.summaries.read import TopicFacts
 from lakecleaner.summaries.refresh import build_summary, refresh_summary, summary_store
 from lakecleaner.summaries.store import MIN_MARKER_EXPIRY_MS
@@ -205,9 +206,20 @@ def test_a_repaired_manifest_takes_a_version_above_every_one_a_summary_names(bui
     log = topic.partition(1)
     before = summary_store(lake).read("events")
     assert before is not None
+    announced = (before.version(1) or 0) + 5  # a commit whose marker landed, whose manifest did not
+    lake.store.write(partition_marker_key("events", 1, announced), b"")
+    assert summary_store(lake).announced_version("events", 1) == announced
+    assert summary_store(lake).announced_version("events", 0) == before.version(0)
     lake.store.delete(log.manifest_key)
-    report = repair_partition(lake.store, "events", 1, topic.config, now_ms=NOW)
-    assert report.manifest.version > (before.version(1) or 0)
+    report = repair_partition(
+        lake.store,
+        "events",
+        1,
+        topic.config,
+        now_ms=NOW,
+        announced_version=summary_store(lake).announced_version("events", 1),
+    )
+    assert report.manifest.version == announced + 1
     row, facts = summary_row(lake, "events", NOW)
     assert facts.from_manifests == (1,)
     assert without_source(row) == without_source(exact_row(lake, "events", NOW))

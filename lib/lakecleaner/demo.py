@@ -21,9 +21,9 @@ from urllib.parse import quote
 
 import pyarrow.compute as pc
 
+from lakecleaner.charts.history import history_charts, rendered
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import HOUR_MS, LakeConfig
-from lakecleaner.dashboard.history_charts import history_charts, rendered
 from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.lake import Lake
 from lakecleaner.offsets import OFFSETS_PREFIX
@@ -256,7 +256,7 @@ def run_links(topic: str, run: RunRecord) -> list[tuple[str, str]]:
 
 
 def topic_charts(runs: list[RunRecord], compacted: bool, min_cleanable_ratio: float) -> list[str]:
-    """The dashboard's history charts of the topic (`dashboard/history_charts.py`) over its runs."""
+    """The dashboard's history charts of the topic (`charts/history.py`) over its runs."""
     points = history_points(runs)
     if not points:
         return []

@@ -267,7 +267,7 @@ class OffsetStore:
         """`consumed_position` for several partitions, reading each group's offsets once (or
         using `groups`, from `read_all_groups`). A topic whose config says `consumer_offsets:
         {cluster: …}` reads its declared groups' offsets from that Kafka cluster instead, of the
-        Kafka topic it mirrors (`kafka/groups.py`)."""
+        Kafka topic it mirrors (`io/kafka/groups.py`)."""
         cluster = self.offsets_cluster(topic)
         if cluster is not None:
             read = self.cluster_offsets(topic, partitions)
@@ -280,8 +280,8 @@ class OffsetStore:
     def cluster_offsets(self, topic: str, partitions: list[int], groups: list[str] | None = None) -> ClusterRead:
         """The declared (or the given) groups' committed offsets of the Kafka topic `topic`'s
         `consumer_offsets:` names, read from its cluster and tied to the Kafka source the lake topic
-        recorded (`kafka/groups.py`)."""
-        from lakecleaner.kafka.groups import cluster_offsets
+        recorded (`io/kafka/groups.py`)."""
+        from lakecleaner.io.kafka.groups import cluster_offsets
 
         spec = self.config.topics[topic]
         where = spec.consumer_offsets

@@ -16,12 +16,12 @@ from fastapi.testclient import TestClient
 
 from lakecleaner.config import load_config
 from lakecleaner.dashboard.app import Backend, create_app, parse_now
-from lakecleaner.dashboard.data import facts_of_state, load_topic
 from lakecleaner.lake import Lake
 from lakecleaner.orchestration import tasks
 from lakecleaner.runs.naming import report_run_id
 from lakecleaner.runs.records import AirflowRun
 from lakecleaner.summaries.deadlines import lake_deadlines
+from lakecleaner.summaries.facts import facts_of_state, load_topic
 from tests.dashboard.conftest import Scene, make_scene
 from tests.dashboard.scene import ACCESS_KEY, SECRET_KEY
 

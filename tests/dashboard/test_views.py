@@ -5,12 +5,14 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from lakecleaner.dashboard.data import facts_of_state, load_topic, partition_view, topic_overview
+from lakecleaner.charts.units import human_bytes, human_seconds
+from lakecleaner.dashboard.partition_view import partition_view
 from lakecleaner.dashboard.svg import render_partition_svg
-from lakecleaner.dashboard.units import human_bytes, human_seconds
 from lakecleaner.lake import Lake
 from lakecleaner.policy import plan_topic
 from lakecleaner.policy.retention import CONSUMED, RETENTION_MS
+from lakecleaner.summaries.facts import facts_of_state, load_topic
+from lakecleaner.summaries.overview import topic_overview
 from tests.dashboard.conftest import Scene
 from tests.dashboard.scene import ANALYTICS, BILLING, CHECKPOINT, expected_regions
 

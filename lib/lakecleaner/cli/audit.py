@@ -121,8 +121,8 @@ def audit_lake_command(ctx: Context, within_hours: int | None, now_text: str | N
     current and their manifests where they are not. Files awaiting deletion are counted (`audit
     topic` gives their times and finds unreferenced objects). Exits 1 when a deadline has passed
     or a topic or partition cannot be read."""
-    from lakecleaner.dashboard.data import load_facts
     from lakecleaner.summaries.deadlines import ErasureOverview
+    from lakecleaner.summaries.facts import load_facts
 
     now = parse_now(now_text)
     overview = ErasureOverview.of(load_facts(ctx.lake, ctx.lake.list_topics(), now), now, within_hours)

@@ -10,6 +10,8 @@ from rich.table import Table
 from lakecleaner.cli.base import Context, exit_on_unreadable
 from lakecleaner.cli.output import console, format_bytes
 from lakecleaner.cli.status import source_note
+from lakecleaner.summaries.facts import load_facts
+from lakecleaner.summaries.overview import topic_overview
 from lakecleaner.summaries.read import TopicFacts
 
 
@@ -18,8 +20,6 @@ def lake_plan_row(facts: TopicFacts, now_ms: int) -> dict[str, Any]:
     due for compaction (in the order the cleaner would take them) and for retention, the nearest
     deletion deadline (KIP-354 / KIP-534) and where the figures come from. A summary's "due" is
     as of when it was planned (`source`); `plan --topic` plans the topic again at now."""
-    from lakecleaner.dashboard.data import topic_overview
-
     row = topic_overview(facts, facts.runs or [], now_ms)
     return {
         "topic": row["topic"],
@@ -40,8 +40,6 @@ def lake_plan_row(facts: TopicFacts, now_ms: int) -> dict[str, Any]:
 def show_lake_plan(ctx: Context, now_ms: int) -> None:
     """Every topic of the lake on one line each (`lake_plan_row`); a topic or partition that cannot
     be read is reported, the others shown, and the command then exits 1."""
-    from lakecleaner.dashboard.data import load_facts
-
     loaded = load_facts(ctx.lake, ctx.lake.list_topics(), now_ms)
     rows = [lake_plan_row(facts, now_ms) for facts in loaded.values() if isinstance(facts, TopicFacts)]
     unopened = {name: reason for name, reason in loaded.items() if isinstance(reason, str)}

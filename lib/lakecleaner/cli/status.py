@@ -18,6 +18,7 @@ from lakecleaner.log.repair import RepairAmbiguous, repair_partition
 from lakecleaner.policy.text import format_timestamp_ms
 from lakecleaner.status import partition_status
 from lakecleaner.summaries.read import TopicFacts
+from lakecleaner.summaries.refresh import summary_store
 
 
 def source_note(facts: TopicFacts) -> str:
@@ -42,11 +43,11 @@ def status(ctx: Context, names: tuple[str, ...]) -> None:
 
 def show_status(ctx: Context, names: list[str]) -> None:
     """Each topic's partitions, from the topic's summary where it is current and from the manifests
-    where it is not (`dashboard.data.load_facts`, issue 50; each row says which); a partition that
+    where it is not (`summaries.facts.load_facts`, issue 50; each row says which); a partition that
     cannot be read is a FAILED row with the reason, and a topic whose topic.json cannot be read one
     line; the others are shown, and the command exits 1 at the end. A topic named that the lake
     does not hold is an error (exit 2)."""
-    from lakecleaner.dashboard.data import load_facts
+    from lakecleaner.summaries.facts import load_facts
 
     now = wall_clock_ms()
     loaded = load_facts(ctx.lake, names, now)
@@ -142,6 +143,7 @@ def repair(
     t = ctx.lake.topic(topic)
     reports: list[dict[str, object]] = []
     refused: dict[int, str] = {}
+    summaries = summary_store(ctx.lake)
     for p in partitions or range(t.partitions):
         log = t.partition(p)
         state = "ok"
@@ -161,6 +163,7 @@ def repair(
                 log_start_offset=log_start_offset,
                 prefer=prefer,
                 max_workers=ctx.lake.config.storage.max_concurrency,
+                announced_version=summaries.announced_version(topic, p),
             )
         except RepairAmbiguous as exc:
             refused[p] = str(exc)

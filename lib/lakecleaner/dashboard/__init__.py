@@ -1,7 +1,8 @@
 """The "Lake retention" dashboard: an Airflow plugin serving pages and a JSON API about the lake.
 
-    data.py             the figures, planned by lakecleaner.policy at the request's "now"
-                        (the run history it shows: lakecleaner.runs)
+    partition_view.py   a partition's log as regions, segments and groups' offsets (the facts
+                        of every topic: lakecleaner.summaries.facts; its runs: lakecleaner.runs;
+                        its charts: lakecleaner.charts)
     svg.py              a partition's log drawn along the offset axis
     pages.py            page data (the JSON API) and server-rendered HTML (templates/)
     app.py              the FastAPI app, protected by its host's auth (a `Backend`)

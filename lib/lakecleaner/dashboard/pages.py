@@ -17,20 +17,12 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from lakecleaner.audit import PartitionErasure, partition_erasures
+from lakecleaner.charts.history import history_charts, rendered
+from lakecleaner.charts.lines import render_sparkline
+from lakecleaner.charts.units import human_bytes, human_seconds
 from lakecleaner.config import TopicConfig
-from lakecleaner.dashboard.charts import render_sparkline
-from lakecleaner.dashboard.data import (
-    PartitionView,
-    TopicState,
-    facts_of_state,
-    load_facts,
-    load_topic,
-    partition_view,
-    topic_overview,
-)
-from lakecleaner.dashboard.history_charts import history_charts, rendered
+from lakecleaner.dashboard.partition_view import PartitionView, partition_view
 from lakecleaner.dashboard.svg import legend, render_partition_svg
-from lakecleaner.dashboard.units import human_bytes, human_seconds
 from lakecleaner.errors import LakeCleanerError, TopicNotFound
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake
@@ -40,6 +32,8 @@ from lakecleaner.runs.history import DEFAULT_RANGE, MAX_RUNS, RANGES, HistoryRan
 from lakecleaner.runs.naming import dag_id_of
 from lakecleaner.runs.records import AirflowRun, RunRecord, TopicRuns, run_reports
 from lakecleaner.summaries.deadlines import ErasureOverview
+from lakecleaner.summaries.facts import TopicState, facts_of_state, load_facts, load_topic
+from lakecleaner.summaries.overview import topic_overview
 from lakecleaner.summaries.read import TopicFacts
 
 T = TypeVar("T")

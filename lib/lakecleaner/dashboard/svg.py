@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from html import escape
 
-from lakecleaner.dashboard.data import ACTIVE, CLEAN, DIRTY, LOG, UNCLEANABLE, PartitionView, SegmentView
+from lakecleaner.dashboard.partition_view import ACTIVE, CLEAN, DIRTY, LOG, UNCLEANABLE, PartitionView, SegmentView
 from lakecleaner.policy.retention import CONSUMED
 
 #: Fill colour and legend text of each kind of range.

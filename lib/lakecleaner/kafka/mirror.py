@@ -12,7 +12,7 @@ with no gap Kafka does not have. Records are buffered per partition up to `batch
 
 The mirror knows its source (issue 74, DESIGN section 9): the first run records the cluster's id
 and the Kafka topic's id (KIP-516) in the lake topic's metadata, and every run compares them before
-it writes anything (`kafka/identity.py`): a topic deleted and created again, or bootstrap servers
+it writes anything (`io/kafka/identity.py`): a topic deleted and created again, or bootstrap servers
 that now reach another cluster, is `MirrorMismatch` until someone decides (a new lake topic, or
 `restart_from_kafka`: a new history after every record the lake holds, `accepted_source`). A Kafka topic with fewer
 partitions than the lake's is refused the same way. Then each partition is on its own
@@ -37,8 +37,8 @@ from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[a
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config.kafka import KafkaCluster, MirrorSpec
 from lakecleaner.errors import KafkaUnavailable, LakeCleanerError, MirrorMismatch, TopicNotFound
-from lakecleaner.kafka.clients import ClusterErrors, admin, consumer
-from lakecleaner.kafka.identity import KafkaTopicIdentity, describe_topic, mismatch
+from lakecleaner.io.kafka.clients import ClusterErrors, admin, consumer
+from lakecleaner.io.kafka.identity import KafkaTopicIdentity, describe_topic, mismatch
 from lakecleaner.kafka.mirror_run import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_GIVE_UP_S,

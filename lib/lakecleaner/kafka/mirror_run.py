@@ -24,7 +24,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError
-from lakecleaner.kafka.clients import REQUEST_TIMEOUT_S, ClusterErrors
+from lakecleaner.io.kafka.clients import REQUEST_TIMEOUT_S, ClusterErrors
 from lakecleaner.kafka.resume import Gap, PartitionStart, verdict
 from lakecleaner.lake import Topic
 from lakecleaner.log.records import HEADER_TYPE

@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from lakecleaner.errors import LakeCleanerError
-from lakecleaner.kafka.clients import ClusterErrors
+from lakecleaner.io.kafka.clients import ClusterErrors
 from lakecleaner.lake import Topic
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.partition import PartitionLog

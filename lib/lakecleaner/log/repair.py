@@ -332,6 +332,7 @@ def repair_partition(
     now_ms: int | None = None,
     prefer: Collection[str] = (),
     max_workers: int = 8,
+    announced_version: int = 0,
 ) -> RepairReport:
     """Rebuild the manifest of `topic`-`partition` from its segment files and commit records, and
     commit it (the module docstring says how files are chosen).
@@ -341,6 +342,11 @@ def repair_partition(
     same offsets. The new manifest is written conditionally (create if missing, replace-if-
     unchanged if damaged), so a concurrent repair or writer cannot be overwritten silently.
     Raises RepairAmbiguous, having written and deleted nothing, when files cannot be told apart.
+
+    `announced_version`: the highest manifest version of the partition the lake-wide views were
+    told of (`SummaryStore.announced_version`). The rebuilt manifest takes a version above it and
+    above every candidate's: a view compares versions to tell a current summary entry from a
+    stale one (summaries/read.py), so a version must never go back.
     """
     log = PartitionLog(store, topic, partition, config)
     state, etag = _manifest_state(log)
@@ -374,7 +380,7 @@ def repair_partition(
         start = log_start_offset
     versions = [c.meta.manifest_version for c in candidates.values()]
     versions += [c.acknowledged for c in candidates.values() if c.acknowledged is not None]
-    version = max([*versions, announced_version(store, topic, partition)], default=0) + 1
+    version = max([*versions, announced_version], default=0) + 1
     pending = tuple(
         PendingDelete(p, now + config.file_delete_delay_ms, "repair: " + why)
         for p, why in left_out.items()
@@ -406,19 +412,3 @@ def repair_partition(
         if store.read(log.manifest_key) != data:
             raise
     return RepairReport(topic, partition, state, manifest, choice.kept, left_out, in_flight)
-
-
-def announced_version(store: ObjectStore, topic: str, partition: int) -> int:
-    """The highest manifest version of the partition that the topic's summary or a pending marker
-    names (0: none). A rebuilt manifest takes a higher one: a view compares versions to tell a
-    current summary entry from a stale one (summaries.read), so a version must never go back."""
-    from lakecleaner.summaries.store import SummaryStore
-
-    summaries = SummaryStore(store, 1)
-    markers = summaries.pending(topic).get(topic)
-    marked = markers.announced().get(partition, 0) if markers else 0
-    try:
-        summary = summaries.read(topic)
-    except LakeCleanerError:  # a damaged summary names no version a view would trust
-        summary = None
-    return max(marked, (summary and summary.version(partition)) or 0)

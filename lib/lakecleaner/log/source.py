@@ -4,7 +4,7 @@ Kafka gives every topic a topic id (KIP-516) so that a topic deleted and created
 same name is never taken for the old one. The first `lakecleaner mirror` of a lake topic records
 the Kafka cluster's id and the topic's id in the lake topic's metadata (topic.json); every later
 run compares them with what the cluster says, and a different id is refused before anything is
-written (`kafka/identity.py`).
+written (`io/kafka/identity.py`).
 
 A lake topic may follow a new Kafka history only when told to (`mirror --restart-from-kafka`): the
 history it followed becomes a `SourceBreak`, and the new one is appended after every record the lake

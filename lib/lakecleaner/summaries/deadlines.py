@@ -80,7 +80,7 @@ def pending_deletes(facts: Iterable[TopicFacts]) -> dict[str, int]:
 @dataclass(frozen=True)
 class ErasureOverview:
     """What `lakecleaner audit lake` and the dashboard's /erasure show of the topics they loaded
-    (`dashboard.data.load_facts`): the deadlines (`lake_deadlines`), the files awaiting deletion
+    (`summaries.facts.load_facts`): the deadlines (`lake_deadlines`), the files awaiting deletion
     (`pending_deletes`), and what could not be read."""
 
     deadlines: list[PartitionDeadline]

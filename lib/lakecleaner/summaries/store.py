@@ -52,6 +52,18 @@ class SummaryStore:
         data = self._fetch(topic)
         return None if data is None else self._parse(topic, data)
 
+    def announced_version(self, topic: str, partition: int) -> int:
+        """The highest manifest version of the partition that the topic's summary or a pending
+        marker names (0: none; a damaged summary names none a view would trust). `repair` gives a
+        rebuilt manifest a higher one, so that no view takes a stale entry for a current one."""
+        markers = self.pending(topic).get(topic)
+        marked = markers.announced().get(partition, 0) if markers else 0
+        try:
+            summary = self.read(topic)
+        except LakeCleanerError:
+            summary = None
+        return max(marked, (summary and summary.version(partition)) or 0)
+
     def _fetch(self, topic: str) -> bytes | None:
         try:
             return self.store.read(summary_key(topic))

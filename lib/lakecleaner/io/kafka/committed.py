@@ -1,7 +1,7 @@
 """Consumer groups' committed offsets as values: one group's offset of one partition, and what a
 read of a Kafka cluster's groups gave (KIP-68: consumed retention deletes only below the lowest
 offset every subscribed group committed). `offsets.OffsetStore` keeps them in the lake
-(`_consumer_offsets/`) or reads them from a cluster (`kafka/groups.py`); both take these types
+(`_consumer_offsets/`) or reads them from a cluster (`io/kafka/groups.py`); both take these types
 from here, below either."""
 
 from __future__ import annotations

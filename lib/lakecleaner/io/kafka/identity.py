@@ -1,6 +1,7 @@
 """A Kafka topic's identity (DESIGN section 9, KIP-516): what the cluster says the topic is, and how
-that compares with what a lake topic recorded (`log/source.py`); the mirror decides what follows
-(`kafka/mirror.py`), and so do the consumer groups' offsets (`kafka/groups.py`).
+that compares with what a lake topic recorded (`log/source.py`'s `KafkaSource`, taken here as the
+`RecordedTopic` it is, so this adapter stays below the log); the mirror decides what follows
+(`kafka/mirror.py`), and so do the consumer groups' offsets (`io/kafka/groups.py`).
 
 The cluster is asked once per run: a Metadata request (the cluster's id, the topic's partitions)
 and a DescribeTopics (the topic's id). A cluster whose metadata names no live broker as controller
@@ -13,16 +14,31 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from confluent_kafka import KafkaError, TopicCollection
 
 from lakecleaner.config.kafka import KafkaCluster
 from lakecleaner.errors import TopicNotFound
-from lakecleaner.kafka.clients import ClusterErrors, access_denied, admin
-from lakecleaner.log.source import KafkaSource
+from lakecleaner.io.kafka.clients import ClusterErrors, access_denied, admin
 
 #: Metadata errors of a topic that pass (a topic just created, a leader being elected).
 _PASSING = frozenset({KafkaError.LEADER_NOT_AVAILABLE, KafkaError._PARTITION_EOF})
+
+
+class RecordedTopic(Protocol):
+    """The Kafka topic a lake topic recorded at its first mirror (`log/source.KafkaSource`): the
+    cluster's id, the topic's name and id (None: the cluster gave none), and the delta from that
+    history's Kafka offsets to lake offsets."""
+
+    @property
+    def cluster_id(self) -> str: ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def topic_id(self) -> str | None: ...
+    @property
+    def offset_delta(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +92,7 @@ def describe_topic(cluster: KafkaCluster, topic: str, errors: ClusterErrors, giv
     return KafkaTopicIdentity(str(metadata.cluster_id), topic, topic_id, len(found.partitions))
 
 
-def mismatch(recorded: KafkaSource, found: KafkaTopicIdentity) -> str | None:
+def mismatch(recorded: RecordedTopic, found: KafkaTopicIdentity) -> str | None:
     """How the Kafka topic the cluster has now differs from the one the lake topic recorded, in
     words; None when it is the same (same cluster id, name, and topic id where both have one)."""
     if recorded.cluster_id != found.cluster_id:
@@ -96,4 +112,4 @@ def mismatch(recorded: KafkaSource, found: KafkaTopicIdentity) -> str | None:
     return None
 
 
-__all__ = ["KafkaTopicIdentity", "describe_topic", "mismatch"]
+__all__ = ["KafkaTopicIdentity", "RecordedTopic", "describe_topic", "mismatch"]

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from lakecleaner.charts.lines import Chart, ChartPoint, Series, render_chart
+from lakecleaner.charts.units import human_bytes
 from lakecleaner.config import HOUR_MS
-from lakecleaner.dashboard.charts import Chart, ChartPoint, Series, render_chart
-from lakecleaner.dashboard.units import human_bytes
 from lakecleaner.runs.history import HistoryPoint
 
 OUTCOME_COLOURS = {"ok": "#2e7d32", "failed": "#c62828", "dry-run": "#90a4ae"}

@@ -7,7 +7,7 @@ They are the offsets of the Kafka topic the lake topic mirrors (`mirror.topic`, 
 has the lake topic's name. For a mirrored topic they are tied to the Kafka source it recorded
 (DESIGN section 9): when the cluster's topic is not that one (deleted and created again, another
 cluster), every group's offsets are unknown, and when the lake follows a later history of it they
-are translated to lake offsets by its delta (`log/source.py`).
+are translated to lake offsets by its delta (`log/source.py`'s `KafkaSource`).
 
 An offset the cluster does not hold (a group it does not know, a partition the group never
 committed) is unknown, never zero; a cluster that does not answer makes every group's offsets
@@ -25,10 +25,9 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config.kafka import KafkaCluster
 from lakecleaner.errors import KafkaUnavailable, LakeCleanerError
+from lakecleaner.io.kafka.clients import REQUEST_TIMEOUT_S, ClusterErrors, admin, unavailable
 from lakecleaner.io.kafka.committed import ClusterRead, CommittedOffset
-from lakecleaner.kafka.clients import REQUEST_TIMEOUT_S, ClusterErrors, admin, unavailable
-from lakecleaner.kafka.identity import describe_topic, mismatch
-from lakecleaner.log.source import KafkaSource
+from lakecleaner.io.kafka.identity import RecordedTopic, describe_topic, mismatch
 
 
 def cluster_offsets(
@@ -36,7 +35,7 @@ def cluster_offsets(
     groups: Sequence[str],
     topic: str,
     partitions: Sequence[int],
-    recorded: KafkaSource | None = None,
+    recorded: RecordedTopic | None = None,
 ) -> ClusterRead:
     """Each group's committed offsets of Kafka topic `topic`'s `partitions` on the cluster (a
     partition without one is left out), the groups whose offsets could not be read or tied to
@@ -68,7 +67,7 @@ def cluster_offsets(
     return ClusterRead(offsets, failures, 0 if recorded is None else recorded.offset_delta)
 
 
-def _untied(cluster: KafkaCluster, topic: str, recorded: KafkaSource) -> str | None:
+def _untied(cluster: KafkaCluster, topic: str, recorded: RecordedTopic) -> str | None:
     """Why the groups' offsets of `topic` cannot be tied to the Kafka source the lake recorded
     (the topic is another one, or the cluster does not say), or None when they can."""
     try:
