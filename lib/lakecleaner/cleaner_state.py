@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from lakecleaner.config import TopicConfig
-from lakecleaner.errors import CorruptCleanerState, ObjectNotFound
+from lakecleaner.errors import CorruptCleanerState, LakeCleanerError, ObjectNotFound
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.io.strict_json import Fields, Malformed, load_object
@@ -184,6 +184,25 @@ def mark_uncleanable(
     return entries
 
 
+@dataclass(frozen=True)
+class CleaningDone:
+    """What a compaction run returns to the manager (Kafka's Cleaner to LogCleanerManager): the
+    partitions whose data failed them, the partitions cleaned or with nothing to do, and the run."""
+
+    failures: tuple[Failure, ...]
+    cleaned: frozenset[int]
+    last_run: LastRun
+
+
+def after_cleaning(state: CleanerState, done: CleaningDone, config: TopicConfig, now_ms: int) -> CleanerState:
+    """The state after a run: its failed partitions marked uncleanable (Kafka's
+    `markPartitionUncleanable`, kept between runs), the mark of every cleaned partition cleared,
+    the run kept as the topic's last; a partition in neither keeps its mark as it was."""
+    marked = mark_uncleanable(state, done.failures, config, now_ms)
+    kept = {p: e for p, e in marked.items() if p not in done.cleaned}
+    return replace(state, uncleanable=kept, last_run=done.last_run)
+
+
 class CleanerStateStore:
     """Read and update topics' cleaner state."""
 
@@ -234,6 +253,17 @@ class CleanerStateStore:
 
         self.store.update(cleaner_state_key(topic), apply, what=f"the cleaner state of topic {topic}")
         return result[0]
+
+    def done_cleaning(self, topic: str, done: CleaningDone, config: TopicConfig, now_ms: int) -> None:
+        """Record what a compaction run returned (`after_cleaning`; Kafka's `doneCleaning`). A
+        storage error is logged, not raised: the run's outcome stands, and a lost mark only means
+        a retry."""
+        try:
+            self.update(topic, lambda state: after_cleaning(state, done, config, now_ms))
+        except LakeCleanerError as exc:
+            log.warning(
+                "topic %s: the cleaner state could not be updated after run %s: %s", topic, done.last_run.run_id, exc
+            )
 
     def clear(self, topic: str, partitions: Iterable[int] | None = None) -> list[int]:
         """Forget that the given (default: all) partitions are uncleanable; returns those that were."""

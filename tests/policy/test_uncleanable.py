@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lakecleaner.cleaner_state import CleanerState, Failure, LastRun, mark_uncleanable
+from lakecleaner.cleaner_state import CleanerState, CleaningDone, Failure, LastRun, after_cleaning, mark_uncleanable
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy import plan_topic
 from tests.policy.policy_builders import COMPACT, NOW, active, manifest, segment
@@ -50,6 +50,24 @@ def test_a_marked_partition_is_retried_once_new_segments_are_sealed_or_the_confi
     assert plan_topic("t", {0: appended}, COMPACT, {}, NOW, cleaner=state).selection.selected == ()  # active only
     changed = replace(COMPACT, min_cleanable_dirty_ratio=0.1)
     assert plan_topic("t", {0: DIRTY}, changed, {}, NOW, cleaner=state).selection.selected == (0,)
+
+
+def test_a_run_marks_what_failed_clears_what_it_cleaned_and_keeps_the_mark_of_what_it_left() -> None:
+    """Kafka's doneCleaning / markPartitionUncleanable, as the manager records the run the engine
+    returned: a failed partition is marked (a second failure counts an attempt), a cleaned one is
+    cleared, one the run neither cleaned nor failed on its data (a storage error) keeps its mark."""
+    state = marked(DIRTY)
+    state = replace(state, uncleanable={**state.uncleanable, 2: replace(state.uncleanable[0], partition=2)})
+    last = LastRun("r2", started_ms=NOW, finished_ms=NOW + 10, clean_time_ms=10, buffer_utilization_percent=7)
+    failed_again = Failure(0, "map too large", DIRTY)
+    newly = Failure(1, "segment y is missing", replace(DIRTY, partition=1))
+    done = CleaningDone((failed_again, newly), frozenset({2}), last)
+    after = after_cleaning(state, done, COMPACT, NOW)
+    assert set(after.uncleanable) == {0, 1} and after.last_run == last
+    assert (after.uncleanable[0].attempts, after.uncleanable[0].reason) == (2, "map too large")
+    assert after.uncleanable[1].attempts == 1 and after.uncleanable[1].first_failed_ms == NOW
+    untouched = after_cleaning(state, CleaningDone((), frozenset(), last), COMPACT, NOW)
+    assert untouched.uncleanable == state.uncleanable
 
 
 def test_the_run_gauges_come_from_the_last_run() -> None:

@@ -25,11 +25,11 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from lakecleaner.cleaner_state import CleanerState, Failure, LastRun, mark_uncleanable
+from lakecleaner.cleaner_state import CleaningDone, Failure, LastRun
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import (
     DEFAULT_DEDUPE_BUFFER_SIZE,
@@ -613,22 +613,20 @@ class _Run:
             state.report.manifest_version_after = version
             self.finish(state.plan.partition, status, message, discard=status == ABORTED)
 
-    def record_cleaner_state(self) -> None:
-        """Mark the partitions whose data failed them uncleanable (Kafka's
-        `markPartitionUncleanable`, kept between runs: `uncleanable`, a corrupt or missing file or a
-        map too large, and `failed-quality`) but those whose cleaner checkpoint was reset, clear
-        the mark of those that were cleaned or had nothing to do, and keep this run as the topic's
-        last. A partition the store failed (`failed`) is not marked: the next run retries it, as
-        Kafka never marks a partition uncleanable for an IOException (kafka-cleaner-semantics.md
-        1.15), so a quiet partition's deletion deadline is not left to wait for new segments. A
-        lost race (aborted) changes no mark. A storage error here is logged, not raised: the run's
-        outcome stands, and a lost mark only means a retry."""
-        failures = [
+    def cleaning_done(self) -> CleaningDone:
+        """What this run returns to the cleaner's manager (`CleanerStateStore.done_cleaning`, Kafka's
+        `LogCleanerManager.doneCleaning` and `markPartitionUncleanable`): the partitions whose data
+        failed them (`uncleanable`, a corrupt or missing file or a map too large, and
+        `failed-quality`) but those whose cleaner checkpoint was reset, the partitions cleaned or
+        with nothing to do, and the run. A partition the store failed (`failed`) or a lost race
+        (`aborted`) is in neither: the next run retries it, as Kafka never marks a partition
+        uncleanable for an IOException (kafka-cleaner-semantics.md 1.15)."""
+        failures = tuple(
             Failure(p.partition, p.message, self.planned.get(p.partition))
             for p in self.report.partitions
             if p.status in MARKED_UNCLEANABLE and p.partition not in self.checkpoints_reset
-        ]
-        cleaned = {p.partition for p in self.report.partitions if p.status in (COMMITTED, NOTHING_TO_DO)}
+        )
+        cleaned = frozenset(p.partition for p in self.report.partitions if p.status in (COMMITTED, NOTHING_TO_DO))
         map_bytes = max((p.max_map_bytes for p in self.report.partitions), default=0)
         last = LastRun(
             run_id=self.report.run_id,
@@ -637,17 +635,7 @@ class _Run:
             clean_time_ms=self.report.duration_ms,
             buffer_utilization_percent=100 * map_bytes // max(self.options.dedupe_buffer_size, 1),
         )
-
-        def change(state: CleanerState) -> CleanerState:
-            marked = mark_uncleanable(state, failures, self.config, self.now_ms)
-            return replace(state, uncleanable={p: e for p, e in marked.items() if p not in cleaned}, last_run=last)
-
-        try:
-            self.lake.cleaner_state.update(self.topic.name, change)
-        except LakeCleanerError as exc:
-            log.warning(
-                "topic %s: the cleaner state could not be updated after run %s: %s", self.topic.name, last.run_id, exc
-            )
+        return CleaningDone(failures, cleaned, last)
 
     def _commit_one(self, state: _Partition) -> tuple[str, str, int | None]:
         """Commit one partition: (status, message, manifest version written). Its files are kept
@@ -720,7 +708,7 @@ def compact_topic(
     run.report.duration_ms = int((time.monotonic() - run.started) * 1000)
     run.report.storage_retries = lake.store.retries - retries_before
     run.report.save(lake.store)
-    run.record_cleaner_state()
+    lake.cleaner_state.done_cleaning(topic_name, run.cleaning_done(), topic.config, now_ms)
     return run.report
 
 
