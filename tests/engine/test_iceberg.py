@@ -33,6 +33,7 @@ from lakecleaner.iceberg.spark_catalog import NoSparkEquivalent, spark_catalog_c
 from lakecleaner.iceberg.status import table_status
 from lakecleaner.iceberg.trimmed import COPIES_FOLDER
 from lakecleaner.lake import Lake
+from lakecleaner.log.layout import topic_metadata_key
 from lakecleaner.log.repair import repair_partition
 from lakecleaner.policy.erasure import LIVE, UNREFERENCED
 from lakecleaner.retention import retain_topic
@@ -436,6 +437,21 @@ def test_the_latest_values_follow_the_topics_compaction_strategy(lake_config: La
     log.append(versioned("c2", "v1", 1), now_ms=1002)
     assert [r["value"] for r in latest_rows(lake, "customers")] == [b"v5", b"v1"]
     assert_table_is_the_log(lake, "customers")
+
+
+def test_the_tables_follow_a_commit_with_the_config_the_committing_topic_holds(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    """The follower is handed the committing `Topic`: it reads no topic.json per commit. With the
+    metadata object gone after the topic was opened, a commit still moves both tables."""
+    lake = open_lake(with_tables(lake_config, tmp_path))
+    log = lake.create_topic("prices", 1, {"cleanup.policy": "compact"}).partition(0)
+    log.append(keyed({"a": "1", "b": "2"}), now_ms=1000)
+    lake.store.delete(topic_metadata_key("prices"))
+    log.append(keyed({"a": "3"}, 2000), now_ms=2000)
+    latest = {r["key"]: r["value"] for r in latest_rows(lake, "prices")}
+    assert latest == {b"a": b"3", b"b": b"2"}
+    assert [r["offset"] for r in table_rows(lake, "prices", 0)] == [0, 1, 2]
 
 
 def test_a_repair_that_rebuilds_a_shorter_log_rebuilds_the_latest_values(

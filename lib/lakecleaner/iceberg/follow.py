@@ -39,14 +39,13 @@ class TopicSync:
         return {**self.log.__dict__, "latest_partitions": self.latest_partitions}
 
 
-def sync_tables(lake: Lake, topic: str, manifests: Mapping[int, Manifest], compacted: bool | None = None) -> TopicSync:
-    """Bring the topic's tables up to these partitions' committed manifests (`compacted`: whether
-    the topic is, when the caller knows; else its metadata is read)."""
-    with _SYNCING[lake.store.location(topic_prefix(topic))]:
-        result = sync_partitions(lake, topic, manifests)
-        if compacted is None:
-            compacted = lake.topic(topic).config.compact
-        return TopicSync(result, sync_latest(lake, topic, manifests) if compacted else None)
+def sync_tables(topic: Topic, manifests: Mapping[int, Manifest]) -> TopicSync:
+    """Bring the topic's tables up to these partitions' committed manifests, with the topic's
+    metadata and config as the caller holds them (no topic.json read here)."""
+    lake = topic.lake
+    with _SYNCING[lake.store.location(topic_prefix(topic.name))]:
+        result = sync_partitions(lake, topic.name, manifests)
+        return TopicSync(result, sync_latest(topic, manifests) if topic.config.compact else None)
 
 
 def sync_topic(lake: Lake, topic: str) -> TopicSync:
@@ -64,10 +63,11 @@ def sync_topic(lake: Lake, topic: str) -> TopicSync:
         TopicNotFound: the lake has no such topic.
         LakeCleanerError: pyiceberg is not installed (the `iceberg` extra), or the catalog refused.
     """
-    read = lake.topic(topic).read_manifests()
+    opened = lake.topic(topic)
+    read = opened.read_manifests()
     for partition, reason in sorted(read.failures.items()):
         log.warning("Iceberg tables of %s: partition %d is left as it is: %s", topic, partition, reason)
-    return sync_tables(lake, topic, read.manifests)
+    return sync_tables(opened, read.manifests)
 
 
 class IcebergFollower:
@@ -77,12 +77,10 @@ class IcebergFollower:
 
     def committed(self, topic: Topic, partition: int, before: Manifest, after: Manifest) -> None:
         if topic.lake.config.iceberg_enabled(topic.name):
-            follow_commit(topic.lake, topic.name, partition, before, after, compacted=topic.config.compact)
+            follow_commit(topic, partition, before, after)
 
 
-def follow_commit(
-    lake: Lake, topic: str, partition: int, before: Manifest, after: Manifest, *, compacted: bool | None = None
-) -> None:
+def follow_commit(topic: Topic, partition: int, before: Manifest, after: Manifest) -> None:
     """Move the tables after a partition's manifest commit, when the commit changed its files or
     offsets. The commit has happened whatever happens here: a failure is logged, and the tables
     lag until the next sync."""
@@ -92,16 +90,16 @@ def follow_commit(
     ):
         return
     try:
-        sync_tables(lake, topic, {partition: after}, compacted)
+        sync_tables(topic, {partition: after})
     except Exception as exc:  # the log committed; the tables catch up at the next sync
         log.warning(
             "Iceberg tables of %s-%d lag its manifest (version %d): %s; `lakecleaner iceberg sync --topic %s` "
             "catches them up",
-            topic,
+            topic.name,
             partition,
             after.version,
             exc,
-            topic,
+            topic.name,
         )
 
 

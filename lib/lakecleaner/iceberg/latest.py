@@ -36,7 +36,7 @@ from lakecleaner.iceberg.sync import COMMIT_ATTEMPTS, of_partitions, open_table
 from lakecleaner.log.manifest import Manifest
 
 if TYPE_CHECKING:
-    from lakecleaner.lake import Lake
+    from lakecleaner.lake import Lake, Topic
 
 #: The table property holding the log's next offset a partition's rows reflect.
 REFLECTED_PREFIX = "lakecleaner.latest.next-offset."
@@ -60,23 +60,24 @@ def _reflected_start(table: Any, partition: int) -> int:
     return int(table.properties.get(f"{REFLECTED_START_PREFIX}{partition}", "0"))
 
 
-def sync_latest(lake: Lake, topic: str, manifests: Mapping[int, Manifest]) -> int:
+def sync_latest(topic: Topic, manifests: Mapping[int, Manifest]) -> int:
     """Bring the partitions' latest rows up to their committed manifests (one snapshot per
-    partition that changed); how many partitions changed."""
-    return sum(_sync_partition(lake, topic, partition, manifest) for partition, manifest in sorted(manifests.items()))
+    partition that changed), with the topic's config as the caller holds it; how many partitions
+    changed."""
+    return sum(_sync_partition(topic, partition, manifest) for partition, manifest in sorted(manifests.items()))
 
 
-def _sync_partition(lake: Lake, topic: str, partition: int, manifest: Manifest) -> bool:
+def _sync_partition(topic: Topic, partition: int, manifest: Manifest) -> bool:
     """One partition's rows brought up to its manifest; whether they changed. A commit another
     writer beat is redone from the table read again."""
     for attempt in range(COMMIT_ATTEMPTS):
-        table = latest_table(lake, topic)
+        table = latest_table(topic.lake, topic.name)
         since = reflected(table, partition)
         if since == manifest.next_offset and _reflected_start(table, partition) == manifest.log_start_offset:
             return False
         if since is not None and since > manifest.next_offset:  # a repair rebuilt the log shorter
             since = None
-        rows, replaced = _merged(lake, topic, table, partition, manifest, since)
+        rows, replaced = _merged(topic, table, partition, manifest, since)
         try:
             with table.transaction() as transaction:
                 if replaced:
@@ -105,19 +106,16 @@ def _current_rows(table: Any, partition: int) -> pa.Table:
     return table.scan(row_filter=of_partitions([partition])).to_arrow()
 
 
-def _merged(
-    lake: Lake, topic: str, table: Any, partition: int, manifest: Manifest, since: int | None
-) -> tuple[pa.Table, bool]:
+def _merged(topic: Topic, table: Any, partition: int, manifest: Manifest, since: int | None) -> tuple[pa.Table, bool]:
     """The partition's rows after the records from `since` (the whole log when None), and
     whether the table holds rows of the partition to replace."""
     schema = table.schema().as_arrow()
     current = _current_rows(table, partition)
     start = manifest.log_start_offset if since is None else max(since, manifest.log_start_offset)
     start = min(start, manifest.next_offset)
-    log = lake.topic(topic).partition(partition)
-    new = log.read(start, manifest=manifest).select(_COLUMNS)
+    new = topic.partition(partition).read(start, manifest=manifest).select(_COLUMNS)
     kept = current.select(_COLUMNS).cast(new.schema) if since is not None else new.schema.empty_table()
-    winners = _winners(pa.concat_tables([kept, new]), lake.topic(topic).config)
+    winners = _winners(pa.concat_tables([kept, new]), topic.config)
     in_log = pc.greater_equal(winners.column("offset"), manifest.log_start_offset)
     live = winners.filter(pc.and_(pc.is_valid(winners.column("value")), in_log))
     rows = pa.table(
