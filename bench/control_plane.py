@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.conftest, when run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, when run as a script
 
 from bench.s3_servers import LatencyProxy, S3Server, start_moto, start_seaweedfs
 from click.testing import CliRunner

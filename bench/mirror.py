@@ -6,7 +6,7 @@ Parquet as the mirror does, and against one that only reads.
     uv run python bench/mirror.py --broker mock      # librdkafka's mock cluster, without Maven
 
 The topic is on the project's real Apache Kafka broker (one KRaft node, its jars from Maven Central
-as the tests fetch them, `tests/kafka_real.py`) unless `--broker mock`. librdkafka's mock cluster
+as the tests fetch them, `tests/support/kafka_real.py`) unless `--broker mock`. librdkafka's mock cluster
 (in this process) keeps only about 5 MB per partition, so there the records go in rounds of
 `--round` records: each round is produced, then read by every reader, and the rounds' times are
 summed. The readers of a round go in an order that turns by round and run, so none is always the
@@ -102,7 +102,7 @@ def cluster(kind: str) -> Iterator[tuple[str, Producer, Callable[[str], None]]]:
         broker = next(iter(producer.list_topics(timeout=10).brokers.values()))
         yield f"{broker.host}:{broker.port}", producer, lambda topic: None  # created by the first produce
         return
-    from tests.kafka_real import KafkaBroker
+    from tests.support.kafka_real import KafkaBroker
 
     with tempfile.TemporaryDirectory() as folder:
         real = KafkaBroker(Path(folder))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.conftest, when run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, when run as a script
 
 import boto3
 
@@ -69,8 +69,8 @@ def start_moto() -> S3Server:
 
 
 def start_seaweedfs(work: Path) -> S3Server:
-    """SeaweedFS as the test suite runs it (tests/conftest.py)."""
-    from tests.conftest import SeaweedFS
+    """SeaweedFS as the test suite runs it (tests/support/s3.py)."""
+    from tests.support.s3 import SeaweedFS
 
     server = SeaweedFS(work / "seaweedfs")
     endpoint = server.start()

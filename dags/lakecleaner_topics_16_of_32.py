@@ -1,12 +1,7 @@
-"""Airflow DAG file 16 of 32: the lakecleaner DAGs of the topics whose crc32 modulo 32 is 16.
-
-Written by `lakecleaner airflow dag-files`; the DAGs are built by lakecleaner.orchestration.dags.
-(Airflow's safe mode parses only files that mention both "airflow" and "dag".)
+"""An Airflow DAG file of lakecleaner: the DAGs of the topics whose crc32 modulo N is i, where
+this file is named lakecleaner_topics_<i>_of_<N>.py. Written by `lakecleaner airflow dag-files`.
 """
-
-from pathlib import Path
 
 from lakecleaner.orchestration.dags import build_dag_file
 
-CONFIG_BESIDE = Path(__file__).parents[1] / "config" / "lakecleaner.yaml"
-globals().update(build_dag_file(16, 32, fallback_config=CONFIG_BESIDE))
+globals().update(build_dag_file(__file__))

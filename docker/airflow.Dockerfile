@@ -41,6 +41,6 @@ COPY --from=wheel /tmp/lakecleaner/requirements.txt /tmp/lakecleaner-requirement
 COPY --from=wheel /tmp/lakecleaner/dist/ /tmp/lakecleaner-dist/
 RUN pip install --no-cache-dir -r /tmp/lakecleaner-requirements.txt \
  && pip install --no-cache-dir --no-deps /tmp/lakecleaner-dist/*.whl \
- && lakecleaner airflow dag-files /opt/airflow/dags \
+ && lakecleaner airflow dag-files /opt/airflow/dags --count 32 \
  && java -version \
  && python -c "import lakecleaner, pyspark, pyarrow; print('pyspark', pyspark.__version__, 'pyarrow', pyarrow.__version__)"

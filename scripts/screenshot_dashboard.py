@@ -5,7 +5,7 @@ docs/img/dashboard-topic.png, docs/img/dashboard-partition.png.
 
 It builds the sample topics of the packaged sample config (smaller, with 256 kB segments) in a
 temporary lake, starts a throwaway local Airflow with lakecleaner's DAGs and plugin
-(tests/local_airflow.py: 127.0.0.1, SQLite, nothing outside the temporary
+(tests/support/local_airflow.py: 127.0.0.1, SQLite, nothing outside the temporary
 directory), and drives Debian's headless Chromium (installed with apt-get when missing):
 the partition page first, then one real run of page-views (retention, no Spark needed) and a
 dry run of customers-cdc, so that the overview and the run history have something to show.
@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 from playwright.sync_api import Page, ViewportSize, sync_playwright
-from tests.local_airflow import CHROMIUM, CHROMIUM_ARGS, LocalAirflow, ensure_chromium
+from tests.support.local_airflow import CHROMIUM, CHROMIUM_ARGS, LocalAirflow, ensure_chromium
 
 from lakecleaner.config import load_config, sample_config_text
 from lakecleaner.demo import CDC_TOPIC, EVENTS_TOPIC, DemoSizes, build_sample_topics

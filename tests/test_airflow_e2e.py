@@ -36,7 +36,7 @@ from lakecleaner.orchestration.local import (
 )
 from lakecleaner.runs.reports import runs_prefix
 from lakecleaner.summaries.store import SummaryStore
-from tests.conftest import write_sample
+from tests.support.samples import write_sample
 
 REPO = Path(__file__).resolve().parent.parent
 HOUR = 3_600_000
@@ -316,7 +316,9 @@ def test_quality_gate_failure_in_one_partition_leaves_the_others_committed(harne
         "customers-cdc",
         [(T0_ISO, {}), ("2026-03-01T02:00:00+00:00", {})],
         extra_env={
-            "LAKECLEANER_FAULT_HOOKS": "engine.after_staging=tests.fault_hooks:tamper_partition_0_staged_output",
+            "LAKECLEANER_FAULT_HOOKS": (
+                "engine.after_staging=tests.support.fault_hooks:tamper_partition_0_staged_output"
+            ),
             "LAKECLEANER_TEST_TAMPER_TOPIC": "customers-cdc",
             "PYTHONPATH": str(REPO),
         },

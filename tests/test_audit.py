@@ -33,8 +33,8 @@ from lakecleaner.policy.erasure import (
     schedule_interval_ms,
 )
 from lakecleaner.retention import trim_partition
-from tests.cli_process import run_cli
-from tests.conftest import ALL_BACKENDS
+from tests.support.backends import ALL_BACKENDS
+from tests.support.cli_process import run_cli
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 

@@ -15,7 +15,7 @@ from lakecleaner.cleaner_state import Failure, mark_uncleanable
 from lakecleaner.config import parse_config
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
-from tests.cli_process import run_cli
+from tests.support.cli_process import run_cli
 
 
 def run(lake: Path, *args: str, stdin: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
@@ -454,7 +454,8 @@ def test_airflow_env_prints_the_exports_airflows_own_commands_need_and_no_secret
     assert proc.returncode == 0, proc.stderr
     exports = dict(line.removeprefix("export ").split("=", 1) for line in proc.stdout.splitlines())
     assert exports["AIRFLOW_HOME"] == str(tmp_path / "home") and exports["LAKECLEANER_CONFIG"] == str(config)
-    assert "AIRFLOW__CORE__DAGS_FOLDER" in exports and "hunter2" not in proc.stdout
+    assert exports["AIRFLOW__CORE__DAGS_FOLDER"] == str((Path.cwd() / "dags").resolve())  # make airflow-ui's
+    assert "hunter2" not in proc.stdout
     sourced = subprocess.run(
         [
             "bash",
@@ -469,13 +470,22 @@ def test_airflow_env_prints_the_exports_airflows_own_commands_need_and_no_secret
 
 
 def test_airflow_dag_files_writes_the_files_and_removes_those_of_another_count(tmp_path: Path) -> None:
-    """Issue 50: `lakecleaner airflow dag-files DIR --files N` writes N files, and run again with
-    another N removes the old ones (a DAG in two files would be Airflow's duplicate-DAG error)."""
+    """Issue 50: `lakecleaner airflow dag-files DIR --count N` writes N files, and run again with
+    another N removes the old ones (a DAG in two files would be Airflow's duplicate-DAG error);
+    `--count auto` (the default) counts the config's topics; the old `--files N` still works, with
+    a one-line deprecation warning."""
     folder = tmp_path / "dags"
-    first = run(tmp_path, "--json", "airflow", "dag-files", str(folder), "--files", "3")
+    first = run(tmp_path, "--json", "airflow", "dag-files", str(folder), "--count", "3")
     assert json.loads(first.stdout)["written"] == [f"lakecleaner_topics_{i}_of_3.py" for i in range(3)]
-    second = run(tmp_path, "airflow", "dag-files", str(folder), "--files", "12").stdout
+    second = run(tmp_path, "airflow", "dag-files", str(folder), "--count", "12").stdout
     assert f"12 DAG files in {folder}" in second and "removed lakecleaner_topics_0_of_3.py" in second
     assert sorted(p.name for p in folder.iterdir()) == [f"lakecleaner_topics_{i:02d}_of_12.py" for i in range(12)]
-    refused = run(tmp_path, "airflow", "dag-files", str(folder), "--files", "0", ok=False)
-    assert refused.returncode == 2 and "--files" in refused.stderr
+    refused = run(tmp_path, "airflow", "dag-files", str(folder), "--count", "0", ok=False)
+    assert refused.returncode == 2 and "--count" in refused.stderr and "auto" in refused.stderr
+    auto = run(tmp_path, "--json", "airflow", "dag-files", str(folder))
+    assert json.loads(auto.stdout)["written"] == ["lakecleaner_topics_0_of_1.py"]  # a lake of no managed topics
+    old = run(tmp_path, "airflow", "dag-files", str(folder), "--files", "2")
+    assert sorted(p.name for p in folder.iterdir()) == [f"lakecleaner_topics_{i}_of_2.py" for i in range(2)]
+    assert old.stderr.strip() == (
+        "warning: `airflow dag-files --files N` is deprecated and will be removed in lakecleaner 0.3: use --count N"
+    )

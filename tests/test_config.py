@@ -15,7 +15,7 @@ import pytest
 from lakecleaner.config import LONG_MAX, TopicConfig, load_config, parse_config, shown
 from lakecleaner.config.topic_keys import resolve_topic_config
 from lakecleaner.errors import ConfigError
-from tests.conftest import write_sample
+from tests.support.samples import write_sample
 
 
 def problems_of(data: object) -> list[str]:

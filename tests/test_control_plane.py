@@ -23,8 +23,8 @@ from lakecleaner.dashboard.app import Backend, create_app
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.orchestration import tasks
-from tests.conftest import S3Endpoint
-from tests.flaky_proxy import FlakyProxy
+from tests.support.flaky_proxy import FlakyProxy
+from tests.support.s3 import S3Endpoint
 
 PARTITIONS = 24
 BROKEN = (3, 17)

@@ -12,10 +12,21 @@ from typing import Any
 import pytest
 import yaml
 
-from lakecleaner.orchestration.dag_files import DEFAULT_DAG_FILES, DagFileShare, file_index_of, write_dag_files
-from lakecleaner.orchestration.dags import dags_folder
+from lakecleaner.deprecation import LakeCleanerDeprecationWarning
+from lakecleaner.orchestration.dag_files import (
+    DAG_FILE_TEXT,
+    DEFAULT_DAG_FILES,
+    DagFileShare,
+    auto_count,
+    file_index_of,
+    write_dag_files,
+)
+from lakecleaner.orchestration.dags import build_dag_file
 from lakecleaner.runs.naming import dag_id_of
-from tests.conftest import write_sample
+from tests.support.samples import write_sample
+
+#: The checkout's DAG folder (docker-compose mounts it; `make airflow-ui` reads it).
+CHECKOUT_DAGS = Path(__file__).parents[1] / "dags"
 
 PROBE = """
 import json, os, sys
@@ -48,7 +59,7 @@ def test_every_dag_imports_without_errors_and_without_touching_the_lake(tmp_path
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     proc = subprocess.run(
-        [sys.executable, str(script), str(dags_folder())],
+        [sys.executable, str(script), str(CHECKOUT_DAGS)],
         env=env,
         capture_output=True,
         text=True,
@@ -105,7 +116,7 @@ def test_a_topic_airflow_rejects_is_an_import_error_naming_it_and_the_others_kee
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
     env.update(AIRFLOW__CORE__UNIT_TEST_MODE="True", LAKECLEANER_CONFIG=str(config))
     proc = subprocess.run(
-        [sys.executable, str(script), str(dags_folder())], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, str(script), str(CHECKOUT_DAGS)], env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -140,7 +151,7 @@ def _dag_files_of(tmp_path: Path, folder: Path, config: Path, **env: str) -> dic
     script = tmp_path / "files_probe.py"
     script.write_text(FILES_PROBE)
     environ = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    environ.update(AIRFLOW__CORE__UNIT_TEST_MODE="True", LAKECLEANER_CONFIG=str(config), **env)
+    environ.update({"AIRFLOW__CORE__UNIT_TEST_MODE": "True", "LAKECLEANER_CONFIG": str(config), **env})
     proc = subprocess.run(
         [sys.executable, str(script), str(folder)], env=environ, capture_output=True, text=True, timeout=300
     )
@@ -209,14 +220,47 @@ def test_a_dag_file_reads_only_its_own_topics_and_a_worker_builds_only_the_dag_i
     assert one == {"errors": {}, "files": {dag_id_of(neighbour): broken_file}}
 
 
-def test_the_dag_folders_shipped_are_what_the_command_writes(tmp_path: Path) -> None:
-    """The checkout's dags/ and the package's DAG folder hold exactly what `lakecleaner airflow
-    dag-files` writes (the checkout's reading ../config/lakecleaner.yaml without $LAKECLEANER_CONFIG)."""
-    for shipped, beside in ((Path(__file__).parents[1] / "dags", True), (dags_folder(), False)):
-        fresh = tmp_path / shipped.name
-        write_dag_files(fresh, DEFAULT_DAG_FILES, config_beside=beside)
-        expected = {p.name: p.read_text() for p in fresh.glob("*.py")}
-        assert {p.name: p.read_text() for p in shipped.glob("*.py")} == expected
+def test_every_checked_in_dag_file_is_the_one_text_and_its_name_is_its_share() -> None:
+    """One text for every file (its share is its name), so there is nothing to keep in step: the
+    checkout's dags/ is DEFAULT_DAG_FILES files of `DAG_FILE_TEXT`, one per share."""
+    files = sorted(CHECKOUT_DAGS.glob("*.py"))
+    assert [p.name for p in files] == [DagFileShare(i, DEFAULT_DAG_FILES).file_name for i in range(DEFAULT_DAG_FILES)]
+    assert {p.read_text() for p in files} == {DAG_FILE_TEXT}
+    assert [DagFileShare.of_file(p) for p in files] == [DagFileShare(i, DEFAULT_DAG_FILES) for i in range(32)]
+    with pytest.raises(ValueError, match=r"lakecleaner_topics_<i>_of_<N>\.py.*lakecleaner airflow dag-files"):
+        DagFileShare.of_file("/dags/my_copy_of_lakecleaner.py")
+
+
+def test_auto_counts_about_300_topics_a_file_in_powers_of_two() -> None:
+    assert [auto_count(n) for n in (0, 1, 300, 450, 10_000, 120_000)] == [1, 1, 1, 2, 32, 512]
+    for topics in (1_000, 10_000, 100_000, 1_000_000):
+        count = auto_count(topics)
+        assert count & (count - 1) == 0 and 200 <= topics / count <= 430
+    assert auto_count(10**9) == 4096
+
+
+def test_a_dag_folder_reads_the_config_beside_it_without_lakecleaner_config(tmp_path: Path) -> None:
+    """A checkout's (or docker-compose's) layout: dags/ next to config/lakecleaner.yaml."""
+    folder = tmp_path / "dags"
+    write_dag_files(folder, 2)
+    (tmp_path / "config").mkdir()
+    _topics_config(tmp_path / "config" / "lakecleaner.yaml", tmp_path / "lake", ["orders", "payments"])
+    found = _dag_files_of(tmp_path, folder, tmp_path / "elsewhere.yaml", LAKECLEANER_CONFIG="")
+    assert found["errors"] == {} and set(found["files"]) == {dag_id_of("orders"), dag_id_of("payments")}
+
+
+def test_a_dag_file_of_the_earlier_form_still_builds_with_a_deprecation_warning(tmp_path: Path) -> None:
+    """lakecleaner 0.1's files called build_dag_file(index, count, fallback_config=…): a deployment
+    that has not written its files anew keeps its DAGs, and is told to."""
+    config = _topics_config(tmp_path / "lakecleaner.yaml", tmp_path / "lake", ["orders", "payments"])
+    env = os.environ.pop("LAKECLEANER_CONFIG", None)
+    try:
+        with pytest.warns(LakeCleanerDeprecationWarning, match="lakecleaner airflow dag-files DIR"):
+            dags = build_dag_file(0, 1, fallback_config=config)
+    finally:
+        if env is not None:
+            os.environ["LAKECLEANER_CONFIG"] = env
+    assert set(dags) == {dag_id_of("orders"), dag_id_of("payments")}
 
 
 def test_the_dag_files_benchmark_runs(tmp_path: Path) -> None:

@@ -34,10 +34,11 @@ from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import GcRunReport
 from lakecleaner.runs import outcome
 from lakecleaner.summaries.facts import load_topic
-from tests import lake_process
-from tests.cli_process import run_cli
-from tests.conftest import ALL_BACKENDS, S3Endpoint
-from tests.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_read
+from tests.support import lake_process
+from tests.support.backends import ALL_BACKENDS
+from tests.support.cli_process import run_cli
+from tests.support.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_read
+from tests.support.s3 import S3Endpoint
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
 

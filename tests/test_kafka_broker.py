@@ -21,8 +21,8 @@ from lakecleaner.config import load_config
 from lakecleaner.errors import KafkaUnavailable
 from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
-from tests.kafka_mock import read_committed
-from tests.kafka_real import SMALL_BATCHES, KafkaBroker, with_small_fetches
+from tests.support.kafka_mock import read_committed
+from tests.support.kafka_real import SMALL_BATCHES, KafkaBroker, with_small_fetches
 from tests.test_mirror import lake_view, write_config
 
 pytestmark = pytest.mark.xdist_group("kafka-broker")

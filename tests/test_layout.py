@@ -87,7 +87,7 @@ def test_the_package_says_its_version_as_its_distribution_does() -> None:
     from importlib.metadata import version
 
     import lakecleaner
-    from tests.cli_process import run_cli
+    from tests.support.cli_process import run_cli
 
     assert lakecleaner.__version__ == version("lakecleaner") != "0+unknown"
     shown = run_cli("--version")

@@ -23,11 +23,11 @@ from lakecleaner.errors import KafkaUnavailable, MirrorMismatch
 from lakecleaner.io.kafka.clients import retried
 from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
-from tests import cli_process
-from tests.bench_loader import bench_module
 from tests.dashboard.conftest import Scene
 from tests.dashboard.test_app import as_user, client
-from tests.kafka_mock import MOCK_PARTITIONS, KafkaRecord, MockCluster
+from tests.support import cli_process
+from tests.support.bench_loader import bench_module
+from tests.support.kafka_mock import MOCK_PARTITIONS, KafkaRecord, MockCluster
 
 T0 = 1_790_000_000_000
 
@@ -217,7 +217,7 @@ def test_without_once_a_sigterm_appends_what_it_holds_and_exits_0(tmp_path: Path
 def test_a_cli_run_past_its_timeout_fails_showing_where_its_threads_were(
     tmp_path: Path, kafka_mock: MockCluster
 ) -> None:
-    """The tests' CLI runner (tests/cli_process.py) on a run that does not end by itself: a mirror
+    """The tests' CLI runner (tests/support/cli_process.py) on a run that does not end by itself: a mirror
     without --once."""
     topic = kafka_mock.new_topic()
     kafka_mock.produce(topic, sample(10))

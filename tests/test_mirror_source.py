@@ -23,9 +23,9 @@ from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.retention import retain_topic
-from tests import cli_process
-from tests.kafka_mock import read_committed
-from tests.kafka_real import SASL_PASSWORD, SASL_USER, SMALL_BATCHES, KafkaBroker, with_small_fetches
+from tests.support import cli_process
+from tests.support.kafka_mock import read_committed
+from tests.support.kafka_real import SASL_PASSWORD, SASL_USER, SMALL_BATCHES, KafkaBroker, with_small_fetches
 from tests.test_kafka_broker import create_topic, produce
 
 pytestmark = pytest.mark.xdist_group("kafka-broker")

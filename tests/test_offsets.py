@@ -10,7 +10,7 @@ from lakecleaner.config import LakeConfig, parse_config
 from lakecleaner.errors import InvalidTopicName
 from lakecleaner.lake import Lake
 from lakecleaner.offsets import group_key
-from tests.conftest import ALL_BACKENDS
+from tests.support.backends import ALL_BACKENDS
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # racing commits on the real object store too (issue #15)
 

@@ -27,8 +27,8 @@ from lakecleaner.log import segment_files
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.records import Record, encode_version, table_to_records
 from lakecleaner.log.repair import repair_partition
-from tests import lake_process
-from tests.conftest import ALL_BACKENDS
+from tests.support import lake_process
+from tests.support.backends import ALL_BACKENDS
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
 

@@ -31,8 +31,8 @@ from lakecleaner.log.segment_files import (
 )
 from lakecleaner.log.source import KafkaSource
 from lakecleaner.retention.gc import gc_topic
-from tests import lake_process
-from tests.conftest import ALL_BACKENDS
+from tests.support import lake_process
+from tests.support.backends import ALL_BACKENDS
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 

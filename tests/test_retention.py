@@ -312,7 +312,7 @@ def test_gc_removes_old_orphans_but_not_young_ones_or_referenced_files(lake: Lak
 
 
 def test_crash_orphan_from_an_append_is_collected(lake: Lake) -> None:
-    from tests import lake_process
+    from tests.support import lake_process
 
     (log,) = build(lake, "t", {"file.delete.delay.ms": 0}, [T0])
     proc = lake_process.start(

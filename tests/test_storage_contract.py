@@ -15,7 +15,8 @@ from lakecleaner.io import ObjectStore, open_store
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.io.s3 import S3Store
 from lakecleaner.io.s3.replies import delete_errors
-from tests.conftest import ALL_BACKENDS, TEST_SECRET_KEY, S3Endpoint
+from tests.support.backends import ALL_BACKENDS
+from tests.support.s3 import TEST_SECRET_KEY, S3Endpoint
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
 
@@ -76,7 +77,7 @@ def test_delete_many_is_one_request_a_thousand_keys_or_a_delete_each_where_the_s
     """DeleteObjects takes a thousand keys a request. An outage that outlasts the retries raises and
     changes nothing about how the store is asked once it is back; a store that answers 501
     NotImplemented is not asked twice and gets a DELETE per key from then on."""
-    from tests.flaky_proxy import FlakyProxy
+    from tests.support.flaky_proxy import FlakyProxy
 
     endpoint = s3_server
     multi_delete = lambda method, path: method == "POST" and path.endswith("?delete")  # noqa: E731
@@ -119,7 +120,7 @@ def test_a_key_the_store_answers_it_did_not_delete_is_an_error_naming_it(s3_serv
     """DeleteObjects answers 200 with the keys it could not delete: a refused key raises, naming
     it and the store's code, without a DELETE per key (the store takes DeleteObjects); a key it
     could not delete for now (a retryable code) is asked again, then raises, naming it."""
-    from tests.flaky_proxy import FlakyProxy
+    from tests.support.flaky_proxy import FlakyProxy
 
     endpoint = s3_server
     prefix = f"refused-{uuid.uuid4().hex[:8]}"
@@ -375,7 +376,7 @@ def test_every_version_goes_with_a_listing_a_folder_and_a_delete_a_thousand_vers
     thousand versions; a folder inside another is listed with it, once) and deleted a thousand
     versions to a DeleteObjects request, not a listing and a DELETE per version; a key alone in
     its folder is listed by itself, not its folder; the versions of other keys stay."""
-    from tests.flaky_proxy import FlakyProxy
+    from tests.support.flaky_proxy import FlakyProxy
 
     client = s3_endpoint.client()
     bucket = f"versions-{uuid.uuid4().hex[:8]}"
@@ -404,7 +405,7 @@ def test_every_version_goes_with_a_listing_a_folder_and_a_delete_a_thousand_vers
 
 
 def test_transient_s3_errors_are_retried_with_backoff(s3_endpoint) -> None:  # type: ignore[no-untyped-def]
-    from tests.flaky_proxy import FlakyProxy
+    from tests.support.flaky_proxy import FlakyProxy
 
     with FlakyProxy(s3_endpoint.url, failures=2) as proxy:
         settings = s3_endpoint.settings(
@@ -419,7 +420,7 @@ def test_transient_s3_errors_are_retried_with_backoff(s3_endpoint) -> None:  # t
 
 
 def test_persistent_s3_outage_fails_after_the_configured_attempts(s3_endpoint) -> None:  # type: ignore[no-untyped-def]
-    from tests.flaky_proxy import FlakyProxy
+    from tests.support.flaky_proxy import FlakyProxy
 
     with FlakyProxy(s3_endpoint.url, failures=100) as proxy:
         settings = s3_endpoint.settings(
@@ -437,7 +438,7 @@ def test_a_store_that_ignores_conditional_writes_is_refused_before_anything_is_w
     acknowledged records and `topics create` replaced an existing topic. The probe refuses it."""
     from lakecleaner.errors import UnsafeStore
     from lakecleaner.lake import Lake
-    from tests.flaky_proxy import FlakyProxy
+    from tests.support.flaky_proxy import FlakyProxy
 
     prefix = f"unsafe-{uuid.uuid4().hex[:8]}"
     with FlakyProxy(s3_endpoint.url, strip_conditions=True) as proxy:
@@ -458,7 +459,7 @@ def test_a_store_that_does_not_implement_conditional_writes_is_refused_without_r
     conditional writes, at the first answer: a 501 is not an outage to retry."""
     from lakecleaner.errors import UnsafeStore
     from lakecleaner.lake import Lake
-    from tests.flaky_proxy import FlakyProxy
+    from tests.support.flaky_proxy import FlakyProxy
 
     probe = lambda method, path: method == "PUT" and "/_lakecleaner/probe/" in path  # noqa: E731
     with FlakyProxy(s3_endpoint.url, 10**6, fail_when=probe, failure=(501, "NotImplemented")) as proxy:
@@ -474,7 +475,7 @@ def test_a_store_that_ignores_if_match_on_delete_is_used_with_the_listing_as_the
     every request, with conditional writes trusted) `delete_unchanged` deletes what the caller's
     listing showed, as gc did before stores had conditional deletes, and the probe's scratch
     object is removed."""
-    from tests.flaky_proxy import FlakyProxy
+    from tests.support.flaky_proxy import FlakyProxy
 
     prefix = f"no-conditional-delete-{uuid.uuid4().hex[:8]}"
     with FlakyProxy(s3_endpoint.url, strip_conditions=True) as proxy:

@@ -25,8 +25,8 @@ from lakecleaner.summaries.overview import topic_overview
 from lakecleaner.summaries.read import TopicFacts
 from lakecleaner.summaries.refresh import build_summary, refresh_summary, summary_store
 from lakecleaner.summaries.store import MIN_MARKER_EXPIRY_MS
-from tests.cli_process import run_cli
-from tests.conftest import S3Endpoint
+from tests.support.cli_process import run_cli
+from tests.support.s3 import S3Endpoint
 
 HOUR = 3_600_000
 T0 = 1_800_000_000_000

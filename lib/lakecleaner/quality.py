@@ -15,7 +15,7 @@ imports as lakecleaner uses it, on pandas alone (`_GXImport`): without the optio
 backends it would otherwise load (pyspark, with its ML and Connect parts, and SQLAlchemy), and with
 scipy.stats and altair, which only expectations lakecleaner does not use touch, deferred. In a
 retention task (Airflow and pandas loaded) that took GX's import and first validation from 5.1 to
-2.3 s of CPU (2026-11-26; docs/architecture.md, "Quality checks").
+2.3 s of CPU (docs/architecture.md, "Quality checks").
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ import pytest
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import load_config
 from lakecleaner.lake import Lake
-from tests.conftest import S3Endpoint
 from tests.dashboard.scene import build_scene, write_config
-from tests.local_airflow import LocalAirflow
+from tests.support.local_airflow import LocalAirflow
+from tests.support.s3 import S3Endpoint
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "tests" / "artifacts" / "dashboard"

@@ -18,7 +18,7 @@ from lakecleaner.config import load_config
 from lakecleaner.lake import Lake
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.records import Record
-from tests.conftest import S3Endpoint
+from tests.support.s3 import S3Endpoint
 
 HOUR = 3_600_000
 MINUTE = 60_000

@@ -17,7 +17,7 @@ from lakecleaner.audit import audit_topic
 from lakecleaner.policy import TopicPlan, plan_topic
 from tests.dashboard.conftest import Scene
 from tests.dashboard.scene import ACCESS_KEY, SECRET_KEY
-from tests.local_airflow import LocalAirflow
+from tests.support.local_airflow import LocalAirflow
 
 ROUTES = [
     "/lakecleaner/",

@@ -15,10 +15,10 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from lakecleaner.runs.naming import report_run_id
-from tests.conftest import signed_in_page
 from tests.dashboard.conftest import ARTIFACTS, Scene, StatsdListener
 from tests.dashboard.scene import ANALYTICS, BILLING, CHECKPOINT
-from tests.local_airflow import LocalAirflow
+from tests.support.browser import signed_in_page
+from tests.support.local_airflow import LocalAirflow
 
 DAG = "lakecleaner__page-views"
 

@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.config import SparkSettings
 from lakecleaner.engine.session import build_session
-from tests.conftest import TEST_SPARK_CONF
+from tests.support.spark import TEST_SPARK_CONF
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -17,8 +17,8 @@ from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.records import Record
 
 if TYPE_CHECKING:  # not at run time: fault hooks import this module inside Airflow's task processes
-    from tests.conftest import S3Endpoint
-    from tests.flaky_proxy import FlakyProxy
+    from tests.support.flaky_proxy import FlakyProxy
+    from tests.support.s3 import S3Endpoint
 
 _names = itertools.count()
 

@@ -1,5 +1,5 @@
 """Adopting Kafka Connect S3 sink output (issue 49): sink files written here exactly as the
-connector names and writes them (`tests/connect_sink.py`) become a topic whose `consume` is the
+connector names and writes them (`tests/support/connect_sink.py`) become a topic whose `consume` is the
 records the files hold, in offset order, once each; compacted, it equals DuckDB's latest value
 per key over the same files. On the local lake and SeaweedFS."""
 
@@ -28,9 +28,9 @@ from lakecleaner.io import open_store
 from lakecleaner.lake import Lake
 from lakecleaner.policy.erasure import LEFT_THE_LOG, UNREFERENCED
 from lakecleaner.retention.gc import gc_topic
-from tests.cli_process import run_cli
-from tests.connect_sink import SinkConfig, SinkRecord, write_sink
 from tests.engine.helpers import compact
+from tests.support.cli_process import run_cli
+from tests.support.connect_sink import SinkConfig, SinkRecord, write_sink
 
 pytestmark = pytest.mark.backends("local", "seaweedfs")
 

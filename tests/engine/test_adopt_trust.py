@@ -27,11 +27,11 @@ from lakecleaner.io import open_store
 from lakecleaner.lake import Lake
 from lakecleaner.policy.erasure import UNREFERENCED
 from lakecleaner.retention.gc import gc_topic
-from tests.bench_loader import bench_module
-from tests.cli_process import run_cli
-from tests.connect_sink import SinkConfig, SinkRecord, write_sink
 from tests.engine.helpers import compact
 from tests.engine.test_adopt_connect import consumed, sink_uri
+from tests.support.bench_loader import bench_module
+from tests.support.cli_process import run_cli
+from tests.support.connect_sink import SinkConfig, SinkRecord, write_sink
 
 pytestmark = pytest.mark.backends("local", "seaweedfs")
 T0 = 1_790_000_000_000

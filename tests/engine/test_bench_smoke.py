@@ -11,8 +11,8 @@ from types import ModuleType
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.bench_loader import bench_module
-from tests.conftest import S3Endpoint
+from tests.support.bench_loader import bench_module
+from tests.support.s3 import S3Endpoint
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "compaction.py"
 

@@ -24,9 +24,9 @@ from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.orchestration.compact_task import SubmitTarget, spark_submit_binary, spark_submit_command
 from lakecleaner.spark_jobs import compact_topic_path
-from tests.conftest import write_sample
 from tests.engine.helpers import WORKER_ENV_PROBE
-from tests.local_airflow import free_port
+from tests.support.local_airflow import free_port
+from tests.support.samples import write_sample
 
 pytestmark = [pytest.mark.slow, pytest.mark.classic_only]
 REPO = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.log.repair import repair_partition
 from lakecleaner.retention import retain_topic
-from tests.conftest import ALL_BACKENDS
 from tests.engine.helpers import compact, new_topic
+from tests.support.backends import ALL_BACKENDS
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS (issue #15)
 

@@ -11,9 +11,9 @@ from lakecleaner.faults import on_crash_point
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.log.repair import RepairReport, repair_partition
-from tests.conftest import ALL_BACKENDS
 from tests.engine.helpers import compact, keyed, new_topic, requests, rows, unreferenced_files
 from tests.engine.reference_model import expected_pass
+from tests.support.backends import ALL_BACKENDS
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # racing compactions on the real object store too (issue #15)
 

@@ -21,9 +21,9 @@ from lakecleaner.engine.session import session_conf
 from lakecleaner.engine.workers import WORKER_ENV, worker_conf
 from lakecleaner.lake import Lake
 from lakecleaner.workload import WorkloadSpec, generate
-from tests.conftest import TEST_SPARK_CONF
 from tests.engine.helpers import WORKER_ENV_PROBE, rows
-from tests.local_airflow import free_port
+from tests.support.local_airflow import free_port
+from tests.support.spark import TEST_SPARK_CONF
 
 pytestmark = pytest.mark.classic_only
 

@@ -32,7 +32,6 @@ from lakecleaner.log.records import Record
 from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES
 from lakecleaner.retention import gc_topic
 from lakecleaner.spark_jobs import compact_topic_path
-from tests.conftest import S3Endpoint
 from tests.engine.helpers import (
     compact,
     keyed,
@@ -44,7 +43,8 @@ from tests.engine.helpers import (
     unreferenced_files,
 )
 from tests.engine.reference_model import Expected, expected_pass
-from tests.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_get_except, parquet_upload
+from tests.support.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_get_except, parquet_upload
+from tests.support.s3 import S3Endpoint
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = compact_topic_path()

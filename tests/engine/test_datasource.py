@@ -13,8 +13,8 @@ from lakecleaner.config import LakeConfig
 from lakecleaner.engine import register_data_source
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record, encode_version
-from tests.conftest import ALL_BACKENDS
 from tests.engine.helpers import compact, keyed, new_topic
+from tests.support.backends import ALL_BACKENDS
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS (issue #15)
 

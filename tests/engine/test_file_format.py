@@ -18,8 +18,8 @@ from lakecleaner.io import LocalStore
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.records import Record
-from tests.conftest import ALL_BACKENDS
 from tests.engine.helpers import compact, new_topic
+from tests.support.backends import ALL_BACKENDS
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
 

@@ -30,7 +30,7 @@ from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties, open_c
 from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.iceberg.naming import table_name
 from lakecleaner.iceberg.spark_catalog import NoSparkEquivalent, spark_catalog_conf
-from lakecleaner.iceberg.status import table_status
+from lakecleaner.iceberg.table_status import table_status
 from lakecleaner.iceberg.trimmed import COPIES_FOLDER
 from lakecleaner.lake import Lake
 from lakecleaner.log.layout import topic_metadata_key
@@ -39,10 +39,10 @@ from lakecleaner.policy.erasure import LIVE, UNREFERENCED
 from lakecleaner.retention import retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import gc_topic
-from tests.cli_process import run_cli
 from tests.engine.helpers import compact, keyed
 from tests.engine.reference_model import beats
-from tests.spark_iceberg_reader import spark_read
+from tests.support.cli_process import run_cli
+from tests.support.spark_iceberg_reader import spark_read
 
 pytestmark = pytest.mark.backends("local", "seaweedfs")
 

@@ -28,7 +28,6 @@ from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.segment_files import FileMeta, encode_segment_file, read_file_meta, read_segment_file
 from lakecleaner.runs.reports import load_report
-from tests.conftest import S3Endpoint
 from tests.engine.helpers import (
     compact,
     keyed,
@@ -39,7 +38,8 @@ from tests.engine.helpers import (
     segment_file_names,
     unreferenced_files,
 )
-from tests.flaky_proxy import FlakyProxy, parquet_get_except
+from tests.support.flaky_proxy import FlakyProxy, parquet_get_except
+from tests.support.s3 import S3Endpoint
 
 
 def _change_a_value(table: pa.Table, superseded: pa.Table) -> pa.Table:

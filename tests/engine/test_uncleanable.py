@@ -19,9 +19,9 @@ from lakecleaner.lake import Lake
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.segment_files import read_file_meta
 from lakecleaner.policy import plan_topic
-from tests.conftest import S3Endpoint
 from tests.engine.helpers import compact, lake_through, requests, rows, sealed_two_partitions, unreferenced_files
-from tests.flaky_proxy import FlakyProxy
+from tests.support.flaky_proxy import FlakyProxy
+from tests.support.s3 import S3Endpoint
 
 
 @pytest.mark.parametrize("damage", ["garbage", "missing"])

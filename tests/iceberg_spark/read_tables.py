@@ -1,5 +1,5 @@
 """Read Iceberg tables with Spark and Apache Iceberg's own runtime, in the Spark 4.1 environment
-of this folder (`uv run --project tests/iceberg_spark`), for `tests/spark_iceberg_reader.py`.
+of this folder (`uv run --project tests/iceberg_spark`), for `tests/support/spark_iceberg_reader.py`.
 
 Reads a JSON request on stdin — `{"jars": [...], "conf": {...}, "tables": [...], "out": path}` —
 and writes each table's rows to `out` as JSON, bytes as `{"$bytes": base64}`."""

@@ -28,9 +28,6 @@ from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.lake import Lake
 from lakecleaner.orchestration.compact_task import connection_of_url
 from lakecleaner.runs.naming import dag_id_of
-from tests.conftest import S3Endpoint
-from tests.kafka_mock import MockCluster
-from tests.local_airflow import LocalAirflow
 from tests.scheduler.topics import (
     ADOPTED,
     BACKFILLED,
@@ -52,6 +49,9 @@ from tests.scheduler.topics import (
     fill_views,
     views_spec,
 )
+from tests.support.kafka_mock import MockCluster
+from tests.support.local_airflow import LocalAirflow
+from tests.support.s3 import S3Endpoint
 
 
 @dataclass

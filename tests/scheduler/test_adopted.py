@@ -10,9 +10,9 @@ from lakecleaner.io import open_store
 from lakecleaner.runs.naming import report_run_id
 from lakecleaner.runs.outcome import failures as summary_failures
 from lakecleaner.runs.reports import load_report
-from tests.connect_sink import SinkConfig, SinkRecord, write_sink
 from tests.scheduler.conftest import World
 from tests.scheduler.topics import ADOPTED
+from tests.support.connect_sink import SinkConfig, SinkRecord, write_sink
 
 ORDER_SCHEMA = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
 

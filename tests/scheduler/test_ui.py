@@ -14,10 +14,10 @@ from playwright.sync_api import Browser, Page
 
 from lakecleaner.clock import epoch_ms
 from lakecleaner.runs.naming import dag_id_of
-from tests.conftest import signed_in_page
 from tests.scheduler.conftest import World
 from tests.scheduler.test_compacted import assert_compacted_to_the_winners, finished_runs
 from tests.scheduler.topics import CDC_DASHBOARD, CDC_UI
+from tests.support.browser import signed_in_page
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "scheduler"
 

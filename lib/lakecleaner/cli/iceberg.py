@@ -61,7 +61,7 @@ def iceberg_status(ctx: Context, topic: str | None) -> None:
     """Per topic: its tables, the catalog properties a reader passes to pyiceberg's load_catalog
     and the configuration Spark takes (secrets masked), the current snapshot, and whether the
     table matches the manifests."""
-    from lakecleaner.iceberg.status import table_status
+    from lakecleaner.iceberg.table_status import table_status
 
     statuses = [table_status(ctx.lake, name) for name in _tabled_topics(ctx, topic)]
 

@@ -3,6 +3,10 @@ into one clear line and an exit status."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 from lakecleaner.cli import (  # noqa: F401  (they register their commands)
@@ -21,6 +25,7 @@ from lakecleaner.cli import (  # noqa: F401  (they register their commands)
     uncleanable,
 )
 from lakecleaner.cli.base import Context, cli
+from lakecleaner.deprecation import LakeCleanerDeprecationWarning
 from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.process import exit_flushed
 
@@ -50,8 +55,24 @@ _json_after_the_command(cli)
 def main() -> None:
     """Entry point: run the CLI, turning the project's errors into one clear message and exit 2;
     the process ends by `process.exit_flushed` (every command's I/O is done when it returns: its
-    thread pools wait for their work)."""
+    thread pools wait for their work). lakecleaner's deprecations are shown (once each) whatever
+    the interpreter's warning filters say: Python hides a DeprecationWarning not raised in __main__."""
+    warnings.filterwarnings("default", category=LakeCleanerDeprecationWarning)
+    warnings.showwarning = _show_warning(warnings.showwarning)
     exit_flushed(_run())
+
+
+def _show_warning(shown_before: Callable[..., None]) -> Callable[..., None]:
+    """Show lakecleaner's deprecations as one line, `warning: …`, like its errors (the frame a
+    warning names is click's, which helps no one); other warnings as before."""
+
+    def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, LakeCleanerDeprecationWarning):
+            click.echo(f"warning: {message}", err=True)
+        else:
+            shown_before(message, category, *args, **kwargs)
+
+    return show
 
 
 def _run() -> int:

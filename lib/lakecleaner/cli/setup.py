@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -13,7 +14,8 @@ from lakecleaner.config import (
     find_config,
     sample_config_text,
 )
-from lakecleaner.orchestration.dag_files import DEFAULT_DAG_FILES, MAX_DAG_FILES, write_dag_files
+from lakecleaner.deprecation import deprecated
+from lakecleaner.orchestration.dag_files import MAX_DAG_FILES, TOPICS_PER_FILE, auto_count, write_dag_files
 
 
 @cli.group("airflow")
@@ -47,8 +49,15 @@ def airflow_setup(ctx: Context) -> None:
     show_default=True,
     help="The Airflow home (make airflow-ui's).",
 )
+@click.option(
+    "--dags",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("dags"),
+    show_default=True,
+    help="The DAG folder (make airflow-ui's: the checkout's dags/; `airflow dag-files` writes one).",
+)
 @pass_ctx
-def airflow_env_command(ctx: Context, home: Path) -> None:
+def airflow_env_command(ctx: Context, home: Path, dags: Path) -> None:
     """Print the environment Airflow's own commands need to see the topics' DAGs (the home, the
     DAG folder, the config file, the SQLite settings), as shell exports:
     eval "$(lakecleaner airflow env)" before `airflow backfill create ...`. What the environment
@@ -60,33 +69,62 @@ def airflow_env_command(ctx: Context, home: Path) -> None:
     found = find_config(ctx.config_path)
     if found is None:
         raise click.UsageError("no config file: pass --config (the DAGs read their topics from it)")
-    env = lakecleaner_airflow_env(home.resolve(), found.resolve())
+    env = lakecleaner_airflow_env(home.resolve(), found.resolve(), dags.resolve())
     lines = "\n".join(f"export {key}={shlex.quote(value)}" for key, value in sorted(env.items()))
     ctx.emit(env, lambda: console.print(lines, markup=False, highlight=False, soft_wrap=True))
+
+
+class DagFileCount(click.ParamType[int | None, Any]):
+    """`--count`: a number of files (1 to MAX_DAG_FILES), or `auto`."""
+
+    name = "count"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | None:
+        if value is None or value == "auto":
+            return None
+        try:
+            count = int(value)
+        except ValueError:
+            count = 0
+        if not 1 <= count <= MAX_DAG_FILES:
+            self.fail(f"{value!r}: give `auto` or a number of files from 1 to {MAX_DAG_FILES}", param, ctx)
+        return count
 
 
 @airflow_group.command("dag-files")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
-    "--files",
-    "count",
-    type=click.IntRange(1, MAX_DAG_FILES),
-    default=DEFAULT_DAG_FILES,
+    "--count",
+    type=DagFileCount(),
+    default="auto",
     show_default=True,
-    help="How many files to spread the topics' DAGs over (see bench/README.md for parse times).",
+    help=f"How many files to spread the topics' DAGs over; auto: about {TOPICS_PER_FILE} topics a file, "
+    "a power of two (bench/README.md has parse times).",
 )
-@click.option(
-    "--config-beside",
-    is_flag=True,
-    help="Without $LAKECLEANER_CONFIG, the files read ../config/lakecleaner.yaml (a checkout's dags/ folder).",
-)
+@click.option("--files", "old_count", type=click.IntRange(1, MAX_DAG_FILES), hidden=True)
+@click.option("--config-beside", is_flag=True, hidden=True)
 @pass_ctx
-def airflow_dag_files(ctx: Context, folder: Path, count: int, config_beside: bool) -> None:
-    """Write the DAG files into FOLDER (Airflow's dags_folder): the topics' DAGs spread over --files
+def airflow_dag_files(
+    ctx: Context, folder: Path, count: int | None, old_count: int | None, config_beside: bool
+) -> None:
+    """Write the DAG files into FOLDER (Airflow's dags_folder): the topics' DAGs spread over --count
     files by a hash of the topic's name, so each parses quickly and Airflow parses them in parallel.
-    A topic added later lands in one file; DAG ids never depend on the file. The folder's DAG files
-    of another count are removed, so no DAG is in two files."""
-    written, removed = write_dag_files(folder, count, config_beside)
+    Every file is the same text; its name says its share. A topic added later lands in one file;
+    DAG ids never depend on the file. The folder's DAG files of another count are removed, so no
+    DAG is in two files. A file reads $LAKECLEANER_CONFIG, else config/lakecleaner.yaml beside
+    FOLDER (a checkout's dags/), else ./lakecleaner.yaml."""
+    if old_count is not None:
+        deprecated("`airflow dag-files --files N`", instead="use --count N", removed_in="0.3")
+        count = old_count
+    if config_beside:
+        deprecated(
+            "`airflow dag-files --config-beside`",
+            instead="drop it: every DAG file reads config/lakecleaner.yaml beside its folder when there is one",
+            removed_in="0.3",
+        )
+    if count is None:
+        count = auto_count(len(ctx.config.topics))
+    written, removed = write_dag_files(folder, count)
     data = {"folder": str(folder.resolve()), "written": [p.name for p in written], "removed": [p.name for p in removed]}
     gone = f"; removed {', '.join(data['removed'])}" if removed else ""
     ctx.emit(
@@ -108,14 +146,13 @@ def init(path: Path) -> None:
 @pass_ctx
 def paths(ctx: Context) -> None:
     """Where the installed package keeps what a deployment points at: the spark-submit application,
-    the Airflow DAG folder, and the config file in use (if any)."""
-    from lakecleaner.orchestration.dags import dags_folder
+    and the config file in use (if any). The DAG files are written where Airflow reads them, by
+    `lakecleaner airflow dag-files DIR`."""
     from lakecleaner.spark_jobs import compact_topic_path
 
     found = find_config(ctx.config_path)
     data = {
         "compact_job": str(compact_topic_path()),
-        "dags_folder": str(dags_folder()),
         "config": None if found is None else str(found),
     }
     lines = "\n".join(f"{k}: {v}" for k, v in data.items())

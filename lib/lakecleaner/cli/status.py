@@ -16,7 +16,7 @@ from lakecleaner.errors import LakeCleanerError
 from lakecleaner.lake import failure_runs, partitions_label
 from lakecleaner.log.repair import RepairAmbiguous, repair_partition
 from lakecleaner.policy.text import format_timestamp_ms
-from lakecleaner.status import partition_status
+from lakecleaner.summaries.partition_status import partition_status
 from lakecleaner.summaries.read import TopicFacts
 from lakecleaner.summaries.refresh import summary_store
 

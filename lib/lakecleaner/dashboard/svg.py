@@ -41,7 +41,7 @@ _Bar = tuple[float, float]
 
 
 @dataclass(frozen=True)
-class Marker:
+class OffsetMarker:
     """An offset marked on the bar."""
 
     kind: str
@@ -50,18 +50,18 @@ class Marker:
     group: str | None = None
 
 
-def markers(view: PartitionView) -> list[Marker]:
+def markers(view: PartitionView) -> list[OffsetMarker]:
     """The log start offset, the cleaner checkpoint, each group's committed offset and the minimum."""
     manifest = view.manifest
-    found = [Marker("log-start", manifest.log_start_offset, f"log start {manifest.log_start_offset}")]
+    found = [OffsetMarker("log-start", manifest.log_start_offset, f"log start {manifest.log_start_offset}")]
     if manifest.cleaner_checkpoint is not None:
         checkpoint = manifest.cleaner_checkpoint
-        found.append(Marker("cleaner-checkpoint", checkpoint, f"checkpoint {checkpoint}"))
+        found.append(OffsetMarker("cleaner-checkpoint", checkpoint, f"checkpoint {checkpoint}"))
     for group, offset in sorted(view.groups.items()):
         if offset is not None:
-            found.append(Marker("consumer-group", offset, f"{group} {offset}", group))
+            found.append(OffsetMarker("consumer-group", offset, f"{group} {offset}", group))
     if view.consumed_offset is not None:
-        found.append(Marker("min-committed", view.consumed_offset, f"min committed {view.consumed_offset}"))
+        found.append(OffsetMarker("min-committed", view.consumed_offset, f"min committed {view.consumed_offset}"))
     return found
 
 
@@ -165,10 +165,12 @@ def _hatch_patterns(hatch: str) -> str:
     return "<defs>" + "".join(patterns) + "</defs>"
 
 
-def _place_labels(items: Iterable[tuple[Marker, float]], right: float) -> list[tuple[Marker, float, int, str]]:
+def _place_labels(
+    items: Iterable[tuple[OffsetMarker, float]], right: float
+) -> list[tuple[OffsetMarker, float, int, str]]:
     """Each label's row (0 nearest the bar) and anchor, so that labels in a row never overlap."""
     row_ends: list[float] = []
-    placed: list[tuple[Marker, float, int, str]] = []
+    placed: list[tuple[OffsetMarker, float, int, str]] = []
     for marker, x in sorted(items, key=lambda item: item[1]):
         width = len(marker.label) * _CHAR_WIDTH + 6
         anchor, x0 = ("end", x - width) if x + width > right else ("start", x)
@@ -180,7 +182,7 @@ def _place_labels(items: Iterable[tuple[Marker, float]], right: float) -> list[t
     return placed
 
 
-def _marker_attrs(marker: Marker, inside: bool) -> str:
+def _marker_attrs(marker: OffsetMarker, inside: bool) -> str:
     return _attrs(
         class_=f"marker marker-{marker.kind}",
         data_marker=marker.kind,
@@ -190,7 +192,7 @@ def _marker_attrs(marker: Marker, inside: bool) -> str:
     )
 
 
-def _marker_group(marker: Marker, x: float, label_y: float, bar: _Bar, anchor: str, inside: bool) -> str:
+def _marker_group(marker: OffsetMarker, x: float, label_y: float, bar: _Bar, anchor: str, inside: bool) -> str:
     colour, _, above = MARKER_STYLE[marker.kind]
     line_from, line_to = (label_y + 3, bar[1]) if above else (bar[0], label_y - 11)
     text_x = x + 3 if anchor == "start" else x - 3
@@ -203,7 +205,7 @@ def _marker_group(marker: Marker, x: float, label_y: float, bar: _Bar, anchor: s
 
 
 def _labelled(
-    view: PartitionView, found: list[tuple[Marker, float]], scale: _Scale, width: int
+    view: PartitionView, found: list[tuple[OffsetMarker, float]], scale: _Scale, width: int
 ) -> tuple[_Bar, float, list[str]]:
     """The full drawing's bar position, height and overlay: offset labels at both ends of the axis,
     and the markers with their labels in rows above (log start, checkpoint) and below (groups) the bar."""
@@ -215,9 +217,9 @@ def _labelled(
     bar = (top, top + 34)
     overlay = [
         _axis_label(
-            Marker("axis-start", view.axis_start, str(view.axis_start)), scale.x(view.axis_start), bar, "start"
+            OffsetMarker("axis-start", view.axis_start, str(view.axis_start)), scale.x(view.axis_start), bar, "start"
         ),
-        _axis_label(Marker("axis-end", view.axis_end, str(view.axis_end)), scale.x(view.axis_end), bar, "end"),
+        _axis_label(OffsetMarker("axis-end", view.axis_end, str(view.axis_end)), scale.x(view.axis_end), bar, "end"),
     ]
     for marker, x, row, anchor in above:
         label_y = top - 6 - row * _ROW_HEIGHT
@@ -259,7 +261,7 @@ def render_partition_svg(view: PartitionView, *, width: int = 960, compact: bool
     return f"<svg {root}><title>{escape(title)}</title>" + "".join(body + overlay) + "</svg>"
 
 
-def _marker_line(marker: Marker, x: float, bar: _Bar, inside: bool) -> str:
+def _marker_line(marker: OffsetMarker, x: float, bar: _Bar, inside: bool) -> str:
     colour = MARKER_STYLE[marker.kind][0]
     return (
         f"<g {_marker_attrs(marker, inside)}><title>{escape(marker.label)}</title>"
@@ -267,7 +269,7 @@ def _marker_line(marker: Marker, x: float, bar: _Bar, inside: bool) -> str:
     )
 
 
-def _axis_label(marker: Marker, x: float, bar: _Bar, anchor: str) -> str:
+def _axis_label(marker: OffsetMarker, x: float, bar: _Bar, anchor: str) -> str:
     attrs = _attrs(
         class_="axis-label",
         data_marker=marker.kind,

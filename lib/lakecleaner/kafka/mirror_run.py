@@ -24,7 +24,7 @@ from confluent_kafka import KafkaError, Message, TopicPartition
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError
-from lakecleaner.io.kafka.clients import REQUEST_TIMEOUT_S, ClusterErrors
+from lakecleaner.io.kafka.clients import ClusterErrors
 from lakecleaner.kafka.resume import Gap, PartitionStart, verdict
 from lakecleaner.lake import Topic
 from lakecleaner.log.records import HEADER_TYPE
@@ -283,18 +283,24 @@ class MirrorRun:
             self.verify.pop(p, None)  # Kafka no longer has the sample's record (compacted): nothing to compare
             self._end_of(p)
         elif code == KafkaError._AUTO_OFFSET_RESET:
-            self._skip_deleted(p)
+            self._skip_deleted(errors, p)
         elif code == KafkaError._LOG_TRUNCATION:
             self._fail(p, f"Kafka truncated its log under the mirror ({error.str()}); nothing more was written to it")
         else:
             errors(error)
 
-    def _skip_deleted(self, p: int) -> None:
+    def _skip_deleted(self, errors: ClusterErrors, p: int) -> None:
         """The offset the partition reads next was deleted in Kafka meanwhile (retention,
-        DeleteRecords): append what it holds, report the gap, and go on from Kafka's log start."""
+        DeleteRecords): append what it holds, report the gap, and go on from Kafka's log start
+        (asked with the run's retries: a broker moving leadership then must not end the run)."""
         self._flush(p)
         tp = TopicPartition(self.source.topic, p)
-        low, _ = self.client.get_watermark_offsets(tp, timeout=REQUEST_TIMEOUT_S)
+        low, _ = errors.retrying(
+            f"a watermark request for partition {p}",
+            self.client,
+            lambda timeout: self.client.get_watermark_offsets(tp, timeout=timeout),
+            self.limits.give_up_at(),
+        )
         self.verify.pop(p, None)
         expected = self.position[p]
         if low > expected:

@@ -44,7 +44,6 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +52,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from lakecleaner.clock import epoch_ms
 from lakecleaner.config import ENV_CONFIG_PATH, LakeConfig, TopicSpec, load_config, locate_config
+from lakecleaner.deprecation import deprecated
 from lakecleaner.errors import ConfigError, InvalidRunParams
 from lakecleaner.orchestration.airflow_setup import SETUP_VARIABLE, AirflowNotSetUp, check_setup
 from lakecleaner.orchestration.compact_task import Compact
@@ -307,12 +307,6 @@ def _run_id(context: Any) -> str:
     return report_run_id(str(context["run_id"]))
 
 
-def dags_folder() -> Path:
-    """The installed folder holding the DAG files (DEFAULT_DAG_FILES of them, dag_files.py): point
-    Airflow's `dags_folder` at it, or write them into yours with `lakecleaner airflow dag-files`."""
-    return Path(str(files("lakecleaner").joinpath("airflow_dags")))
-
-
 def build_dags(
     config_file: str | None = None,
     keep_topic: Callable[[str], bool] | None = None,
@@ -340,18 +334,45 @@ def build_dags(
     return dags
 
 
-def build_dag_file(index: int, count: int, fallback_config: str | Path | None = None) -> dict[str, DAG]:
-    """The DAGs DAG file `index` of `count` exports (orchestration/dag_files.py): its share of the
-    topics, or, when a worker parses the file to run one DAG's task (Airflow's parsing context), that
-    DAG alone. The config file is $LAKECLEANER_CONFIG, else `fallback_config`, else `locate_config`'s."""
-    share = DagFileShare(index, count)
+def build_dag_file(
+    file: str | Path | int, count: int | None = None, fallback_config: str | Path | None = None
+) -> dict[str, DAG]:
+    """The DAGs DAG file `file` exports (its `__file__`; its share of the topics is its name,
+    orchestration/dag_files.py), or, when a worker parses the file to run one DAG's task
+    (Airflow's parsing context), that DAG alone.
+
+    The config file is $LAKECLEANER_CONFIG, else `config/lakecleaner.yaml` beside the DAG folder
+    (a checkout's or docker-compose's `dags/`) when there is one, else `locate_config`'s.
+
+    Args:
+        file: the DAG file's path. An index with `count` (and `fallback_config`) is how the DAG
+            files of lakecleaner 0.1 called it: still built, with a deprecation warning.
+        count: only with an index.
+        fallback_config: only with an index: the config file when $LAKECLEANER_CONFIG is unset.
+
+    Returns:
+        The DAGs by dag_id, with one placeholder naming the topics whose DAG cannot be built.
+
+    Raises:
+        ValueError: the file's name does not say its share (`lakecleaner_topics_<i>_of_<N>.py`).
+    """
+    if isinstance(file, int):
+        deprecated(
+            "a DAG file calling build_dag_file(index, count)",
+            instead="write the DAG files anew with `lakecleaner airflow dag-files DIR`",
+            removed_in="0.3",
+        )
+        assert count is not None, "build_dag_file(index, count): the count is missing"
+        share, beside = DagFileShare(file, count), None if fallback_config is None else Path(fallback_config)
+    else:
+        share, beside = DagFileShare.of_file(file), Path(file).resolve().parents[1] / "config" / "lakecleaner.yaml"
     wanted = get_parsing_context().dag_id
 
     def keep(topic: str) -> bool:
         return share.holds(topic) and (wanted is None or dag_id_of(topic) == wanted)
 
-    named = os.environ.get(ENV_CONFIG_PATH) or (str(fallback_config) if fallback_config else None)
-    return build_dags(named, keep, errors_dag_id=f"lakecleaner_config_errors_{index}_of_{count}")
+    named = os.environ.get(ENV_CONFIG_PATH) or (str(beside) if beside is not None and beside.is_file() else None)
+    return build_dags(named, keep, errors_dag_id=f"lakecleaner_config_errors_{share.index}_of_{share.count}")
 
 
 class TopicDagsRejected(Exception):

@@ -28,7 +28,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from lakecleaner.clock import epoch_ms, wall_clock_ms
-from lakecleaner.orchestration.dags import build_dags, dags_folder
+from lakecleaner.config import load_config
+from lakecleaner.errors import ConfigError
+from lakecleaner.orchestration.dag_files import DEFAULT_DAG_FILES, auto_count, write_dag_files
+from lakecleaner.orchestration.dags import build_dags
 from lakecleaner.orchestration.sqlite import SQLITE_CONNECT_ARGS, use_write_ahead_log
 from lakecleaner.process import SHOWS_STACKS, end_showing_stacks
 
@@ -66,9 +69,14 @@ def airflow_env(airflow_home: Path, config_path: Path, extra: Mapping[str, str] 
     return {**os.environ, **lakecleaner_airflow_env(airflow_home, config_path), **(extra or {})}
 
 
-def lakecleaner_airflow_env(airflow_home: Path, config_path: Path) -> dict[str, str]:
-    """What a local Airflow needs set for the topics' DAGs: its home, the installed package's DAG
-    folder, the config, a SQLite lock timeout a busy Airflow does not run into and as long a wait
+def home_dags(airflow_home: Path) -> Path:
+    """A local Airflow's DAG folder: `dags/` in its home, as Airflow's own default."""
+    return airflow_home / "dags"
+
+
+def lakecleaner_airflow_env(airflow_home: Path, config_path: Path, dags: Path | None = None) -> dict[str, str]:
+    """What a local Airflow needs set for the topics' DAGs: its home, the DAG folder (`dags`, else
+    `home_dags`), the config, a SQLite lock timeout a busy Airflow does not run into and as long a wait
     for a task's calls to the API server (`orchestration/sqlite.py`), and a local Spark master for
     the `spark_lakecleaner` connection unless the environment has one (`lakecleaner airflow env`
     prints these)."""
@@ -76,7 +84,7 @@ def lakecleaner_airflow_env(airflow_home: Path, config_path: Path) -> dict[str, 
     return {
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder()),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags or home_dags(airflow_home)),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(airflow_home / "plugins"),  # the plugin comes by its entry point
         "LAKECLEANER_CONFIG": str(config_path),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS",
@@ -91,8 +99,10 @@ def lakecleaner_airflow_env(airflow_home: Path, config_path: Path) -> dict[str, 
 def prepare_airflow(airflow_home: Path, config_path: Path, env: Mapping[str, str] | None = None) -> None:
     """Create (or upgrade) the metadata database and set Airflow up for the DAGs (`airflow db
     migrate`, then `lakecleaner airflow setup`), in the environment `airflow_env` gives plus `env`;
-    the home's SQLite database is put in WAL mode (`orchestration/sqlite.py`)."""
+    the home's SQLite database is put in WAL mode (`orchestration/sqlite.py`). The DAG files are
+    written into `home_dags`, as many as the config's topics want (`auto_count`)."""
     environment = airflow_env(airflow_home, config_path, env)
+    write_dag_files(home_dags(airflow_home), dag_file_count(config_path))
 
     def run(*command: str) -> None:
         done = subprocess.run(
@@ -104,6 +114,15 @@ def prepare_airflow(airflow_home: Path, config_path: Path, env: Mapping[str, str
     run("airflow", "db", "migrate")
     use_write_ahead_log(airflow_home / "airflow.db")
     run("lakecleaner.cli", "airflow", "setup")
+
+
+def dag_file_count(config_path: Path) -> int:
+    """How many DAG files the config's topics want (`auto_count`); DEFAULT_DAG_FILES when the
+    config cannot be read, whose files then show Airflow the config's error."""
+    try:
+        return auto_count(len(load_config(str(config_path)).topics))
+    except ConfigError:
+        return DEFAULT_DAG_FILES
 
 
 @dataclass(frozen=True)

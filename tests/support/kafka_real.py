@@ -1,7 +1,7 @@
 """A real one-node Apache Kafka broker (KRaft) for the end-to-end Kafka tests.
 
 Its jars come from Maven Central (org.apache.kafka:kafka_2.13 and its runtime dependencies,
-`tests/maven.py`); the broker is formatted with `kafka.tools.StorageTool` and run with
+`tests/support/maven.py`); the broker is formatted with `kafka.tools.StorageTool` and run with
 `kafka.Kafka` as broker and controller on two free loopback ports. The broker's own cleaner
 runs every half second, so a compacted topic gets gaps in its offsets within a test.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 from confluent_kafka.admin import AdminClient
 
-from tests.local_airflow import free_port
-from tests.maven import fetched_jars
+from tests.support.local_airflow import free_port
+from tests.support.maven import fetched_jars
 
 KAFKA_VERSION = "4.1.1"
 #: The broker and its runtime dependencies; log4j's SLF4J binding keeps its logging in one place.

@@ -3,7 +3,7 @@
 Iceberg publishes no Spark runtime for the project's Spark (4.3) yet, so the reader runs Spark
 4.1 in its own environment (`tests/iceberg_spark/`, locked by its uv.lock) with the jars
 `lakecleaner.iceberg.spark_catalog.SPARK_PACKAGES` names, fetched from Maven Central once
-(`tests/maven.py`), configured by `spark_catalog_conf`: what `lakecleaner iceberg status` tells a
+(`tests/support/maven.py`), configured by `spark_catalog_conf`: what `lakecleaner iceberg status` tells a
 user to give Spark is what the test gives it."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 
 from lakecleaner.iceberg.catalog import CATALOG_NAME
 from lakecleaner.iceberg.spark_catalog import SPARK_PACKAGES, spark_catalog_conf
-from tests.maven import fetched_jars
+from tests.support.maven import fetched_jars
 
-PROJECT = Path(__file__).parent / "iceberg_spark"
+PROJECT = Path(__file__).parents[1] / "iceberg_spark"
 
 
 def spark_read(properties: Mapping[str, str], tables: Sequence[str]) -> dict[str, list[dict[str, Any]]]:

@@ -1,6 +1,6 @@
 """A child process that works on a lake, for concurrency and crash tests.
 
-    python -m tests.lake_process '<json>'
+    python -m tests.support.lake_process '<json>'
 
 The JSON names the lake (uri and optional S3 endpoint and keys) and an action. Run it with
 LAKECLEANER_CRASH_AT=<crash point> to kill it at that point.
@@ -21,7 +21,7 @@ from lakecleaner.io import LocalStore
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def lake_spec(config: LakeConfig) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def open_lake(spec: dict[str, Any]) -> Lake:
 def start(config: LakeConfig, action: dict[str, Any], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     payload = json.dumps({"lake": lake_spec(config), **action})
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.lake_process", payload],
+        [sys.executable, "-m", "tests.support.lake_process", payload],
         cwd=REPO,
         env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
