@@ -268,6 +268,7 @@ WRITERS = {
     ("cli/demo.py", "demo"): ("lake", "_lakecleaner/report.html"),
     ("demo.py", "mark_sample_topics"): ("lake", "_lakecleaner/demo.json"),
     ("iceberg/trimmed.py", "write_copy"): ("table", "topics/users/data/partition=0/x.from-3.parquet"),
+    ("lake_id.py", "lake_id_of"): ("lake", "_lakecleaner/lake-id"),
 }
 
 

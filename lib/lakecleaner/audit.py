@@ -233,11 +233,14 @@ def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: Erasur
     table's a live record of the log (a copy of a segment file the log holds); in an older
     snapshot it goes once that snapshot is older than file.delete.delay.ms and gc ran
     (`iceberg.expiry`); unreached, at the next gc. One the log table's current snapshot reaches
-    otherwise (another writer's statistics or data) has no deadline."""
-    if not lake.config.iceberg_enabled(topic):
+    otherwise (another writer's statistics or data) has no deadline. The folders are read whatever
+    the config says now: those of a topic whose tables were turned off hold nothing current, and go
+    at the first gc after file.delete.delay.ms (`iceberg.expiry.drop_turned_off`)."""
+    enabled = lake.config.iceberg_enabled(topic)
+    if not enabled and not lake.has_table_folders(topic):
         return
-    from lakecleaner.iceberg.expiry import reach_of, table_kinds, table_objects
-    from lakecleaner.iceberg.schema import LOG_TABLE
+    from lakecleaner.iceberg.expiry import Reach, reach_of, table_kinds, table_objects
+    from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE
     from lakecleaner.iceberg.search import holds_key
     from lakecleaner.iceberg.sync import open_table
     from lakecleaner.iceberg.trimmed import is_copy
@@ -248,11 +251,12 @@ def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: Erasur
         except (LakeCleanerError, ValueError, OSError, pa.ArrowException) as exc:
             return f"{type(exc).__name__}: {exc}"
 
-    for kind in table_kinds(lake, topic):
+    kept = table_kinds(lake, topic) if enabled else []
+    for kind in (LOG_TABLE, LATEST_TABLE):
         objects = table_objects(lake, topic, kind)
         if not objects:
             continue
-        reach = reach_of(open_table(lake, topic, kind))
+        reach = reach_of(open_table(lake, topic, kind)) if kind in kept else Reach({}, frozenset())
         for obj, hit in zip(objects, map_ordered(holds, objects, lake.config.storage.max_concurrency), strict=True):
             location = lake.store.location(obj.key)
             if isinstance(hit, str):

@@ -176,8 +176,11 @@ def iceberg_lines(lake: Lake) -> list[str]:
         return []
     from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
     from lakecleaner.iceberg.naming import table_name
+    from lakecleaner.iceberg.shown import shown
 
-    properties = {k: v for k, v in catalog_properties(lake.config, lake.store.root_uri).items() if k != "warehouse"}
+    properties = {
+        k: v for k, v in shown(catalog_properties(lake.config, lake.store.root_uri)).items() if k != "warehouse"
+    }
     namespace = lake.config.iceberg.namespace
     return [
         "from pyiceberg.catalog import load_catalog",

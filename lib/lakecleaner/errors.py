@@ -135,3 +135,13 @@ class CorruptSummary(LakeCleanerError):
 
 class SparkNotInstalled(LakeCleanerError):
     """No Spark distribution to run: pyspark is not installed (and, for spark-submit, SPARK_HOME is not set)."""
+
+
+class TableUnreadable(LakeCleanerError):
+    """An Iceberg table whose current snapshot cannot be read (a file it reaches is gone, its
+    metadata damaged): the tables are rebuilt from the manifests (`iceberg sync --rebuild`)."""
+
+
+class TableOfAnotherLake(LakeCleanerError):
+    """An Iceberg table that another lake owns (two lakes sharing one catalog and namespace):
+    never synced, expired or dropped by this one."""

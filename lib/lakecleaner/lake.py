@@ -12,6 +12,7 @@ or `topics alter`) over the topic's `config:` in the YAML file, over the YAML's 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,7 +35,15 @@ from lakecleaner.errors import (
 from lakecleaner.io import ObjectStore, open_store
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.io.strict_json import Fields, Malformed, load_object
-from lakecleaner.log.layout import TOPICS_PREFIX, config_marker_key, partition_numbers, topic_metadata_key, topic_prefix
+from lakecleaner.lake_id import lake_id_of
+from lakecleaner.log.layout import (
+    TABLE_FOLDER_NAMES,
+    TOPICS_PREFIX,
+    config_marker_key,
+    partition_numbers,
+    topic_metadata_key,
+    topic_prefix,
+)
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.source import ADOPTION_WRITER, MIRROR_WRITER, KafkaSource, OwningSource
@@ -357,6 +366,11 @@ class Lake:
     def uri(self) -> str:
         return self.config.lake_uri
 
+    @functools.cached_property
+    def lake_id(self) -> str:
+        """The lake's id (`lake_id.py`), read or made once per `Lake`."""
+        return lake_id_of(self.store)
+
     def create_topic(
         self,
         name: str,
@@ -619,6 +633,13 @@ class Lake:
 
         found = map_ordered(listed, topics, self.config.storage.max_concurrency)
         return {topic.name: result for topic, result in zip(topics, found, strict=True)}
+
+    def has_table_folders(self, name: str) -> bool:
+        """Whether topic `name`'s prefix holds a folder Iceberg tables own (`TABLE_FOLDER_NAMES`;
+        one delimited LIST): what gc and the erasure audit look at, whatever the config says now
+        (a topic whose tables were turned off keeps them until gc empties them). A store that
+        lists emptied folders (SeaweedFS) answers yes for them: the caller then lists them."""
+        return any(folder in TABLE_FOLDER_NAMES for folder in self.store.list_folders(topic_prefix(name)))
 
     def list_topics(self) -> list[str]:
         """The topics in the lake: the folders under topics/, by one delimited listing (a folder

@@ -48,3 +48,11 @@ def validate_partition(partition: object) -> int:
     if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
         raise ValueError(f"partition {partition!r} must be a non-negative integer")
     return partition
+
+
+def table_name(topic: str) -> str:
+    """The Iceberg table name of `topic`: lowercased, `.` and `-` written `_` (`Orders.v1-eu` →
+    `orders_v1_eu`), what Glue and Hive catalogs take. Two topics may map to one name
+    (`orders.v1`, `orders_v1`): the config refuses them (`config.iceberg.colliding_tables`), and a
+    sync refuses a table of another topic."""
+    return re.sub(r"[.-]", "_", topic.lower())

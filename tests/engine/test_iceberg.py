@@ -5,7 +5,6 @@ that missed commits (a crash between the manifest's commit and the table's) is c
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import struct
@@ -18,17 +17,16 @@ import pyarrow as pa
 import pytest
 import yaml
 from pyiceberg.catalog import load_catalog
-from pyiceberg.expressions import EqualTo
 from pyspark.sql import SparkSession
 
 from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig, parse_config
-from lakecleaner.config.iceberg import IcebergSettings, masked
 from lakecleaner.extras import open_lake
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties, open_catalog
 from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.iceberg.naming import table_name
+from lakecleaner.iceberg.shown import shown
 from lakecleaner.iceberg.spark_catalog import NoSparkEquivalent, spark_catalog_conf
 from lakecleaner.iceberg.table_status import table_status
 from lakecleaner.iceberg.trimmed import COPIES_FOLDER
@@ -40,64 +38,20 @@ from lakecleaner.retention import retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import gc_topic
 from tests.engine.helpers import compact, keyed
-from tests.engine.reference_model import beats
 from tests.support.cli_process import run_cli
 from tests.support.spark_iceberg_reader import spark_read
+from tests.support.tables import (
+    assert_table_is_the_log,
+    latest_of_the_log,
+    latest_rows,
+    log_rows,
+    table_rows,
+    with_tables,
+)
 
 pytestmark = pytest.mark.backends("local", "seaweedfs")
 
-COLUMNS = ["offset", "timestamp", "key", "value", "headers", "delete_horizon_ms"]
-LATEST_COLUMNS = ["key", "offset", "timestamp", "value", "headers"]
 HOUR = 3_600_000
-
-
-def with_tables(config: LakeConfig, tmp_path: Path) -> LakeConfig:
-    """The lake with every topic an Iceberg table: the embedded catalog on a file:// lake, a SQL
-    catalog on a SQLite file for an s3:// one."""
-    catalog = {} if config.lake_uri.startswith("file://") else {"type": "sql", "uri": f"sqlite:///{tmp_path}/cat.db"}
-    return dataclasses.replace(config, iceberg=IcebergSettings(True, "lakecleaner", catalog))
-
-
-def table_rows(lake: Lake, topic: str, partition: int) -> list[dict[str, Any]]:
-    """What pyiceberg reads of the topic's table for one partition, in offset order."""
-    catalog = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri))
-    table = catalog.load_table(("lakecleaner", table_name(topic)))
-    read = table.scan(row_filter=EqualTo("partition", partition)).to_arrow()
-    assert set(read.column("partition").to_pylist()) <= {partition}
-    return read.select(COLUMNS).sort_by("offset").to_pylist()
-
-
-def log_rows(lake: Lake, topic: str, partition: int) -> list[dict[str, Any]]:
-    return lake.topic(topic).partition(partition).read().select(COLUMNS).to_pylist()
-
-
-def latest_rows(lake: Lake, topic: str) -> list[dict[str, Any]]:
-    """What pyiceberg reads of the topic's latest-values table, by partition and key."""
-    catalog = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri))
-    read = catalog.load_table(("lakecleaner", table_name(topic) + "_latest")).scan().to_arrow()
-    return sorted(read.select(["partition", *LATEST_COLUMNS]).to_pylist(), key=lambda r: (r["partition"], r["key"]))
-
-
-def latest_of_the_log(lake: Lake, topic: str) -> list[dict[str, Any]]:
-    """Each partition's live keys with their winning record (the reference model's KIP-280 rule;
-    a tombstone: no row), computed from what `consume` reads."""
-    out = []
-    config = lake.topic(topic).config
-    for p in range(lake.topic(topic).partitions):
-        last: dict[bytes, dict[str, Any]] = {}
-        for row in log_rows(lake, topic, p):
-            if row["key"] not in last or beats(row, last[row["key"]], config):
-                last[row["key"]] = row
-        out += [{"partition": p, **{c: r[c] for c in LATEST_COLUMNS}} for r in last.values() if r["value"] is not None]
-    return sorted(out, key=lambda r: (r["partition"], r["key"]))
-
-
-def assert_table_is_the_log(lake: Lake, topic: str) -> None:
-    for p in range(lake.topic(topic).partitions):
-        assert table_rows(lake, topic, p) == log_rows(lake, topic, p), f"partition {p}"
-    if lake.topic(topic).config.compact:
-        assert latest_rows(lake, topic) == latest_of_the_log(lake, topic)
-    assert table_status(lake, topic).in_step
 
 
 @pytest.mark.classic_pass("the table after each kind of commit; the trim test compacts on Connect")
@@ -277,10 +231,10 @@ def test_spark_is_told_the_catalog_pyiceberg_reads_with_secrets_masked_in_status
     assert on_postgres[f"{prefix}.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
     assert on_postgres[f"{prefix}.client.region"] == "eu-west-1" and f"{prefix}.s3.region" not in on_postgres
     assert on_postgres[f"{prefix}.s3.path-style-access"] == "true"
-    assert masked(on_postgres)[f"{prefix}.jdbc.password"] == "***"
+    assert shown(on_postgres)[f"{prefix}.jdbc.password"] == "***"
     rest = spark_catalog_conf({"type": "rest", "uri": "https://catalog:8181", "credential": "id:secret"})
     assert (rest[f"{prefix}.type"], rest[f"{prefix}.uri"]) == ("rest", "https://catalog:8181")
-    assert masked(rest)[f"{prefix}.credential"] == "***"
+    assert shown(rest)[f"{prefix}.credential"] == "***"
     with pytest.raises(NoSparkEquivalent, match="oracle"):
         spark_catalog_conf({"type": "sql", "uri": "oracle://db/x"})
 

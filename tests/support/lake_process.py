@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lakecleaner import extras
 from lakecleaner.config import LakeConfig, StorageSettings
+from lakecleaner.config.iceberg import IcebergSettings
 from lakecleaner.faults import CRASH_EXIT_STATUS
 from lakecleaner.io import LocalStore
 from lakecleaner.lake import Lake
@@ -25,23 +27,27 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def lake_spec(config: LakeConfig) -> dict[str, Any]:
-    s = config.storage
+    s, tables = config.storage, config.iceberg
     return {
         "uri": config.lake_uri,
         "endpoint_url": s.endpoint_url,
         "access_key_id": s.access_key_id,
         "secret_access_key": s.secret_access_key,
+        "iceberg": {"enabled": tables.enabled, "namespace": tables.namespace, "catalog": dict(tables.catalog)},
     }
 
 
 def open_lake(spec: dict[str, Any]) -> Lake:
+    """The lake `spec` names, opened for work as a process of lakecleaner's opens it (its tables
+    followed when the spec keeps them)."""
     settings = StorageSettings(
         endpoint_url=spec["endpoint_url"],
         region="us-east-1",
         access_key_id=spec["access_key_id"],
         secret_access_key=spec["secret_access_key"],
     )
-    return Lake.open(LakeConfig(spec["uri"], settings))
+    tables = IcebergSettings(**spec.get("iceberg", {}))
+    return extras.open_lake(LakeConfig(spec["uri"], settings, iceberg=tables))
 
 
 def start(config: LakeConfig, action: dict[str, Any], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

@@ -221,7 +221,9 @@ def trim(ctx: Context, topic: str, partition: int, offset: int) -> None:
 def gc(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ...], dry_run: bool) -> None:
     """Physically delete files whose file.delete.delay.ms has passed, and old orphan files.
 
-    Exits with status 1 when any partition failed (one line each on stderr); the others proceed."""
+    Exits with status 1 when any partition failed (one line each on stderr), or while the topic's
+    deletions are blocked (its Iceberg tables cannot be read: the line says which and the fix);
+    the others proceed."""
     from lakecleaner.retention import gc_topic
 
     report = gc_topic(ctx.lake, topic, parse_now(now_text), partitions=partitions_or_all(partitions), dry_run=dry_run)
@@ -248,4 +250,5 @@ def gc(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ..
         console.print(f"{topic}: {verb} {report.files_deleted} file(s); report: {report.location}", markup=False)
 
     ctx.emit({**report.to_dict(), "location": report.location}, human)
-    exit_on_failures([(f"{topic}-{p.partition}", p.error) for p in report.failed])
+    blocked = [(topic, report.blocked)] if report.blocked else []
+    exit_on_failures([*blocked, *((f"{topic}-{p.partition}", p.error) for p in report.failed)])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 from rich.table import Table
 
 from lakecleaner.cli.base import Context, cli, pass_ctx
-from lakecleaner.cli.output import console
+from lakecleaner.cli.output import console, err_console
 from lakecleaner.errors import LakeCleanerError
 
 
@@ -30,14 +32,27 @@ def _tabled_topics(ctx: Context, topic: str | None) -> list[str]:
 
 @iceberg.command("sync")
 @click.option("--topic", help="Only this topic (default: every topic with a table).")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Drop the tables and make them anew from the manifests (a damaged table; the log is not touched).",
+)
 @pass_ctx
-def iceberg_sync(ctx: Context, topic: str | None) -> None:
-    """Make each table's files the segment files of the committed manifests, in one snapshot
-    (none when they already are). Idempotent: what catches a table up after a crash between a
-    manifest's commit and the table's."""
-    from lakecleaner.iceberg.follow import sync_topic
+def iceberg_sync(ctx: Context, topic: str | None, rebuild: bool) -> None:
+    """Make each table's files the segment files of the committed manifests, each once, in one
+    snapshot (none when they already are). Idempotent: what catches a table up after a crash
+    between a manifest's commit and the table's. A topic whose tables cannot be synced is one
+    line naming the table and the fix; the others are synced, and the command exits 1."""
+    from lakecleaner.iceberg.damage import iceberg_errors
+    from lakecleaner.iceberg.follow import rebuild_tables, sync_topic
 
-    results = [sync_topic(ctx.lake, name) for name in _tabled_topics(ctx, topic)]
+    results, failed = [], {}
+    for name in _tabled_topics(ctx, topic):
+        try:
+            with iceberg_errors(ctx.lake, name):
+                results.append(rebuild_tables(ctx.lake.topic(name)) if rebuild else sync_topic(ctx.lake, name))
+        except LakeCleanerError as exc:
+            failed[name] = str(exc)
 
     def human() -> None:
         for r in results:
@@ -47,11 +62,15 @@ def iceberg_sync(ctx: Context, topic: str | None) -> None:
                 else "in step"
             )
             latest = "" if r.latest_partitions is None else f"; latest values: {r.latest_partitions} partition(s) moved"
-            console.print(f"{r.log.topic} → {r.log.table}: {change}{latest}")
-        if not results:
+            console.print(f"{r.log.topic} → {r.log.table}: {change}{latest}", markup=False)
+        for name, reason in failed.items():
+            err_console.print(f"{name}: {reason}", markup=False, highlight=False)
+        if not results and not failed:
             console.print("no topic has an Iceberg table (iceberg.enabled in the config)")
 
-    ctx.emit({"topics": [r.to_dict() for r in results]}, human)
+    ctx.emit({"topics": [r.to_dict() for r in results], "failed": failed}, human)
+    if failed:
+        sys.exit(1)
 
 
 @iceberg.command("status")
@@ -61,16 +80,32 @@ def iceberg_status(ctx: Context, topic: str | None) -> None:
     """Per topic: its tables, the catalog properties a reader passes to pyiceberg's load_catalog
     and the configuration Spark takes (secrets masked), the current snapshot, and whether the
     table matches the manifests."""
+    from lakecleaner.iceberg.damage import iceberg_errors
     from lakecleaner.iceberg.table_status import table_status
 
-    statuses = [table_status(ctx.lake, name) for name in _tabled_topics(ctx, topic)]
+    statuses, failed = [], {}
+    for name in _tabled_topics(ctx, topic):
+        try:
+            with iceberg_errors(ctx.lake, name):
+                statuses.append(table_status(ctx.lake, name))
+        except LakeCleanerError as exc:
+            failed[name] = str(exc)
 
     def human() -> None:
         table = Table("topic", "tables", "snapshot", "in step", title="Iceberg tables")
         for s in statuses:
-            step = "yes" if s.in_step else f"no: {s.missing} files to add, {s.extra} to remove (run iceberg sync)"
+            step = (
+                "yes"
+                if s.in_step
+                else f"no: {s.missing} files to add, {s.extra} to remove, {s.duplicate} registered twice "
+                "(run iceberg sync)"
+            )
             table.add_row(s.topic, ", ".join(s.tables), str(s.snapshot_id or "–"), step)
+        for name in failed:
+            table.add_row(name, "–", "–", "unreadable (below)")
         console.print(table)
+        for name, reason in failed.items():
+            console.print(f"{name}: {reason}", markup=False, highlight=False, soft_wrap=True)
         if statuses:
             console.print("catalog (pyiceberg's load_catalog(name, **properties)):")
             for key, value in statuses[0].catalog.items():
@@ -84,4 +119,6 @@ def iceberg_status(ctx: Context, topic: str | None) -> None:
                 for key, value in spark["conf"].items():
                     console.print(f"  --conf {key}={value}", markup=False, soft_wrap=True)
 
-    ctx.emit({"topics": [s.to_dict() for s in statuses]}, human)
+    ctx.emit({"topics": [s.to_dict() for s in statuses], "failed": failed}, human)
+    if failed or any(not s.in_step for s in statuses):
+        sys.exit(1)

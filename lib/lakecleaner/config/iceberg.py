@@ -10,26 +10,26 @@
       orders:
         iceberg: {enabled: false}
 
-Catalog properties may hold credentials (a database password, `s3.secret-access-key`, a REST
-token): they are never shown, in a repr, a message or a report (`masked`).
+Catalog properties may hold credentials under any name (a database password, `s3.secret-access-key`,
+a REST token): they are never shown, in a repr, a message or a report (`iceberg.shown`, by
+allow-list).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lakecleaner.config.sections import check_keys, client_properties
 from lakecleaner.config.values import shown
+from lakecleaner.names import table_name
 
 _ICEBERG_KEYS = {"enabled", "namespace", "catalog"}
 _TOPIC_ICEBERG_KEYS = {"enabled"}
 DEFAULT_NAMESPACE = "lakecleaner"
 #: A namespace of one or more levels of letters, digits and underscores (what every catalog takes).
 _NAMESPACE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-#: Catalog properties whose values are secrets (matched in the property's name).
-_SECRET_WORDS = ("password", "secret", "token", "credential", "key-id", "session")
 
 
 @dataclass(frozen=True)
@@ -74,20 +74,19 @@ def _enabled(section: Mapping[str, object], where: str, problems: list[str]) -> 
     return enabled
 
 
-def is_secret(name: str) -> bool:
-    """Whether a catalog property's value is a secret, by its name."""
-    lowered = name.lower()
-    return any(word in lowered for word in _SECRET_WORDS)
+def colliding_tables(topics: Iterable[str], tabled: Callable[[str], bool], where: str) -> list[str]:
+    """A problem per set of topics kept as tables whose table names are one (`names.table_name`:
+    `orders.v1` and `orders_v1`): each would overwrite the other's table."""
+    by_table: dict[str, list[str]] = {}
+    for topic in topics:
+        if tabled(topic):
+            by_table.setdefault(table_name(topic), []).append(topic)
+    return [
+        f"{where}: topics {' and '.join(sorted(names))} are both kept as Iceberg table {table}; rename one, or turn "
+        f"its table off (iceberg: {{enabled: false}})"
+        for table, names in sorted(by_table.items())
+        if len(names) > 1
+    ]
 
 
-def masked(properties: Mapping[str, str]) -> dict[str, str]:
-    """The properties as people may see them: secrets replaced by `***`, and a password inside a
-    database URI (`postgresql://user:secret@host/db`) too."""
-    return {key: "***" if is_secret(key) else _without_password(value) for key, value in properties.items()}
-
-
-def _without_password(value: str) -> str:
-    return re.sub(r"(://[^:/@]+:)[^@/]*@", r"\1***@", value)
-
-
-__all__ = ["DEFAULT_NAMESPACE", "IcebergSettings", "masked", "parse_iceberg", "parse_topic_iceberg"]
+__all__ = ["DEFAULT_NAMESPACE", "IcebergSettings", "colliding_tables", "parse_iceberg", "parse_topic_iceberg"]

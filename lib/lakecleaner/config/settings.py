@@ -17,7 +17,7 @@ from lakecleaner.config.environment import (
     ENV_S3_ENDPOINT,
     ENV_SPARK_REMOTE,
 )
-from lakecleaner.config.iceberg import IcebergSettings, parse_iceberg, parse_topic_iceberg
+from lakecleaner.config.iceberg import IcebergSettings, colliding_tables, parse_iceberg, parse_topic_iceberg
 from lakecleaner.config.kafka import (
     ClusterOffsets,
     KafkaCluster,
@@ -464,6 +464,7 @@ def parse_config(data: object, source: str = "<config>") -> LakeConfig:
             config.topic_config(name)
         except ConfigError as exc:
             problems.extend(p for p in exc.problems if p not in problems)
+    problems.extend(colliding_tables(topics, config.iceberg_enabled, f"{source}: topics"))
     if problems:
         raise ConfigError(problems)
     return config

@@ -23,7 +23,7 @@ EMBEDDED_FOLDER = "_lakecleaner/iceberg"
 
 def catalog_properties(config: LakeConfig, root_uri: str) -> dict[str, str]:
     """What a reader passes to `load_catalog` to see the lake's tables (secrets included: show
-    them through `config.iceberg.masked`)."""
+    them through `iceberg.shown`)."""
     properties = dict(config.iceberg.catalog)
     if not properties:
         database = Path(root_uri.removeprefix("file://")) / EMBEDDED_FOLDER / "catalog.db"

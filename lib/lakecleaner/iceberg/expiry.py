@@ -2,30 +2,34 @@
 left the log, the tables' snapshots older than `file.delete.delay.ms` are expired, and the log
 files the snapshots kept still reference are held back.
 
-A reader that loaded a snapshot can read its files while the snapshot is younger than the delay
-(as a Kafka consumer reads a deleted segment for `file.delete.delay.ms`); a file is physically
-deleted only when no snapshot kept for readers references it. Snapshots are stamped by the wall
-clock, so their age is judged at the earlier of gc's `now` and the wall clock (a `--now` ahead of
-the clock expires nothing sooner). The current snapshot is never expired.
+A reader that loaded a snapshot can read its files for the delay after the snapshot stopped being
+current (as a Kafka consumer reads a deleted segment for `file.delete.delay.ms` after it left the
+log): a snapshot is expired once the one that replaced it (the next in the table's snapshot log)
+is older than the delay, and a file is physically deleted only when no snapshot kept for readers
+references it. Snapshots are stamped by the wall clock, so ages are judged at the earlier of gc's
+`now` and the wall clock (a `--now` ahead of the clock expires nothing sooner). The current
+snapshot is never expired.
 
 Expiring a snapshot leaves its manifest list and manifests behind; the latest-values table's
 data files are pyiceberg's, rewritten by each sync; and another writer of a table (Spark
 appending to it) leaves data files a sync then drops (the log table holds only the log's files).
 What neither a table's metadata nor a kept snapshot reaches, under its `metadata/` and `data/`,
-is deleted once older than the delay (a commit in flight writes its files before they are
-reachable). Such files may hold record bytes, so they are the erasure audit's too
+is deleted once older than the delay, and never while a sync holds a lease on the table's folder
+(`follow.sync_leases`: a commit in flight writes its files before they are reachable, however
+long it takes). Such files may hold record bytes, so they are the erasure audit's too
 (`audit.table_files`), which `Reach` tells when each one goes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, TableKind
-from lakecleaner.iceberg.sync import open_table
-from lakecleaner.log.layout import topic_prefix
+from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, TableKind, table_folder
+from lakecleaner.iceberg.sync import drop_tables, open_table
+from lakecleaner.log.leases import LEASE_SUFFIX, STAGING, live_leases
 
 if TYPE_CHECKING:
     from lakecleaner.io import ObjectInfo
@@ -60,30 +64,66 @@ def expire_and_hold(lake: Lake, topic: str, now_ms: int) -> frozenset[str]:
     held: frozenset[str] = frozenset()
     for kind in table_kinds(lake, topic):
         table = open_table(lake, topic, kind)
-        current = table.current_snapshot()
-        old = [
-            s.snapshot_id
-            for s in table.snapshots()
-            if s.timestamp_ms < cutoff and (current is None or s.snapshot_id != current.snapshot_id)
-        ]
+        old = expired_snapshots(table, cutoff)
         if old:
             table.maintenance.expire_snapshots().by_ids(old).commit()
             table = open_table(lake, topic, kind)
         reach = reach_of(table)
-        stale = [
-            obj.key
-            for obj in table_objects(lake, topic, kind)
-            if lake.store.location(obj.key) not in reach.newest_ms and obj.mtime_ms < cutoff
-        ]
-        lake.store.delete_many(stale)
+        if not syncing(lake, topic, kind):
+            stale = [
+                obj.key
+                for obj in table_objects(lake, topic, kind)
+                if lake.store.location(obj.key) not in reach.newest_ms and obj.mtime_ms < cutoff
+            ]
+            lake.store.delete_many(stale)
         if kind is LOG_TABLE:
             held = frozenset(reach.newest_ms)
     return held
 
 
+def expired_snapshots(table: Any, cutoff_ms: int) -> list[int]:
+    """The snapshots readers no longer hold: replaced (by the next entry of the table's snapshot
+    log) before `cutoff_ms`; one never current, taken before it. Never the current snapshot."""
+    current = table.current_snapshot()
+    replaced: dict[int, int] = {}
+    history = table.metadata.snapshot_log
+    for entry, following in pairwise(history):
+        if entry.snapshot_id != following.snapshot_id:
+            replaced[entry.snapshot_id] = max(replaced.get(entry.snapshot_id, 0), following.timestamp_ms)
+    return [
+        s.snapshot_id
+        for s in table.snapshots()
+        if (current is None or s.snapshot_id != current.snapshot_id)
+        and replaced.get(s.snapshot_id, s.timestamp_ms) < cutoff_ms
+    ]
+
+
+def syncing(lake: Lake, topic: str, kind: TableKind) -> bool:
+    """Whether a sync holds a live lease on the table's folder (by the wall clock)."""
+    folder = table_folder(topic, kind) + STAGING
+    leases = [obj for obj in lake.store.list(folder) if obj.key.endswith(LEASE_SUFFIX)]
+    return bool(live_leases(lake.store, leases))
+
+
+def drop_turned_off(lake: Lake, topic: str, now_ms: int) -> list[str]:
+    """A topic whose tables were turned off (`iceberg: {enabled: false}`) keeps nothing of them:
+    its tables are dropped from the catalog (when it still has them, and they are this lake's),
+    and every object of their folders goes once older than file.delete.delay.ms, as segments do
+    (a reader may hold a snapshot loaded before). Returns the keys deleted."""
+    cutoff = min(now_ms, wall_clock_ms()) - lake.topic(topic).config.file_delete_delay_ms
+    objects = [obj for kind in (LOG_TABLE, LATEST_TABLE) for obj in table_objects(lake, topic, kind)]
+    if not objects:
+        return []
+    if lake.config.iceberg.catalog or lake.store.root_uri.startswith("file://"):
+        drop_tables(lake, topic)
+    due = [obj.key for obj in objects if obj.mtime_ms < cutoff]
+    lake.store.delete_many(due)
+    return due
+
+
 def table_objects(lake: Lake, topic: str, kind: TableKind) -> list[ObjectInfo]:
     """The objects under the table's own folders (`TABLE_FOLDERS`)."""
-    base = topic_prefix(topic) + kind.folder
+    base = table_folder(topic, kind)
     return [obj for folder in TABLE_FOLDERS for obj in lake.store.list(base + folder)]
 
 
@@ -107,4 +147,15 @@ def reach_of(table: Any) -> Reach:
     return Reach(newest, frozenset(current))
 
 
-__all__ = ["FOREVER", "TABLE_FOLDERS", "Reach", "expire_and_hold", "reach_of", "table_kinds", "table_objects"]
+__all__ = [
+    "FOREVER",
+    "TABLE_FOLDERS",
+    "Reach",
+    "drop_turned_off",
+    "expire_and_hold",
+    "expired_snapshots",
+    "reach_of",
+    "syncing",
+    "table_kinds",
+    "table_objects",
+]

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakecleaner.errors import TableUnreadable
 from lakecleaner.iceberg.latest import sync_latest
-from lakecleaner.iceberg.sync import SyncResult, sync_partitions
+from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, TableKind, table_folder
+from lakecleaner.iceberg.sync import SyncResult, drop_tables, sync_partitions
 from lakecleaner.log.layout import topic_prefix
+from lakecleaner.log.leases import RunLeases
 from lakecleaner.log.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -41,11 +45,41 @@ class TopicSync:
 
 def sync_tables(topic: Topic, manifests: Mapping[int, Manifest]) -> TopicSync:
     """Bring the topic's tables up to these partitions' committed manifests, with the topic's
-    metadata and config as the caller holds them (no topic.json read here)."""
+    metadata and config as the caller holds them (no topic.json read here). A table whose current
+    snapshot cannot be read (a file it reaches is gone) is rebuilt from every readable partition's
+    manifest instead (`rebuild_tables`), with a warning."""
+    try:
+        return _synced(topic, manifests)
+    except TableUnreadable as exc:
+        log.warning("%s; rebuilding the tables of topic %s from its manifests", exc, topic.name)
+        return rebuild_tables(topic)
+
+
+def rebuild_tables(topic: Topic) -> TopicSync:
+    """Drop the topic's tables from the catalog and make them anew from every readable partition's
+    committed manifest (`iceberg sync --rebuild`). The log is not touched; the old tables' files
+    are unreached, and gc deletes them after `file.delete.delay.ms`."""
+    drop_tables(topic.lake, topic.name)
+    read = topic.read_manifests()
+    for partition, reason in sorted(read.failures.items()):
+        log.warning("Iceberg tables of %s: partition %d is left out: %s", topic.name, partition, reason)
+    return _synced(topic, read.manifests)
+
+
+def _synced(topic: Topic, manifests: Mapping[int, Manifest]) -> TopicSync:
     lake = topic.lake
-    with _SYNCING[lake.store.location(topic_prefix(topic.name))]:
+    kinds = [LOG_TABLE, LATEST_TABLE] if topic.config.compact else [LOG_TABLE]
+    with _SYNCING[lake.store.location(topic_prefix(topic.name))], sync_leases(lake, topic.name, kinds):
         result = sync_partitions(lake, topic.name, manifests)
         return TopicSync(result, sync_latest(topic, manifests) if topic.config.compact else None)
+
+
+def sync_leases(lake: Lake, topic: str, kinds: Sequence[TableKind]) -> RunLeases:
+    """A lease on each table's folder while a sync writes files no metadata reaches yet: gc then
+    leaves the table's unreached files alone (`iceberg.expiry`), as it leaves a running
+    compaction's (`log/leases.py`), however long the sync takes."""
+    prefixes = [table_folder(topic, kind) for kind in kinds]
+    return RunLeases(lake.store, f"iceberg-sync-{uuid.uuid4().hex[:12]}", prefixes, lake.config.storage.max_concurrency)
 
 
 def sync_topic(lake: Lake, topic: str) -> TopicSync:
@@ -82,15 +116,17 @@ class IcebergFollower:
 
 def follow_commit(topic: Topic, partition: int, before: Manifest, after: Manifest) -> None:
     """Move the tables after a partition's manifest commit, when the commit changed its files or
-    offsets. The commit has happened whatever happens here: a failure is logged, and the tables
-    lag until the next sync."""
+    offsets, to the manifest committed when the sync runs (a sync that runs late never moves the
+    tables to the older manifest its commit wrote: gc may have deleted files that one holds). The
+    commit has happened whatever happens here: a failure is logged, and the tables lag until the
+    next sync."""
     if before.live_paths() == after.live_paths() and (before.log_start_offset, before.next_offset) == (
         after.log_start_offset,
         after.next_offset,
     ):
         return
     try:
-        sync_tables(topic, {partition: after})
+        sync_tables(topic, {partition: topic.partition(partition).manifest()})
     except Exception as exc:  # the log committed; the tables catch up at the next sync
         log.warning(
             "Iceberg tables of %s-%d lag its manifest (version %d): %s; `lakecleaner iceberg sync --topic %s` "
@@ -103,4 +139,12 @@ def follow_commit(topic: Topic, partition: int, before: Manifest, after: Manifes
         )
 
 
-__all__ = ["IcebergFollower", "TopicSync", "follow_commit", "sync_tables", "sync_topic"]
+__all__ = [
+    "IcebergFollower",
+    "TopicSync",
+    "follow_commit",
+    "rebuild_tables",
+    "sync_leases",
+    "sync_tables",
+    "sync_topic",
+]

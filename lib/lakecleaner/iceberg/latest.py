@@ -32,7 +32,14 @@ from lakecleaner.config import TopicConfig
 from lakecleaner.engine.versions import latest_per_key, order_table
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.iceberg.schema import LATEST_TABLE
-from lakecleaner.iceberg.sync import COMMIT_ATTEMPTS, of_partitions, open_table
+from lakecleaner.iceberg.sync import (
+    COMMIT_ATTEMPTS,
+    VERSION_PREFIX,
+    not_older,
+    of_partitions,
+    open_table,
+    unreadable_as,
+)
 from lakecleaner.log.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -72,6 +79,8 @@ def _sync_partition(topic: Topic, partition: int, manifest: Manifest) -> bool:
     writer beat is redone from the table read again."""
     for attempt in range(COMMIT_ATTEMPTS):
         table = latest_table(topic.lake, topic.name)
+        if not not_older(table, {partition: manifest}):  # a sync that ran late: the rows reflect a newer log
+            return False
         since = reflected(table, partition)
         if since == manifest.next_offset and _reflected_start(table, partition) == manifest.log_start_offset:
             return False
@@ -88,6 +97,7 @@ def _sync_partition(topic: Topic, partition: int, manifest: Manifest) -> bool:
                     {
                         f"{REFLECTED_PREFIX}{partition}": str(manifest.next_offset),
                         f"{REFLECTED_START_PREFIX}{partition}": str(manifest.log_start_offset),
+                        f"{VERSION_PREFIX}{partition}": str(manifest.version),
                     }
                 )
         except (CommitFailedException, ValidationException):
@@ -103,7 +113,8 @@ def _sync_partition(topic: Topic, partition: int, manifest: Manifest) -> bool:
 def _current_rows(table: Any, partition: int) -> pa.Table:
     if table.current_snapshot() is None:
         return table.schema().as_arrow().empty_table()
-    return table.scan(row_filter=of_partitions([partition])).to_arrow()
+    with unreadable_as(table):
+        return table.scan(row_filter=of_partitions([partition])).to_arrow()
 
 
 def _merged(topic: Topic, table: Any, partition: int, manifest: Manifest, since: int | None) -> tuple[pa.Table, bool]:

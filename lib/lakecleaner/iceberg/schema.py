@@ -20,6 +20,8 @@ from pyiceberg.table.name_mapping import create_mapping_from_schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import BinaryType, IntegerType, ListType, LongType, NestedField, StringType, StructType
 
+from lakecleaner.log.layout import topic_prefix
+
 #: Field ids in the order a catalog assigns fresh ones (top-level fields, then nested ones), so
 #: the table's schema keeps them and the name mapping below holds for it.
 PARTITION_ID, OFFSET_ID, TIMESTAMP_ID, KEY_ID, VALUE_ID, HEADERS_ID, DELETE_HORIZON_ID = 1, 2, 3, 4, 5, 6, 7
@@ -64,6 +66,9 @@ LOG_PROPERTIES = {
     # every commit writes a metadata.json: keep the last 100, not one per commit forever
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "100",
+    # pyiceberg retries a lost commit by applying the same files again on top of the winner, which
+    # duplicates what both added; a sync instead computes the difference again (`sync.NO_RETRIES`)
+    "commit.retry.num-retries": "0",
 }
 
 #: The latest-values table of a compacted topic (Tableflow's UPSERT mode): one row per live key
@@ -97,6 +102,7 @@ LATEST_PROPERTIES = {
     "format-version": "2",
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "100",
+    "commit.retry.num-retries": "0",
 }
 
 
@@ -112,7 +118,12 @@ class TableKind:
     folder: str
 
 
+def table_folder(topic: str, kind: TableKind) -> str:
+    """The key prefix of the topic's table of `kind` (its location)."""
+    return topic_prefix(topic) + kind.folder
+
+
 LOG_TABLE = TableKind("", LOG_SCHEMA, LOG_SPEC, LOG_PROPERTIES, "")
 LATEST_TABLE = TableKind("_latest", LATEST_SCHEMA, LATEST_SPEC, LATEST_PROPERTIES, "latest/")
 
-__all__ = ["LATEST_TABLE", "LOG_TABLE", "OFFSET_ID", "TIMESTAMP_ID", "TableKind"]
+__all__ = ["LATEST_TABLE", "LOG_TABLE", "OFFSET_ID", "TIMESTAMP_ID", "TableKind", "table_folder"]

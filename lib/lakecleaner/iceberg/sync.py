@@ -2,11 +2,19 @@
 
 The manifests are the source of truth; the table follows them. A sync of some partitions reads
 the data files the table's current snapshot holds for them, compares them with the segment files
-their manifests hold, and commits one snapshot that removes what left the log and adds what
-entered it (an append when nothing left). Run after each manifest commit (`follow_commit`), by
-`lakecleaner iceberg sync` and by each DAG run, it is idempotent: a table that missed commits (a
-crash between the manifest's commit and the table's) is caught up by the next one. The table
-never leads the log: it only ever takes files a committed manifest holds.
+their manifests hold, and commits one snapshot that removes what left the log, adds what entered
+it, and takes a file the table holds twice down to once (an append when nothing left). Run after
+each manifest commit (`follow_commit`), by `lakecleaner iceberg sync` and by each DAG run, it is
+idempotent: a table that missed commits (a crash between the manifest's commit and the table's)
+is caught up by the next one. The table never leads the log: it only ever takes files a committed
+manifest holds.
+
+Never twice, never backwards. pyiceberg's own commit retries are off (`commit.retry.num-retries`
+0): on a lost race it would apply the same files again on top of the winner, which registers a
+file both added twice. A lost race is redone here from the table read again, the difference
+computed anew. The table records the manifest version it reflects per partition
+(`lakecleaner.log.version.<p>`), and a sync of an older manifest (a sync that ran late) leaves
+that partition as it is.
 
 A snapshot registers the segment files where they are, with the Kafka partition as the file's
 partition value and offset bounds from the manifest; no statistics of keys, values or headers.
@@ -19,7 +27,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,12 +44,12 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType
 
-from lakecleaner.errors import LakeCleanerError
-from lakecleaner.iceberg.catalog import open_catalog
-from lakecleaner.iceberg.naming import TOPIC_PROPERTY, table_identifier
-from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, OFFSET_ID, TableKind
+from lakecleaner.errors import LakeCleanerError, TableOfAnotherLake, TableUnreadable
+from lakecleaner.iceberg.catalog import CATALOG_NAME, open_catalog
+from lakecleaner.iceberg.naming import LAKE_ID_PROPERTY, LAKE_URI_PROPERTY, TOPIC_PROPERTY, table_identifier
+from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, OFFSET_ID, TableKind, table_folder
 from lakecleaner.iceberg.trimmed import TrimmedCopy, is_cut, write_copy
-from lakecleaner.log.layout import partition_prefix, topic_prefix
+from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import Manifest, SegmentFile
 
 if TYPE_CHECKING:
@@ -50,6 +59,10 @@ log = logging.getLogger(__name__)
 
 #: Commits of the table that another writer's commit beat, retried from the table read again.
 COMMIT_ATTEMPTS = 8
+#: The table property holding the manifest version a partition's files reflect.
+VERSION_PREFIX = "lakecleaner.log.version."
+#: pyiceberg's commit retries, off: a sync redoes a lost commit itself (the module's docstring).
+NO_RETRIES = {"commit.retry.num-retries": "0"}
 
 
 @dataclass(frozen=True)
@@ -70,7 +83,8 @@ def log_table(lake: Lake, topic: str) -> Any:
 
 
 def open_table(lake: Lake, topic: str, kind: TableKind) -> Any:
-    """The topic's table of `kind`, created (with its namespace) on first use at its location."""
+    """The topic's table of `kind`, created (with its namespace) on first use at its location,
+    recording its topic and its lake; a table of another topic or another lake is refused."""
     catalog = open_catalog(lake.config, lake.store.root_uri)
     identifier = table_identifier(lake.config.iceberg.namespace, topic, kind.suffix)
     try:
@@ -78,12 +92,13 @@ def open_table(lake: Lake, topic: str, kind: TableKind) -> Any:
     except NoSuchTableError:
         with contextlib.suppress(NamespaceAlreadyExistsError):
             catalog.create_namespace(identifier[:-1])
+        owner = {LAKE_URI_PROPERTY: lake.store.root_uri, LAKE_ID_PROPERTY: lake.lake_id}
         table = catalog.create_table_if_not_exists(
             identifier,
             kind.schema,
-            location=lake.store.location(topic_prefix(topic) + kind.folder).rstrip("/"),
+            location=lake.store.location(table_folder(topic, kind)).rstrip("/"),
             partition_spec=kind.spec,
-            properties={**kind.properties, TOPIC_PROPERTY: topic},
+            properties={**kind.properties, TOPIC_PROPERTY: topic, **owner},
         )
     follows = table.properties.get(TOPIC_PROPERTY)
     if follows != topic:
@@ -91,29 +106,65 @@ def open_table(lake: Lake, topic: str, kind: TableKind) -> Any:
             f"Iceberg table {'.'.join(identifier)} follows topic {follows}, not {topic}: the two topics map to "
             "one table name (docs/architecture.md, Tables out); turn Iceberg off for one (iceberg: {enabled: false})"
         )
+    claim = _claim(lake, topic, kind, table)
+    missing = {k: v for k, v in {**NO_RETRIES, **claim}.items() if table.properties.get(k) != v}
+    if missing:  # a table made before lakecleaner recorded these
+        with table.transaction() as transaction:
+            transaction.set_properties(missing)
     return table
+
+
+def _claim(lake: Lake, topic: str, kind: TableKind, table: Any) -> dict[str, str]:
+    """The owner properties the table must hold for this lake; TableOfAnotherLake when another
+    lake owns it (by its id, or, for a table that records none, by its location)."""
+    owner = table.properties.get(LAKE_ID_PROPERTY)
+    ours = lake.store.location(table_folder(topic, kind)).rstrip("/")
+    if owner == lake.lake_id or (owner is None and table.location().rstrip("/") == ours):
+        return {LAKE_URI_PROPERTY: lake.store.root_uri, LAKE_ID_PROPERTY: lake.lake_id}
+    where = table.properties.get(LAKE_URI_PROPERTY) or table.location()
+    raise TableOfAnotherLake(
+        f"Iceberg table {'.'.join(table.name())} belongs to another lake ({where}), not {lake.store.root_uri}: "
+        f"the two lakes share catalog {CATALOG_NAME} and namespace {lake.config.iceberg.namespace}; give this "
+        "lake a namespace of its own (iceberg.namespace)"
+    )
 
 
 def drop_tables(lake: Lake, topic: str) -> None:
     """Forget the topic's tables in the catalog (its files are the caller's to delete): what a
     topic deleted and created again under the same name needs, or the catalog would point at
-    metadata that is gone."""
+    metadata that is gone. A table another lake owns is refused (TableOfAnotherLake); a table
+    whose metadata cannot be read at all is dropped (its owner cannot be told, and it has this
+    topic's name in this lake's namespace)."""
     catalog = open_catalog(lake.config, lake.store.root_uri)
     for kind in (LOG_TABLE, LATEST_TABLE):
+        identifier = table_identifier(lake.config.iceberg.namespace, topic, kind.suffix)
+        try:
+            table = catalog.load_table(identifier)
+        except NoSuchTableError:
+            continue
+        except Exception:  # damaged metadata: nothing to check it against
+            table = None
+        if table is not None:
+            _claim(lake, topic, kind, table)
         with contextlib.suppress(NoSuchTableError):
-            catalog.drop_table(table_identifier(lake.config.iceberg.namespace, topic, kind.suffix))
+            catalog.drop_table(identifier)
 
 
 def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> dict[str, DataFile | TrimmedCopy]:
     """The segment files of a committed manifest as the table holds them, by location: each as
     an Iceberg data file, registered in place, but a file the log start cuts (a trim inside it)
-    as the copy of its records from the log start on (`iceberg.trimmed`), which a sync writes."""
+    as the copy of its records from the log start on (`iceberg.trimmed`), which a sync writes,
+    and none of a file wholly below the log start (its segment stays in the manifest until
+    retention takes it, but no reader of the log reads it, and an erasure must not wait for that)."""
     prefix = partition_prefix(topic, partition)
     out: dict[str, DataFile | TrimmedCopy] = {}
+    start = manifest.log_start_offset
     for segment in manifest.segments:
         for file in segment.files:
-            if is_cut(file, manifest.log_start_offset):
-                copy = TrimmedCopy(topic, partition, file, manifest.log_start_offset)
+            if file.base_offset < start and file.next_offset <= start:
+                continue
+            if is_cut(file, start):
+                copy = TrimmedCopy(topic, partition, file, start)
                 out[lake.store.location(copy.key)] = copy
             else:
                 path = lake.store.location(prefix + file.path)
@@ -151,37 +202,60 @@ def of_partitions(partitions: Iterable[int]) -> Any:
     return In("partition", set(partitions))  # type: ignore[call-arg, arg-type]
 
 
+def table_entries(table: Any, partitions: Iterable[int]) -> list[DataFile]:
+    """The data files the table's current snapshot holds for `partitions`, an entry per
+    registration (a file registered twice is there twice); TableUnreadable when a file the
+    snapshot's metadata reaches is gone."""
+    if table.current_snapshot() is None:
+        return []
+    with unreadable_as(table):
+        return [task.file for task in table.scan(row_filter=of_partitions(partitions)).plan_files()]
+
+
+@contextlib.contextmanager
+def unreadable_as(table: Any) -> Iterator[None]:
+    """A file of the table's that is gone, as TableUnreadable naming the table and the fix."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        name = ".".join(table.name())
+        raise TableUnreadable(
+            f"Iceberg table {name}: its current snapshot cannot be read ({exc.filename or exc}); "
+            "`lakecleaner iceberg sync --rebuild` makes it anew from the manifests"
+        ) from exc
+
+
 def table_files(table: Any, partitions: Iterable[int]) -> dict[str, DataFile]:
     """The data files the table's current snapshot holds for `partitions`, by path."""
-    if table.current_snapshot() is None:
-        return {}
-    tasks = table.scan(row_filter=of_partitions(partitions)).plan_files()
-    return {task.file.file_path: task.file for task in tasks}
+    return {file.file_path: file for file in table_entries(table, partitions)}
+
+
+def reflected_version(table: Any, partition: int) -> int | None:
+    """The manifest version the table's files of `partition` reflect (None: not recorded)."""
+    value = table.properties.get(f"{VERSION_PREFIX}{partition}")
+    return None if value is None else int(value)
+
+
+def not_older(table: Any, manifests: Mapping[int, Manifest]) -> dict[int, Manifest]:
+    """The manifests at or above the version the table reflects for their partition: a sync of
+    an older one (it ran late) would move the table back."""
+    return {p: m for p, m in manifests.items() if (reflected_version(table, p) or 0) <= m.version}
 
 
 def sync_partitions(lake: Lake, topic: str, manifests: Mapping[int, Manifest]) -> SyncResult:
-    """Make the table's files of these partitions the manifests' segment files, in one snapshot
-    (none when they already are); a commit another writer beat is redone from the table read
-    again."""
-    wanted: dict[str, DataFile | TrimmedCopy] = {}
-    for partition, manifest in manifests.items():
-        wanted.update(data_files(lake, topic, partition, manifest))
-    return _commit_difference(lake, topic, manifests, wanted)
-
-
-def _commit_difference(
-    lake: Lake, topic: str, manifests: Mapping[int, Manifest], wanted: dict[str, DataFile | TrimmedCopy]
-) -> SyncResult:
+    """Make the table's files of these partitions the manifests' segment files, each once, in one
+    snapshot (none when they already are), and record the versions reflected; a partition whose
+    manifest is older than the one the table reflects is left as it is; a commit another writer
+    beat is redone from the table read again."""
+    wanted = {p: data_files(lake, topic, p, m) for p, m in manifests.items()}
     for attempt in range(COMMIT_ATTEMPTS):
         table = log_table(lake, topic)
-        held = table_files(table, manifests)
-        missing = list(wanted.keys() - held.keys())
-        added = [_written(lake, wanted[path]) for path in missing]
-        wanted.update(zip(missing, added, strict=True))  # a copy is written once, whatever races are lost
-        removed = [held[path] for path in held.keys() - wanted.keys()]
+        current = not_older(table, manifests)
+        change = _difference(lake, table, {p: wanted[p] for p in current})
         name = ".".join(table.name())
-        if not added and not removed:
+        if change is None:
             return SyncResult(topic, name, 0, 0, None)
+        added, removed = change
         try:
             with table.transaction() as transaction:
                 snapshot = transaction.update_snapshot()
@@ -190,27 +264,57 @@ def _commit_difference(
                         update.delete_data_file(file)
                     for file in added:
                         update.append_data_file(file)
+                transaction.set_properties({f"{VERSION_PREFIX}{p}": str(m.version) for p, m in current.items()})
         except (CommitFailedException, ValidationException):
             log.info("Iceberg table %s: another writer committed first (attempt %d); syncing again", name, attempt + 1)
             time.sleep(0.05 * (attempt + 1))
             continue
-        current = table.current_snapshot()  # the commit moved `table` to the metadata it wrote
-        return SyncResult(topic, name, len(added), len(removed), current and current.snapshot_id)
+        made = table.current_snapshot()  # the commit moved `table` to the metadata it wrote
+        return SyncResult(topic, name, len(added), len(removed), made and made.snapshot_id)
     raise LakeCleanerError(
         f"Iceberg table of topic {topic}: lost {COMMIT_ATTEMPTS} commit races in a row; run "
         f"`lakecleaner iceberg sync --topic {topic}` again later"
     )
 
 
+def _difference(
+    lake: Lake, table: Any, wanted: Mapping[int, dict[str, DataFile | TrimmedCopy]]
+) -> tuple[list[DataFile], list[DataFile]] | None:
+    """What makes the table's files of these partitions the wanted ones, each once: (added,
+    removed), a file held twice removed and added once; None when nothing is to change. A
+    trimmed copy is written when first added, and `wanted` then holds it as written (a lost race
+    does not write it again)."""
+    if not wanted:
+        return None
+    held = table_entries(table, wanted)
+    counts = Counter(file.file_path for file in held)
+    by_path = {file.file_path: file for file in held}
+    twice = [by_path[path] for path, n in counts.items() if n > 1 and any(path in w for w in wanted.values())]
+    added = list(twice)
+    for files in wanted.values():
+        for path in files.keys() - by_path.keys():
+            written = _written(lake, files[path])
+            files[path] = written
+            added.append(written)
+    removed = [file for path, file in by_path.items() if not any(path in w for w in wanted.values())] + twice
+    return (added, removed) if added or removed else None
+
+
 __all__ = [
     "COMMIT_ATTEMPTS",
+    "NO_RETRIES",
+    "VERSION_PREFIX",
     "SyncResult",
     "data_file",
     "data_files",
     "drop_tables",
     "log_table",
+    "not_older",
     "of_partitions",
     "open_table",
+    "reflected_version",
     "sync_partitions",
+    "table_entries",
     "table_files",
+    "unreadable_as",
 ]

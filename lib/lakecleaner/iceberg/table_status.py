@@ -4,16 +4,17 @@ whether the table matches the committed manifests."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakecleaner.config.iceberg import masked
 from lakecleaner.iceberg import latest
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
 from lakecleaner.iceberg.naming import table_identifier
 from lakecleaner.iceberg.schema import LATEST_TABLE
+from lakecleaner.iceberg.shown import shown
 from lakecleaner.iceberg.spark_catalog import SPARK_PACKAGES, NoSparkEquivalent, spark_catalog_conf
-from lakecleaner.iceberg.sync import data_files, log_table, table_files
+from lakecleaner.iceberg.sync import data_files, log_table, table_entries
 
 if TYPE_CHECKING:
     from lakecleaner.lake import Lake
@@ -22,9 +23,10 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class TableStatus:
     """A topic's tables as readers find them; `in_step`: the log table's files are exactly the
-    segment files of the readable partitions' committed manifests and the latest values (of a
-    compacted topic) reflect each one's next offset; `missing` and `extra`: how many files the
-    log table lacks and still holds."""
+    segment files of the readable partitions' committed manifests, each registered once, and the
+    latest values (of a compacted topic) reflect each one's next offset; `missing`, `extra` and
+    `duplicate`: how many files the log table lacks, holds that no manifest does, and holds more
+    than once (`iceberg sync` mends each)."""
 
     topic: str
     tables: tuple[str, ...]
@@ -34,6 +36,7 @@ class TableStatus:
     in_step: bool
     missing: int
     extra: int
+    duplicate: int
     unreadable: dict[int, str]
 
     def to_dict(self) -> dict[str, Any]:
@@ -46,13 +49,14 @@ class TableStatus:
             "in_step": self.in_step,
             "missing_files": self.missing,
             "extra_files": self.extra,
+            "duplicate_files": self.duplicate,
             "unreadable": {str(p): r for p, r in self.unreadable.items()},
         }
 
 
 def reader_catalog(lake: Lake) -> dict[str, str]:
-    """What a reader passes to pyiceberg's `load_catalog`: the name and the properties, masked."""
-    return {"name": CATALOG_NAME, **masked(catalog_properties(lake.config, lake.store.root_uri))}
+    """What a reader passes to pyiceberg's `load_catalog`: the name and the properties, shown by allow-list."""
+    return {"name": CATALOG_NAME, **shown(catalog_properties(lake.config, lake.store.root_uri))}
 
 
 def reader_spark(lake: Lake) -> dict[str, Any]:
@@ -62,7 +66,7 @@ def reader_spark(lake: Lake) -> dict[str, Any]:
         conf = spark_catalog_conf(catalog_properties(lake.config, lake.store.root_uri))
     except NoSparkEquivalent as exc:
         return {"error": str(exc)}
-    return {"packages": list(SPARK_PACKAGES), "conf": masked(conf)}
+    return {"packages": list(SPARK_PACKAGES), "conf": shown(conf)}
 
 
 def table_status(lake: Lake, topic: str) -> TableStatus:
@@ -72,7 +76,9 @@ def table_status(lake: Lake, topic: str) -> TableStatus:
     wanted: set[str] = set()
     for partition, manifest in read.manifests.items():
         wanted |= data_files(lake, topic, partition, manifest).keys()
-    held = table_files(table, read.manifests).keys()
+    registered = Counter(file.file_path for file in table_entries(table, read.manifests))
+    held = registered.keys()
+    duplicate = sum(1 for n in registered.values() if n > 1)
     snapshot = table.current_snapshot()
     names = [".".join(table_identifier(lake.config.iceberg.namespace, topic))]
     latest_in_step = True
@@ -85,9 +91,10 @@ def table_status(lake: Lake, topic: str) -> TableStatus:
         reader_catalog(lake),
         reader_spark(lake),
         None if snapshot is None else snapshot.snapshot_id,
-        wanted == held and latest_in_step,
+        wanted == held and not duplicate and latest_in_step,
         len(wanted - held),
         len(held - wanted),
+        duplicate,
         dict(read.failures),
     )
 

@@ -43,6 +43,18 @@ def etag_of(data: bytes) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 
+def _holds(directory: str) -> bool:
+    """Whether a directory holds an object at any depth (a temporary file of an unfinished write
+    is none): S3 lists no folder where no object lies, and neither does a local lake, whose
+    emptied directories stay behind."""
+    for entry in os.scandir(directory):
+        if entry.is_dir() and _holds(entry.path):
+            return True
+        if entry.is_file() and not entry.name.startswith(_TMP_PREFIX):
+            return True
+    return False
+
+
 class LocalStore(ObjectStore):
     """Objects as files under `root`."""
 
@@ -185,7 +197,9 @@ class LocalStore(ObjectStore):
 
         def attempt() -> tuple[str, ...]:
             try:
-                return tuple(sorted(entry.name for entry in os.scandir(folder) if entry.is_dir()))
+                return tuple(
+                    sorted(entry.name for entry in os.scandir(folder) if entry.is_dir() and _holds(entry.path))
+                )
             except FileNotFoundError:
                 return ()
 

@@ -68,6 +68,11 @@ def by_partition(topic: str, listed: Iterable[K]) -> dict[int, list[K]]:
     return found
 
 
+#: The folders under a topic's prefix that its Iceberg tables own (`iceberg.schema`: the log
+#: table's `metadata/` and `data/`, the latest values' `latest/`).
+TABLE_FOLDER_NAMES = ("metadata", "data", "latest")
+
+
 # The summaries' keys (issue 50; summaries/layout.py reads the markers): a marker is written
 # before the object it announces, so a reader finding one newer than the summary knows it may be stale.
 
@@ -106,6 +111,7 @@ __all__ = [
     "PENDING_PREFIX",
     "SUMMARIES_PREFIX",
     "SUMMARY_PREFIX",
+    "TABLE_FOLDER_NAMES",
     "TOPICS_PREFIX",
     "by_partition",
     "config_digest",

@@ -165,11 +165,12 @@ def _live_runs(store: ObjectStore, log: PartitionLog) -> dict[str, int]:
 
 def _candidates(
     store: ObjectStore, log: PartitionLog, max_workers: int, left_out: dict[str, str], in_flight: dict[str, str]
-) -> dict[str, Candidate]:
+) -> tuple[dict[str, Candidate], int]:
     """The partition's segment files as repair weighs them: footers read concurrently, commit
     records (a listing) applied; files it cannot use are put in `left_out` (unreadable, another partition's)
-    or `in_flight` (a live run's) with the reason. A storage error is raised: a file that could not
-    be read is not a file that does not belong."""
+    or `in_flight` (a live run's) with the reason. With them, the highest version a commit record
+    names (of a file still there or not: that version was committed). A storage error is raised:
+    a file that could not be read is not a file that does not belong."""
     listed = [o for o in store.list(log.prefix + "segments/") if SEGMENT_PATH.match(o.key[len(log.prefix) :])]
 
     def read(obj: ObjectInfo) -> FileMeta | str:
@@ -193,7 +194,7 @@ def _candidates(
             )
         else:
             found[path] = Candidate(path, meta, obj.size, acknowledged.get(path))
-    return found
+    return found, max(acknowledged.values(), default=0)
 
 
 def _rank(c: Candidate, prefer: Collection[str]) -> tuple[int, int, int]:
@@ -344,9 +345,10 @@ def repair_partition(
     Raises RepairAmbiguous, having written and deleted nothing, when files cannot be told apart.
 
     `announced_version`: the highest manifest version of the partition the lake-wide views were
-    told of (`SummaryStore.announced_version`). The rebuilt manifest takes a version above it and
-    above every candidate's: a view compares versions to tell a current summary entry from a
-    stale one (summaries/read.py), so a version must never go back.
+    told of (`SummaryStore.announced_version`). The rebuilt manifest takes a version above it,
+    above every candidate's and above every commit record's: a view compares versions to tell a
+    current summary entry from a stale one (summaries/read.py), and an Iceberg table never moves
+    to an older version than it reflects, so a version must never go back.
     """
     log = PartitionLog(store, topic, partition, config)
     state, etag = _manifest_state(log)
@@ -358,7 +360,7 @@ def repair_partition(
     now = wall_clock_ms() if now_ms is None else now_ms
     left_out: dict[str, str] = {}
     in_flight: dict[str, str] = {}
-    candidates = _candidates(store, log, max_workers, left_out, in_flight)
+    candidates, recorded = _candidates(store, log, max_workers, left_out, in_flight)
     unknown = sorted(set(prefer) - candidates.keys())
     if unknown:
         raise LakeCleanerError(
@@ -380,7 +382,7 @@ def repair_partition(
         start = log_start_offset
     versions = [c.meta.manifest_version for c in candidates.values()]
     versions += [c.acknowledged for c in candidates.values() if c.acknowledged is not None]
-    version = max([*versions, announced_version], default=0) + 1
+    version = max([*versions, recorded, announced_version], default=0) + 1
     pending = tuple(
         PendingDelete(p, now + config.file_delete_delay_ms, "repair: " + why)
         for p, why in left_out.items()

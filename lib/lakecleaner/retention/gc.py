@@ -105,6 +105,8 @@ class GcRunReport:
     warnings: tuple[str, ...] = ()
     #: The Kafka Connect sink's files adoption replaced, deleted once due (`adopt.originals`).
     originals_deleted: tuple[str, ...] = ()
+    #: Why no file that left the log was deleted (the topic's tables could not be read), or None.
+    blocked: str | None = None
 
     @property
     def files_deleted(self) -> int:
@@ -127,6 +129,7 @@ class GcRunReport:
             "run_reports_pruned": self.run_reports_pruned,
             "warnings": list(self.warnings),
             "originals_deleted": list(self.originals_deleted),
+            "blocked": self.blocked,
             "partitions": [p.to_dict() for p in self.partitions],
         }
 
@@ -270,22 +273,27 @@ def _prune_run_reports(lake: Lake, topic: str, now_ms: int, dry_run: bool, warni
         return 0
 
 
-def _held_by_table_readers(
-    lake: Lake, topic: str, now_ms: int, dry_run: bool, warnings: list[str]
-) -> frozenset[str] | None:
-    """The files snapshots of the topic's Iceberg table still reference, after expiring those
-    older than file.delete.delay.ms (`iceberg.expiry`); none for a topic without a table; None
-    (every pending file stays) when the table cannot be read, with a warning."""
-    if not lake.config.iceberg_enabled(topic) or dry_run:
+def _held_by_table_readers(lake: Lake, topic: str, now_ms: int, dry_run: bool) -> frozenset[str] | str:
+    """The files snapshots of the topic's Iceberg tables still reference, after expiring those
+    readers no longer hold (`iceberg.expiry`); none for a topic without tables; or why they cannot
+    be known (a damaged table or catalog, in one line naming it and the fix), when every pending
+    file stays and the run says so (exit 1). The tables of a topic that no longer keeps them are
+    dropped, their folders emptied after the delay (`iceberg.expiry.drop_turned_off`)."""
+    enabled = lake.config.iceberg_enabled(topic)
+    if dry_run or (not enabled and not lake.has_table_folders(topic)):
         return frozenset()
     try:
-        from lakecleaner.iceberg.expiry import expire_and_hold
+        from lakecleaner.iceberg.damage import iceberg_errors
+        from lakecleaner.iceberg.expiry import drop_turned_off, expire_and_hold
 
-        return expire_and_hold(lake, topic, now_ms)
-    except Exception as exc:  # the catalog or pyiceberg: which files readers hold is unknown
-        warnings.append(f"no pending file was deleted: the Iceberg table's snapshots could not be read ({exc})")
-        logger.warning("gc of %s: %s", topic, warnings[-1])
-        return None
+        with iceberg_errors(lake, topic):
+            if not enabled:
+                drop_turned_off(lake, topic, now_ms)
+                return frozenset()
+            return expire_and_hold(lake, topic, now_ms)
+    except LakeCleanerError as exc:  # which files readers hold is unknown: none is deleted
+        logger.warning("gc of %s: no file that left the log was deleted: %s", topic, exc)
+        return f"no file that left the log was deleted: {exc}"
 
 
 def _adopted_originals(lake: Lake, topic: str, now_ms: int, dry_run: bool, warnings: list[str]) -> list[str]:
@@ -328,7 +336,8 @@ def gc_topic(
     retries_before = lake.store.retries
     warnings: list[str] = []
     listings = list_partitions(lake, topic_name, warnings)  # before any manifest is read
-    held = _held_by_table_readers(lake, topic_name, now, dry_run, warnings)
+    readers = _held_by_table_readers(lake, topic_name, now, dry_run)
+    held, blocked = (None, readers) if isinstance(readers, str) else (readers, None)
 
     def collect(p: int) -> GcResult:
         try:
@@ -355,5 +364,6 @@ def gc_topic(
         run_reports_pruned=pruned,
         warnings=tuple(warnings),
         originals_deleted=tuple(originals),
+        blocked=blocked,
     )
     return replace(report, location=store_report(lake.store, topic_name, run, "gc", report.to_dict()))

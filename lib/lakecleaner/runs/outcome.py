@@ -49,6 +49,8 @@ def failures(summary: Mapping[str, Any]) -> list[str]:
     for p in partitions_of(summary.get("physical_deletion")):
         if p.get("error"):
             out.append(f"physical deletion of partition {p.get('partition')}: {p['error']}")
+    if (summary.get("physical_deletion") or {}).get("blocked"):
+        out.append(f"physical deletion: {summary['physical_deletion']['blocked']}")
     if summary.get("compaction_gate") and not summary.get("compaction"):
         out.append("the compaction job failed before writing its report; see the compact task's log")
     if summary.get("assess") is None:
