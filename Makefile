@@ -29,19 +29,22 @@ typecheck: setup
 # The whole suite, then the engine's tests again on a Spark Connect session (a server the tests
 # start), on the local lake: the engine must work unchanged on both kinds of session.
 unit: setup
-	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder --durations=20
+	$(UV) run pytest -q -rs -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder --durations=20
 	LAKECLEANER_TEST_SPARK=connect LAKECLEANER_TEST_BACKENDS=local \
-	$(UV) run pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests/engine
+	$(UV) run pytest -q -rs -p no:cacheprovider -n 2 --dist loadgroup tests/engine
 
 test: lint typecheck unit
 
-# Airflow's UI with the checkout's dags/ and plugins/ (http://127.0.0.1:8080; login admin / admin) on
+# Airflow's UI with the checkout's dags/ and plugins/ (http://127.0.0.1:8080; login admin, with a
+# password made on the first start, printed once and kept in airflow_home/passwords.json) on
 # config/lakecleaner.yaml, after `lakecleaner airflow setup` has created what the DAGs need (the
 # compact tasks' pool). Every component listens on 127.0.0.1 only: the API
 # server by --host, and the scheduler and triggerer serve no logs (their log servers bind every
 # address; the API server reads the task logs from airflow_home/logs). Ctrl-C or SIGTERM stops them all.
 AIRFLOW_UI_HOME ?= $(CURDIR)/airflow_home
 AIRFLOW_UI_PORT ?= 8080
+# LocalExecutor starts a worker per slot: as many as the machine has cores, not Airflow's 32.
+AIRFLOW_UI_PARALLELISM ?= $(shell nproc 2>/dev/null || echo 4)
 airflow-ui: setup
 	mkdir -p $(AIRFLOW_UI_HOME)
 	AIRFLOW_HOME=$(AIRFLOW_UI_HOME) \
@@ -60,12 +63,16 @@ airflow-ui: setup
 	AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS=lakecleaner.orchestration.sqlite.SQLITE_CONNECT_ARGS \
 	AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=60 \
 	AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL=300 \
-	$(UV) run sh -c 'test -f $(AIRFLOW_UI_HOME)/passwords.json || echo "{\"admin\": \"admin\"}" > $(AIRFLOW_UI_HOME)/passwords.json; \
+	AIRFLOW__CORE__PARALLELISM=$(AIRFLOW_UI_PARALLELISM) \
+	$(UV) run sh -c 'test -f $(AIRFLOW_UI_HOME)/passwords.json || python -c "import json, os, secrets, sys; \
+	  password = secrets.token_urlsafe(12); fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600); \
+	  os.write(fd, json.dumps({\"admin\": password}).encode()); print(\"Airflow login: admin, password\", password, \
+	  \"(kept in\", sys.argv[1] + \")\")" $(AIRFLOW_UI_HOME)/passwords.json || exit 1; \
 	  airflow db migrate >/dev/null && lakecleaner airflow setup || exit 1; \
 	  trap "trap - INT TERM EXIT; kill 0" INT TERM EXIT; \
 	  airflow scheduler --skip-serve-logs & airflow dag-processor & airflow triggerer --skip-serve-logs & \
 	  airflow api-server --host 127.0.0.1 --port $(AIRFLOW_UI_PORT) & \
-	  echo "Airflow: http://127.0.0.1:$(AIRFLOW_UI_PORT) (admin / admin); Ctrl-C stops it"; wait'
+	  echo "Airflow: http://127.0.0.1:$(AIRFLOW_UI_PORT) (admin; its password in $(AIRFLOW_UI_HOME)/passwords.json); Ctrl-C stops it"; wait'
 
 # A Spark Connect server from pyspark's own distribution, set up for lakecleaner (`lakecleaner
 # connect-server`), on local[*] at sc://127.0.0.1:15002, its logs and pid under .spark-connect/:

@@ -125,7 +125,7 @@ def test_audit_key_lists_every_copy_and_exits_1_when_one_is_overdue(tmp_path: Pa
     by_base64 = run(tmp_path, "--json", "audit", "key", "--topic", "users", "--key-base64", "Ym9i", ok=False)
     assert by_base64.returncode == 0 and json.loads(by_base64.stdout)["copies"] == []  # "bob": no copy
     invalid = run(tmp_path, "audit", "key", "--topic", "users", "--key-base64", "not base64!", ok=False)
-    assert invalid.returncode == 1 and "--key-base64 is not valid base64" in invalid.stderr
+    assert invalid.returncode == 2 and "--key-base64 is not valid base64" in invalid.stderr
     assert "line" not in invalid.stderr
     both = run(tmp_path, "audit", "key", "--topic", "users", "--key", "a", "--key-base64", "YQ==", ok=False)
     assert both.returncode == 2 and "give the key once" in both.stderr

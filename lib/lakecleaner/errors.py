@@ -20,6 +20,10 @@ class ConfigError(LakeCleanerError):
         super().__init__("\n".join(problems))
 
 
+class ConfigFileSyntax(ConfigError):
+    """A config file that is not YAML: one problem, `<file>:<line>:<column>: <what>`."""
+
+
 class InvalidRunParams(LakeCleanerError, ValueError):
     """A DAG run's trigger parameter that cannot be used; the message names it and says why."""
 

@@ -12,6 +12,7 @@ or `topics alter`) over the topic's `config:` in the YAML file, over the YAML's 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import logging
@@ -568,7 +569,22 @@ class Lake:
             LakeCleanerError: its topic.json is damaged (the message names the field).
             StorageError: the store failed after its retries.
         """
-        return Topic(self, self._load_metadata(name))
+        try:
+            return Topic(self, self._load_metadata(name))
+        except TopicNotFound as exc:
+            near = self.topics_like(name)
+            if not near:
+                raise
+            raise TopicNotFound(
+                f"topic {name} does not exist in {self.uri}; did you mean {' or '.join(near)}? (else create it with "
+                f"`lakecleaner topics create {name}`)"
+            ) from exc
+
+    def topics_like(self, name: str) -> list[str]:
+        """The lake's and the config's topics whose names are close to `name` (a misspelling, `_`
+        for `-`), closest first, at most three: what an error about a missing topic suggests."""
+        known = sorted({*self.list_topics(), *self.config.topics})
+        return difflib.get_close_matches(name, known, n=3, cutoff=0.75)
 
     def read_topics(self, names: Iterable[str]) -> tuple[dict[str, Topic], dict[str, str]]:
         """The named topics, their topic.json files read concurrently, and why each other one

@@ -47,7 +47,7 @@ def test_writers_in_several_processes_and_a_compaction_register_each_file_once(
     config = with_tables(lake_config, tmp_path)
     lake = open_lake(config)
     topic = lake.create_topic("orders", 2, {"cleanup.policy": "compact", "segment.bytes": 2000})
-    action = {"action": "append", "topic": "orders", "batches": 12, "batch_size": 10}
+    action = {"action": "append", "topic": "orders", "batches": 8, "batch_size": 10}
     writers = [
         lake_process.start(config, {**action, "partition": p, "tag": f"w{w}p{p}"}) for w in range(2) for p in range(2)
     ]

@@ -175,6 +175,11 @@ def adopt_connect(
     """
     store = open_store(source.uri, lake.config.storage)
     files, ignored = sink_files(store, topic, source)
+    if not files and not ignored and not _adopted_from(lake, topic, source.uri):
+        raise LakeCleanerError(
+            f"{source.uri} holds no Kafka Connect S3 sink file of topic {topic} (<topic>+<partition>+<offset> under "
+            f"topics/{topic}/ or the sink's own folders): check --from and the topic's name"
+        )
     log_topic = _topic_for(lake, topic, files, create=not dry_run)
     beyond = _beyond(topic, log_topic.partitions if log_topic else lake.config.max_partitions_per_topic, files)
     files = [f for f in files if f.partition not in beyond]
@@ -256,6 +261,11 @@ def _topic_for(lake: Lake, topic: str, files: Sequence[SinkFile], *, create: boo
     needed = max((f.partition for f in files if f.partition < limit), default=0) + 1
     spec = lake.config.topics.get(topic)
     return lake.create_topic(topic, max(needed, spec.partitions if spec else 1), exist_ok=True)
+
+
+def _adopted_from(lake: Lake, topic: str, uri: str) -> bool:
+    """Whether the topic has adopted from `uri` before (its originals may all be deleted now)."""
+    return any(a.source.uri == uri for a in adopted_sources(lake, topic))
 
 
 def _beyond(topic: str, partitions: int, files: Sequence[SinkFile]) -> dict[int, str]:

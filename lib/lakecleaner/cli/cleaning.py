@@ -247,7 +247,8 @@ def gc(ctx: Context, topic: str, now_text: str | None, partitions: tuple[int, ..
             console.print(f"{topic}: {pruned} the reports of {report.run_reports_pruned} old run(s)", markup=False)
         for warning in report.warnings:
             console.print(f"{topic}: warning: {warning}", markup=False)
-        console.print(f"{topic}: {verb} {report.files_deleted} file(s); report: {report.location}", markup=False)
+        stored = f"; report: {report.location}" if report.location else ""
+        console.print(f"{topic}: {verb} {report.files_deleted} file(s){stored}", markup=False)
 
     ctx.emit({**report.to_dict(), "location": report.location}, human)
     blocked = [(topic, report.blocked)] if report.blocked else []

@@ -102,6 +102,17 @@ def demo(
         console.print("The topics as Iceberg tables, read with pyiceberg:")
         for line in lines:
             console.print(f"  {line}", markup=False, highlight=False)
+    console.print("Next, try:", markup=False)
+    for command in NEXT_COMMANDS:
+        console.print(f"  lakecleaner {command}", markup=False, highlight=False)
+
+
+#: What the demo's last lines suggest trying next, on its own lake and config.
+NEXT_COMMANDS = (
+    "plan --all                                            # every topic: what is due, the nearest deadline",
+    "consume --topic customers-cdc --partition 0 | head   # the compacted log, record by record",
+    "audit key --topic customers-cdc --key KEY            # every stored copy of a key, and when it goes",
+)
 
 
 def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str | None) -> dict[str, list[AirflowRun]]:

@@ -3,6 +3,8 @@ into one clear line and an exit status."""
 
 from __future__ import annotations
 
+import json
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +28,7 @@ from lakecleaner.cli import (  # noqa: F401  (they register their commands)
 )
 from lakecleaner.cli.base import Context, cli
 from lakecleaner.deprecation import LakeCleanerDeprecationWarning
-from lakecleaner.errors import ConfigError, LakeCleanerError
+from lakecleaner.errors import ConfigError, ConfigFileSyntax, LakeCleanerError
 from lakecleaner.process import exit_flushed
 
 
@@ -76,7 +78,8 @@ def _show_warning(shown_before: Callable[..., None]) -> Callable[..., None]:
 
 
 def _run() -> int:
-    """The CLI's exit status, its errors reported."""
+    """The CLI's exit status, its errors reported: one `error:` line on stderr (and, with `--json`,
+    `{"error": …, "exit": …}` on stdout). Bad input of every kind exits 2."""
     try:
         result = cli.main(standalone_mode=False, prog_name="lakecleaner")  # under `python -m` too
     except SystemExit as exc:  # a command's own sys.exit (failed partitions: 1)
@@ -86,22 +89,35 @@ def _run() -> int:
     except click.exceptions.NoArgsIsHelpError as exc:  # `lakecleaner` or a group alone: its help
         exc.show()
         return exc.exit_code
-    except click.ClickException as exc:
-        click.echo(f"error: {_usage_message(exc)}", err=True)
-        return exc.exit_code
+    except click.ClickException as exc:  # a bad option, value or argument: bad input
+        return _error(_usage_message(exc), 2)
+    except ConfigFileSyntax as exc:  # where the file breaks YAML, as editors and linters say it
+        return _error(str(exc), 2)
     except ConfigError as exc:
         _echo_config_error(exc)
-        return 2
+        return _json_error("configuration: " + "; ".join(exc.problems), 2)
     except (LakeCleanerError, ValueError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        return 2
+        return _error(str(exc), 2)
     except ModuleNotFoundError as exc:
         extra = extra_providing(exc.name)
         if extra is None:
             raise
-        click.echo(f"error: this command needs {exc.name}: pip install 'lakecleaner[{extra}]'", err=True)
-        return 2
+        return _error(f"this command needs {exc.name}: pip install 'lakecleaner[{extra}]'", 2)
     return result if isinstance(result, int) else 0  # click returns an Exit's code (--help: 0)
+
+
+def _error(message: str, code: int) -> int:
+    """Report an error: its line on stderr, and its object on stdout under `--json`."""
+    click.echo(f"error: {message}", err=True)
+    return _json_error(message, code)
+
+
+def _json_error(message: str, code: int) -> int:
+    """`{"error": message, "exit": code}` on stdout when the command line asks for JSON (`--json`
+    before or after the command), so that a script reading stdout sees the error too."""
+    if "--json" in sys.argv[1:]:
+        click.echo(json.dumps({"error": message, "exit": code}))
+    return code
 
 
 def _usage_message(exc: click.ClickException) -> str:

@@ -12,8 +12,9 @@ import yaml
 
 from lakecleaner.config.environment import ENV_CONFIG_PATH
 from lakecleaner.config.settings import LakeConfig, parse_config
+from lakecleaner.config.values import shown
 from lakecleaner.config.yaml_select import read_yaml
-from lakecleaner.errors import ConfigError
+from lakecleaner.errors import ConfigError, ConfigFileSyntax
 
 #: The config file looked for in the working directory when neither --config nor
 #: $LAKECLEANER_CONFIG names one.
@@ -74,9 +75,22 @@ def load_config(path: str | Path | None = None, keep_topic: Callable[[str], bool
         raise ConfigError([f"{chosen}: {len(text)} characters, more than a config file may have ({MAX_CONFIG_BYTES})"])
     try:
         data = read_yaml(text, keep_topic)
+    except yaml.MarkedYAMLError as exc:
+        raise ConfigFileSyntax([yaml_problem(chosen, exc)]) from None
     except (yaml.YAMLError, RecursionError) as exc:
-        raise ConfigError([f"{chosen}: not valid YAML: {str(exc)[:500]}"]) from None
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigFileSyntax([f"{chosen}: not valid YAML: {shown(first)}"]) from None
     return parse_config(data or {}, str(chosen))
+
+
+def yaml_problem(path: Path, exc: yaml.MarkedYAMLError) -> str:
+    """A YAML error as one line, `<file>:<line>:<column>: <problem>` (1-based, as editors count),
+    at the mark where the parser found the problem (else where the construct it was in began)."""
+    mark = exc.problem_mark or exc.context_mark
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = exc.problem or exc.context or "not valid YAML"
+    context = f" ({exc.context}, from line {exc.context_mark.line + 1})" if exc.context and exc.context_mark else ""
+    return f"{where}: not valid YAML: {problem}{context}"
 
 
 def sample_config_text() -> str:

@@ -20,9 +20,8 @@ def open_store(uri: str, settings: StorageSettings | None = None) -> ObjectStore
         from lakecleaner.io.s3 import S3Store
 
         return S3Store(uri, settings)
-    if uri.startswith("file://"):
+    if uri.startswith("file://"):  # the folder is made by the first write: reading leaves no trace
         root = Path(uri[len("file://") :])
-        root.mkdir(parents=True, exist_ok=True)
         return LocalStore(root, RetryPolicy.from_settings(settings), RetryPolicy.for_commits(settings))
     raise StorageError("open", uri, "unsupported lake URI; use s3://bucket/prefix or file:///path")
 

@@ -366,4 +366,6 @@ def gc_topic(
         originals_deleted=tuple(originals),
         blocked=blocked,
     )
+    if dry_run:  # a dry run leaves no trace: its report is what the command prints
+        return report
     return replace(report, location=store_report(lake.store, topic_name, run, "gc", report.to_dict()))
