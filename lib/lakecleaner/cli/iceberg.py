@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
 import click
 from rich.table import Table
@@ -10,6 +12,8 @@ from rich.table import Table
 from lakecleaner.cli.base import Context, cli, pass_ctx
 from lakecleaner.cli.output import console, err_console
 from lakecleaner.errors import LakeCleanerError
+
+T = TypeVar("T")
 
 
 @cli.group()
@@ -30,6 +34,22 @@ def _tabled_topics(ctx: Context, topic: str | None) -> list[str]:
     return [name for name in ctx.lake.list_topics() if ctx.config.iceberg_enabled(name)]
 
 
+def _each_topic(ctx: Context, names: list[str], work: Callable[[str], T]) -> tuple[list[T], dict[str, str]]:
+    """`work` for each topic, a damaged table or catalog one topic's failure, in one line
+    (`iceberg.damage`): the results, and why each other topic failed."""
+    from lakecleaner.iceberg.damage import iceberg_errors
+
+    results: list[T] = []
+    failed: dict[str, str] = {}
+    for name in names:
+        try:
+            with iceberg_errors(ctx.lake, name):
+                results.append(work(name))
+        except LakeCleanerError as exc:
+            failed[name] = str(exc)
+    return results, failed
+
+
 @iceberg.command("sync")
 @click.option("--topic", help="Only this topic (default: every topic with a table).")
 @click.option(
@@ -43,16 +63,12 @@ def iceberg_sync(ctx: Context, topic: str | None, rebuild: bool) -> None:
     snapshot (none when they already are). Idempotent: what catches a table up after a crash
     between a manifest's commit and the table's. A topic whose tables cannot be synced is one
     line naming the table and the fix; the others are synced, and the command exits 1."""
-    from lakecleaner.iceberg.damage import iceberg_errors
-    from lakecleaner.iceberg.follow import rebuild_tables, sync_topic
+    from lakecleaner.iceberg.follow import TopicSync, rebuild_tables, sync_topic
 
-    results, failed = [], {}
-    for name in _tabled_topics(ctx, topic):
-        try:
-            with iceberg_errors(ctx.lake, name):
-                results.append(rebuild_tables(ctx.lake.topic(name)) if rebuild else sync_topic(ctx.lake, name))
-        except LakeCleanerError as exc:
-            failed[name] = str(exc)
+    def sync(name: str) -> TopicSync:
+        return rebuild_tables(ctx.lake.topic(name)) if rebuild else sync_topic(ctx.lake, name)
+
+    results, failed = _each_topic(ctx, _tabled_topics(ctx, topic), sync)
 
     def human() -> None:
         for r in results:
@@ -80,16 +96,9 @@ def iceberg_status(ctx: Context, topic: str | None) -> None:
     """Per topic: its tables, the catalog properties a reader passes to pyiceberg's load_catalog
     and the configuration Spark takes (secrets masked), the current snapshot, and whether the
     table matches the manifests."""
-    from lakecleaner.iceberg.damage import iceberg_errors
     from lakecleaner.iceberg.table_status import table_status
 
-    statuses, failed = [], {}
-    for name in _tabled_topics(ctx, topic):
-        try:
-            with iceberg_errors(ctx.lake, name):
-                statuses.append(table_status(ctx.lake, name))
-        except LakeCleanerError as exc:
-            failed[name] = str(exc)
+    statuses, failed = _each_topic(ctx, _tabled_topics(ctx, topic), lambda name: table_status(ctx.lake, name))
 
     def human() -> None:
         table = Table("topic", "tables", "snapshot", "in step", title="Iceberg tables")

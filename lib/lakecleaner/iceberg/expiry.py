@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, TableKind, table_folder
 from lakecleaner.iceberg.sync import drop_tables, open_table
-from lakecleaner.log.leases import LEASE_SUFFIX, STAGING, live_leases
+from lakecleaner.log.leases import leases_on
 
 if TYPE_CHECKING:
     from lakecleaner.io import ObjectInfo
@@ -100,9 +100,7 @@ def expired_snapshots(table: Any, cutoff_ms: int) -> list[int]:
 
 def syncing(lake: Lake, topic: str, kind: TableKind) -> bool:
     """Whether a sync holds a live lease on the table's folder (by the wall clock)."""
-    folder = table_folder(topic, kind) + STAGING
-    leases = [obj for obj in lake.store.list(folder) if obj.key.endswith(LEASE_SUFFIX)]
-    return bool(live_leases(lake.store, leases))
+    return bool(leases_on(lake.store, table_folder(topic, kind)))
 
 
 def drop_turned_off(lake: Lake, topic: str, now_ms: int) -> list[str]:

@@ -289,14 +289,15 @@ def _difference(
     held = table_entries(table, wanted)
     counts = Counter(file.file_path for file in held)
     by_path = {file.file_path: file for file in held}
-    twice = [by_path[path] for path, n in counts.items() if n > 1 and any(path in w for w in wanted.values())]
+    planned = {path for files in wanted.values() for path in files}
+    twice = [by_path[path] for path, n in counts.items() if n > 1 and path in planned]
     added = list(twice)
     for files in wanted.values():
         for path in files.keys() - by_path.keys():
             written = _written(lake, files[path])
             files[path] = written
             added.append(written)
-    removed = [file for path, file in by_path.items() if not any(path in w for w in wanted.values())] + twice
+    removed = [file for path, file in by_path.items() if path not in planned] + twice
     return (added, removed) if added or removed else None
 
 

@@ -63,6 +63,13 @@ def live_leases(store: ObjectStore, lease_objects: Iterable[ObjectInfo], wall_no
     return live
 
 
+def leases_on(store: ObjectStore, prefix: str) -> list[Lease]:
+    """The live leases held on `prefix` (a partition's folder, or a table's): its `_staging/`
+    lease objects, listed, that have not expired (`live_leases`)."""
+    listed = [obj for obj in store.list(prefix + STAGING) if obj.key.endswith(LEASE_SUFFIX)]
+    return live_leases(store, listed)
+
+
 def lease_expiry(obj: ObjectInfo, body: bytes) -> Lease:
     """The lease a lease object holds. A lease is renewed every third of LEASE_TTL_MS, so it never
     ends further than LEASE_TTL_MS (and a little clock skew, LEASE_CLOCK_SKEW_MS) after it was

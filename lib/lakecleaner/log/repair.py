@@ -55,7 +55,7 @@ from lakecleaner.io import ObjectInfo, ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.log.commits import COMMITS, acknowledged_files
 from lakecleaner.log.layout import partition_marker_key
-from lakecleaner.log.leases import LEASE_SUFFIX, STAGING, live_leases
+from lakecleaner.log.leases import leases_on
 from lakecleaner.log.manifest import (
     REPAIRED_VERSION,
     SEGMENT_PATH,
@@ -159,8 +159,7 @@ def _manifest_state(log: PartitionLog) -> tuple[str, str | None]:
 
 def _live_runs(store: ObjectStore, log: PartitionLog) -> dict[str, int]:
     """The runs holding a live lease on the partition, with when each lease ends."""
-    leases = [o for o in store.list(log.prefix + STAGING) if o.key.endswith(LEASE_SUFFIX)]
-    return {lease.run_id: lease.expires_ms for lease in live_leases(store, leases)}
+    return {lease.run_id: lease.expires_ms for lease in leases_on(store, log.prefix)}
 
 
 def _candidates(
