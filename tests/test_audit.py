@@ -32,6 +32,7 @@ from lakecleaner.policy.erasure import (
     UNREFERENCED,
     schedule_interval_ms,
 )
+from lakecleaner.policy.key_mentions import mentions_key
 from lakecleaner.retention import trim_partition
 from tests.support.backends import ALL_BACKENDS
 from tests.support.cli_process import run_cli
@@ -110,6 +111,42 @@ def test_a_tombstone_an_unreferenced_copy_and_a_leak_into_the_lakes_own_files_ar
         "_lakecleaner/cleaner/users.json",
         "_consumer_offsets/g.json",
     }  # other topics' run reports are not read: a lake of many topics keeps millions
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "mentioned"),
+    [
+        (json.dumps({"adopted_ms": 1_733_450_000_100, "size": 100, "ratio": 100.0}).encode(), b"100", False),
+        (json.dumps({"tag": '"100a5a8e59b0"', "run": "r-51001", "at": "00:19:50.1001Z"}).encode(), b"100", False),
+        (json.dumps({"sample": ["100"]}).encode(), b"100", True),
+        (json.dumps({"100": 1}).encode(), b"100", True),
+        (json.dumps({"message": "key 100 failed expect_column_values_to_be_unique"}).encode(), b"100", True),
+        (json.dumps({"who": "jos\u00e9"}).encode(), "jos\u00e9".encode(), True),  # an escape undone
+        (json.dumps({"who": "joséphine"}).encode(), "josé".encode(), True),  # é is no ASCII letter
+        (b"<td>1003</td><td>100%</td>", b"100", True),  # HTML: bytes, by the token rule
+        (b"<td>1003</td><td>21100</td>", b"100", False),
+        (b"... alice ...", b"alice", True),
+        (json.dumps({"who": "malice"}).encode(), b"alice", False),
+        (b"\x00\xff\x01", b"\xff", True),
+    ],
+)
+def test_a_key_is_mentioned_where_it_stands_as_a_token_and_never_by_a_number(
+    data: bytes, key: bytes, mentioned: bool
+) -> None:
+    assert mentions_key(data, key) is mentioned
+
+
+def test_a_short_key_matching_numbers_ids_and_tags_of_the_lakes_own_files_is_no_leak(lake: Lake) -> None:
+    log = scheduled(lake, "users").create_topic("users", config=CONFIG, now_ms=T0).partition(0)
+    log.append([Record(b"100", b"v", T0)], now_ms=T0)
+    lake.store.write(
+        "_lakecleaner/runs/users/r100/report.json",
+        json.dumps({"run": "r100", "records": 100, "at_ms": T0 + 100, "tag": "a100f"}).encode(),
+    )
+    assert [c.kind for c in audit_key(lake, "users", b"100", T0).copies] == [LIVE]
+    lake.store.write("_lakecleaner/runs/users/r100/report.json", json.dumps({"keys": ["100"]}).encode())
+    leak = [c for c in audit_key(lake, "users", b"100", T0).copies if c.partition is None]
+    assert [c.object for c in leak] == ["_lakecleaner/runs/users/r100/report.json"]
 
 
 def test_without_a_schedule_or_a_max_lag_nothing_promises_the_deletion(lake: Lake) -> None:

@@ -56,6 +56,7 @@ from lakecleaner.policy.erasure import (
     tombstone_deadline,
     unreferenced_deadline,
 )
+from lakecleaner.policy.key_mentions import mentions_key
 from lakecleaner.policy.metrics import deletion_deadline
 from lakecleaner.policy.segment_times import rolling_timestamp
 from lakecleaner.policy.uncleanable import still_uncleanable
@@ -363,13 +364,13 @@ def _lake_objects(lake: Lake, topic: str) -> list[ObjectInfo]:
 
 
 def _lake_folder_hits(lake: Lake, key: bytes, audit: KeyAudit) -> Iterator[KeyCopy]:
-    """Objects of the lake's own folders whose bytes contain the key (they must not): a hit has no
-    deadline, so it is overdue."""
+    """Objects of the lake's own folders that mention the key (they must not; the rule of a
+    mention is `policy.key_mentions`'s): a hit has no deadline, so it is overdue."""
     objects = _lake_objects(lake, audit.topic)
 
     def holds(obj: ObjectInfo) -> bool | str:
         try:
-            return key in lake.store.read(obj.key)
+            return mentions_key(lake.store.read(obj.key), key)
         except LakeCleanerError as exc:
             return str(exc)
 
