@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -244,16 +245,31 @@ def summary_rows(before: dict[str, int], after: dict[str, int], runs: list[RunRe
     return rows
 
 
-#: Where `make airflow-ui` serves the demo's Airflow (the same home and database).
-AIRFLOW_UI = "http://localhost:8080"
+#: The demo's two DAG runs are this far apart (tombstones stamped in the first expire in the second);
+#: the second runs at the hour before the demo starts, so that both are in the past.
+RUN_GAP_MS = 2 * HOUR_MS
 
 
-def run_links(topic: str, run: RunRecord) -> list[tuple[str, str]]:
+def demo_times(wall_ms: int) -> tuple[int, int]:
+    """The "now" of the demo's first and second runs: the second at the last full hour at or before
+    `wall_ms` (a run is never in the future: the dashboard's default range ends at now)."""
+    second = wall_ms // HOUR_MS * HOUR_MS
+    return second - RUN_GAP_MS, second
+
+
+def airflow_url(environ: Mapping[str, str]) -> str:
+    """Where Airflow's UI is, for the report's links: Airflow's own `[api] base_url`
+    (AIRFLOW__API__BASE_URL), else where `make airflow-ui` serves it (127.0.0.1, AIRFLOW_UI_PORT or 8080)."""
+    base = environ.get("AIRFLOW__API__BASE_URL") or f"http://127.0.0.1:{environ.get('AIRFLOW_UI_PORT') or 8080}"
+    return base.rstrip("/")
+
+
+def run_links(topic: str, run: RunRecord, airflow: str) -> list[tuple[str, str]]:
     """(label, href) of a run's reports, relative to the report page (`_lakecleaner/report.html`),
-    and of its DAG run in the Airflow UI."""
+    and of its DAG run in the Airflow UI at `airflow`."""
     links = [(f"{name}.json", f"runs/{quote(topic)}/{quote(run.run_id)}/{name}.json") for name in run.reports]
     if run.airflow is not None:
-        dag_run = f"{AIRFLOW_UI}/dags/{quote(dag_id_of(topic), safe='')}/runs/{quote(run.airflow.run_id, safe='')}"
+        dag_run = f"{airflow}/dags/{quote(dag_id_of(topic), safe='')}/runs/{quote(run.airflow.run_id, safe='')}"
         links.append(("DAG run in Airflow", dag_run))
     return links
 
@@ -277,9 +293,10 @@ class TopicReport:
     charts: list[str]
 
 
-def render_html(lake_uri: str, topics: dict[str, TopicReport]) -> str:
+def render_html(lake_uri: str, topics: dict[str, TopicReport], airflow: str) -> str:
     """A self-contained HTML page of the summary (no external assets): per topic its figures before
-    and after, its history charts, and each run with its outcome and links."""
+    and after, its history charts, and each run with how long it took, its outcome and links (to
+    the Airflow UI at `airflow`)."""
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>lakecleaner run report</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:2em}"
@@ -295,16 +312,20 @@ def render_html(lake_uri: str, topics: dict[str, TopicReport]) -> str:
         parts.append("<h3>runs</h3><ul>")
         for run in section.runs:
             now = "" if run.now_ms is None else f" at {html.escape(format_timestamp_ms(run.now_ms))}"
+            took = "–" if run.duration_s is None else f"{run.duration_s:,.0f} s"
             links = ", ".join(
-                f"<a href='{html.escape(href)}'>{html.escape(label)}</a>" for label, href in run_links(topic, run)
+                f"<a href='{html.escape(href)}'>{html.escape(label)}</a>"
+                for label, href in run_links(topic, run, airflow)
             )
             parts.append(
-                f"<li><code>{html.escape(run.run_id)}</code>{now}: {html.escape(run.result)}"
+                f"<li><code>{html.escape(run.run_id)}</code>{now}, took <span class='took'>{took}</span>: "
+                f"{html.escape(run.result)}"
                 f"{' (' + links + ')' if links else ''}</li>"
             )
         parts.append("</ul>")
     parts.append(
-        f"<p>The Airflow links work while <code>make airflow-ui</code> serves the demo's Airflow at {AIRFLOW_UI}.</p>"
+        f"<p>The Airflow links work while <code>make airflow-ui</code> serves the demo's Airflow at "
+        f"{html.escape(airflow)}.</p>"
     )
     parts.append("</body></html>")
     return "".join(parts)

@@ -14,6 +14,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import Browser, Page
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.runs.naming import report_run_id
 from tests.dashboard.conftest import ARTIFACTS, Scene, StatsdListener
 from tests.dashboard.scene import ANALYTICS, BILLING, CHECKPOINT
@@ -110,6 +111,7 @@ def test_a_dry_run_started_from_the_dashboard_runs_in_airflow(
     button = page.locator("button[data-trigger=dry_run]")
     assert button.inner_text() == "Unpause and dry run"
     assert page.locator(f"[data-paused-pill='{DAG}']").count() == 1
+    started_first = wall_clock_ms()
     asked: list[str] = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     button.click()
@@ -134,6 +136,7 @@ def test_a_dry_run_started_from_the_dashboard_runs_in_airflow(
     # Issue 51: a second run at an earlier "now" (a logical date two hours back); both runs are
     # points of the topic page's charts, each at its run's "now" with the figures its report stored
     earlier = (datetime.now(UTC) - timedelta(hours=2)).replace(microsecond=0).isoformat()
+    started_second = wall_clock_ms()
     status, second = airflow.api(
         "POST", f"/api/v2/dags/{DAG}/dagRuns", user="admin", body={"logical_date": earlier, "conf": {"dry_run": True}}
     )
@@ -142,17 +145,29 @@ def test_a_dry_run_started_from_the_dashboard_runs_in_airflow(
     page.reload()
     status, history = airflow.api("GET", "/lakecleaner/api/topics/page-views/history", user="admin")
     assert status == 200
-    topic_points = {p["run_id"]: p for p in history["points"] if p["partition"] is None}
+    topic_points = {p["run_id"]: p for p in history["points"] if p["partition"] is None and p["phase"] == "before"}
     ours = [report_run_id(run_id), report_run_id(second["dag_run_id"])]
     assert set(ours) <= set(topic_points) and topic_points[ours[0]]["time_ms"] > topic_points[ours[1]]["time_ms"]
-    for key in ours:
+    for key, started_after in zip(ours, (started_first, started_second), strict=True):
         report = airflow.api("GET", f"/lakecleaner/api/topics/page-views/runs/{key}", user="admin")[1]
-        figures = report["reports_content"]["run"]["assess"]["figures"]
+        stored = report["reports_content"]["run"]
+        # Issue 78: a run's duration is when its tasks ran, not its logical date: the run two hours
+        # back took seconds, like the other, and both ran after the test asked for them
+        assert started_after <= report["start_ms"] <= report["end_ms"] <= wall_clock_ms()
+        assert report["duration_s"] == (report["end_ms"] - report["start_ms"]) / 1000 < 240
         size = page.locator(f"svg[data-chart='log size'] circle[data-run-id='{key}']")
-        assert size.count() == 1
-        assert int(size.get_attribute("data-time-ms") or 0) == report["now_ms"] == topic_points[key]["time_ms"]
-        assert float(size.get_attribute("data-value") or 0) == sum(f["size_bytes"] for f in figures) > 0
-        assert (size.locator("title").text_content() or "").startswith("topic size: ")  # shown on hover
+        assert size.count() == 2  # the state the run found, and the state it left
+        before, after = (size.nth(i) for i in range(2))
+        assert int(before.get_attribute("data-time-ms") or 0) == report["now_ms"] == topic_points[key]["time_ms"]
+        assert int(after.get_attribute("data-time-ms") or 0) == report["now_ms"] + round(report["duration_s"] * 1000)
+        for circle, part in ((before, "assess"), (after, "after")):
+            figures = stored[part]["figures"]
+            assert float(circle.get_attribute("data-value") or 0) == sum(f["size_bytes"] for f in figures) > 0
+        assert (before.locator("title").text_content() or "").startswith("topic size: ")  # shown on hover
+        took = page.locator(f"#runs tr.run[data-run-id='{key}'] [data-duration-s]")
+        assert float(took.get_attribute("data-duration-s") or -1) == report["duration_s"]
+        duration = page.locator(f"svg[data-chart='run duration and outcome'] circle[data-run-id='{key}']")
+        assert float(duration.get_attribute("data-value") or -1) == report["duration_s"]
     page.locator("#history").screenshot(path=ARTIFACTS / "history.png")
     row.locator("a").first.click()
     page.locator("#quality").wait_for()

@@ -2,27 +2,31 @@
 the topic's, the partitions' and the overview's charts.
 
 Three runs are stored the way the DAG stores them (assess, retention, report), an hour apart, with
-records appended between them; Airflow's view of the runs (start and end, state) comes from the
-stand-in backend. Every point is checked against the manifests as they were at its run, and every
-drawn circle against the points.
+records appended between them; Airflow's view of the runs (state) comes from the stand-in backend,
+and when each ran from its own report (issue 78). Every point is checked against the manifests as
+they were before and after its run, and every drawn circle against the points.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lakecleaner.charts.history import OVERDUE_COLOUR, history_charts
+from lakecleaner.charts.lines import render_chart
 from lakecleaner.config import load_config
 from lakecleaner.log.records import Record
 from lakecleaner.orchestration import tasks
 from lakecleaner.policy import plan_topic
 from lakecleaner.policy.text import format_timestamp_ms
-from lakecleaner.runs.history import history_points
+from lakecleaner.runs.history import HistoryPoint, Phase, history_points
 from lakecleaner.runs.naming import report_run_id
 from lakecleaner.runs.records import AirflowRun, RunRecord
+from lakecleaner.runs.times import RunTimes, recorded_times, run_times
 from tests.dashboard.conftest import Scene, make_scene
 from tests.dashboard.scene import HOUR
 from tests.dashboard.test_app import as_user, client
@@ -70,7 +74,9 @@ def _expected(scene: Scene, now_ms: int) -> dict[int | None, dict[str, Any]]:
 
 
 @pytest.fixture
-def three_runs(tmp_path: Path) -> tuple[Scene, list[AirflowRun], list[tuple[str, int, dict[int | None, Any]]]]:
+def three_runs(
+    tmp_path: Path,
+) -> tuple[Scene, list[AirflowRun], list[tuple[str, int, dict[int | None, Any], dict[int | None, Any]]]]:
     scene = make_scene(tmp_path)
     runs, airflow = [], []
     for index, hours_ago in enumerate((2, 1, 0)):
@@ -82,11 +88,9 @@ def three_runs(tmp_path: Path) -> tuple[Scene, list[AirflowRun], list[tuple[str,
         )
         expected = _expected(scene, now_ms)
         _store_run(scene, report_run_id(airflow_id), now_ms)
-        runs.append((report_run_id(airflow_id), now_ms, expected))
+        runs.append((report_run_id(airflow_id), now_ms, expected, _expected(scene, now_ms)))
         state = "failed" if index == 1 else "success"
-        airflow.append(
-            AirflowRun(airflow_id, state, "scheduled", {}, now_ms, now_ms + 1000, now_ms + 1000 + 7000 * (index + 1))
-        )
+        airflow.append(AirflowRun(airflow_id, state, "scheduled", {}, now_ms, now_ms))
     return scene, airflow, runs
 
 
@@ -99,24 +103,37 @@ def test_the_history_api_gives_each_runs_figures_as_the_manifests_were(three_run
     body = answer.json()
     assert body["topic"] == TOPIC
     points = body["points"]
-    assert [p["time_ms"] for p in points if p["partition"] is None] == [now for _, now, _ in runs]
-    for (run_id, now_ms, expected), index in zip(runs, range(3), strict=True):
-        mine = {p["partition"]: p for p in points if p["run_id"] == run_id}
-        assert set(mine) == {None, 0, 1}
-        for partition, figures in expected.items():
-            point = mine[partition]
-            assert point["time_ms"] == now_ms
-            assert {k: point[k] for k in figures} == figures, (run_id, partition)
-            assert point["duration_s"] == 7.0 * (index + 1)
-            assert point["outcome"] == ("failed" if index == 1 else "ok")
+    assert [(p["time_ms"], p["phase"]) for p in points if p["partition"] is None] == [
+        (at, phase)
+        for run_id, now, _, _ in runs
+        for at, phase in ((now, "before"), (now + _duration_ms(scene, run_id), "after"))
+    ]
+    for (run_id, now_ms, before, after), index in zip(runs, range(3), strict=True):
+        took_ms = _duration_ms(scene, run_id)
+        for phase, at_ms, expected in (("before", now_ms, before), ("after", now_ms + took_ms, after)):
+            mine = {p["partition"]: p for p in points if p["run_id"] == run_id and p["phase"] == phase}
+            assert set(mine) == {None, 0, 1}
+            for partition, figures in expected.items():
+                point = mine[partition]
+                assert point["time_ms"] == at_ms
+                assert {k: point[k] for k in figures} == figures, (run_id, phase, partition)
+                assert point["duration_s"] == took_ms / 1000
+                assert point["outcome"] == ("failed" if index == 1 else "ok")
     assert points[0]["records"] < points[-3]["records"]  # the records appended between the runs
 
     later = app.get(f"/api/topics/{TOPIC}/history", params={"since": str(runs[1][1])}, headers=as_user("viewer"))
-    assert sorted({p["run_id"] for p in later.json()["points"]}) == sorted(r for r, _, _ in runs[1:])
+    assert sorted({p["run_id"] for p in later.json()["points"]}) == sorted(r for r, *_ in runs[1:])
     bad = app.get(f"/api/topics/{TOPIC}/history", params={"since": "yesterday-ish"}, headers=as_user("viewer"))
     assert bad.status_code == 400 and "since" in bad.json()["detail"]
     assert app.get("/api/topics/no-such-topic/history", headers=as_user("viewer")).status_code == 404
     assert app.get(f"/api/topics/{TOPIC}/history").status_code == 401
+
+
+def _duration_ms(scene: Scene, run_id: str) -> int:
+    """How long the stored run took, from its run.json's times (`runs.times`)."""
+    times = json.loads(scene.lake.store.read(f"_lakecleaner/runs/{TOPIC}/{run_id}/run.json"))["times"]
+    assert 0 <= times["ended_ms"] - times["started_ms"] < 60_000, times  # the test's own seconds
+    return int(times["ended_ms"] - times["started_ms"])
 
 
 def _circles(svg_chart: str) -> list[tuple[int, float, str]]:
@@ -147,7 +164,7 @@ def test_the_pages_draw_the_history_points(three_runs: Any) -> None:
     assert _circles(dirty) == [(p["time_ms"], p["dirty_ratio"], p["run_id"]) for p in topic_points]
     assert 'class="threshold"' in dirty and 'data-value="0.5"' in dirty  # the default min.cleanable.dirty.ratio
     durations = _circles(_chart(page, "run duration and outcome"))
-    assert [d[1] for d in durations] == [7.0, 14.0, 21.0]
+    assert [d[1:] for d in durations] == [(_duration_ms(scene, r) / 1000, r) for r, *_ in runs]
     assert "#c62828" in _chart(page, "run duration and outcome")  # the failed run's point
     assert '<strong data-range="24h">' in page and 'href="?range=7d"' in page
 
@@ -160,7 +177,8 @@ def test_the_pages_draw_the_history_points(three_runs: Any) -> None:
     assert row is not None
     values = re.search(r'class="sparkline"[^>]*data-values="([^"]+)"', row.group(0))
     assert values is not None
-    assert [float(v) for v in values.group(1).split(",")] == pytest.approx([p["dirty_ratio"] for p in topic_points])
+    left = [p["dirty_ratio"] for p in topic_points if p["phase"] == "after"]
+    assert [float(v) for v in values.group(1).split(",")] == pytest.approx(left)  # what each run left
     empty = app.get(
         f"/topics/{TOPIC}", params={"range": "24h", "now": str(runs[0][1] - 2 * 86_400_000)}, headers=as_user("viewer")
     )
@@ -177,3 +195,40 @@ def test_a_report_without_figures_or_with_damaged_ones_is_a_topic_point_with_wha
     (first, second) = history_points([old, damaged])
     assert (first.time_ms, first.partition, first.dirty_ratio, first.size_bytes) == (1000, None, 0.62, None)
     assert (second.time_ms, second.dirty_ratio, second.records, second.run_id) == (3000, None, None, "damaged")
+
+
+def _point(time_ms: int, deadline_ms: int | None, phase: Phase, size: int) -> HistoryPoint:
+    return HistoryPoint(time_ms, None, 0.1, size, 10, 0, deadline_ms, "r1", 3.0, "ok", phase=phase)
+
+
+def test_states_are_steps_and_a_deadline_says_its_own_state_not_the_runs_outcome() -> None:
+    """Issue 78: the run found a deadline 23 h overdue and left none overdue; the run's outcome is
+    "ok", which the overdue point must not say."""
+    now = 100 * HOUR
+    points = [_point(now, now - 23 * HOUR, "before", 500), _point(now + 3000, now + 5 * HOUR, "after", 200)]
+    charts = {c.title: render_chart(c) for c in history_charts(points, None, now - HOUR, now + HOUR, True, 0.5)}
+    deadline = charts["hours left to the nearest deletion deadline"]
+    titles = re.findall(r"<circle [^>]*fill=\"([^\"]+)\"[^>]*><title>([^<]+)</title>", deadline)
+    assert [(fill, title.rsplit(": ", 1)[-1]) for fill, title in titles] == [
+        (OVERDUE_COLOUR, "overdue by 23.0 h"),
+        ("#6a1b9a", "ok"),
+    ]
+    size = charts["log size"]
+    corners = re.search(r'<polyline class="step" points="([^"]+)"', size)
+    assert corners is not None
+    (x0, y0), (x1, y1), (x2, y2) = (tuple(map(float, c.split(","))) for c in corners.group(1).split())
+    assert (y1, x1) == (y0, x2) and x0 < x2 and y2 > y0  # held at 500 until the second point, then down to 200
+    assert "before the run, ok" in size and "after the run, ok" in size
+
+
+def test_a_runs_times_are_its_first_tasks_start_and_its_reports_end() -> None:
+    parts = {"mirror": {"started_ms": 1_000}, "assess": {"started_ms": 5_000}, "retention": {"started_ms": 1}}
+    assert run_times(parts, 9_000) == {"started_ms": 1_000, "ended_ms": 9_000}
+    assert run_times({"assess": None, "mirror": {"error": "refused"}}, 9_000) is None
+    assert run_times({"assess": {"started_ms": True}}, 9_000) is None
+    assert recorded_times({"times": {"started_ms": 1_000, "ended_ms": 9_000}}) == RunTimes(1_000, 9_000)
+    for damaged in ({"started_ms": 9_000, "ended_ms": 1_000}, {"started_ms": "1", "ended_ms": 2}, [1, 2]):
+        assert recorded_times({"times": damaged}) is None
+    record = RunRecord("r", None, {"times": {"started_ms": 1_000, "ended_ms": 53_000}}, ("run",), 1)
+    assert record.duration_s == 52.0 and record.to_dict()["start_ms"] == 1_000
+    assert RunRecord("r", None, None, (), 1).to_dict()["duration_s"] is None  # shown as "–"

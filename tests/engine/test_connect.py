@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from pyspark import SparkConf
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import SparkSettings, parse_config
 from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.engine.session import session_conf
@@ -169,8 +171,11 @@ def test_the_demo_runs_its_dags_with_the_compact_tasks_on_a_connect_server(
     spark-submit), and the runs succeed."""
     command = [sys.executable, "-m", "lakecleaner.cli", "--lake", f"file://{tmp_path / 'lake'}", "demo"]
     command += ["--records", "20000", "--airflow-home", str(tmp_path / "airflow"), "--spark-remote", connect_server.url]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=tmp_path)
+    began_ms = wall_clock_ms()
+    environ = {**os.environ, "AIRFLOW_UI_PORT": "8123"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=tmp_path, env=environ)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    ended_ms = wall_clock_ms()
     reports = [json.loads(p.read_text()) for p in (tmp_path / "lake" / "_lakecleaner" / "runs").rglob("report.json")]
     assert len(reports) >= 2, "the compact tasks ran no compaction"
     assert {r["spark"] for r in reports} == {"connect"}
@@ -193,3 +198,17 @@ def test_the_demo_runs_its_dags_with_the_compact_tasks_on_a_connect_server(
     assert "segments replaced by compaction" in page and "segments deleted by retention" in page
     assert "None" not in page and "produced 20,000 records to customers-cdc" in done.stderr
     assert "produced {" not in done.stdout + done.stderr
+    # Issue 78: each run took what its tasks took (never a logical date's difference); the charts
+    # end with what the last run left, at times that have passed; links go to the Airflow UI's port
+    took = [int(t.replace(",", "")) for t in re.findall(r"<span class='took'>([\d,]+) s</span>", page)]
+    assert len(took) == 4 and all(0 <= t <= (ended_ms - began_ms) / 1000 for t in took), took
+    assert "href='http://127.0.0.1:8123/dags/lakecleaner__customers-cdc/runs/" in page and "localhost" not in page
+    sizes = re.search(r'data-chart="log size".*?</svg>', page, re.S)
+    assert sizes is not None
+    circles = [(int(t), float(v)) for t, v in re.findall(r'data-time-ms="(\d+)" data-value="([^"]+)"', sizes.group(0))]
+    left = sum(log.manifest().size_bytes for log in lake.topic("customers-cdc").partition_logs())
+    assert len(circles) == 4 and circles[-1][1] == left and all(t <= ended_ms for t, _ in circles)
+    deadlines = re.search(r'data-chart="hours left to the nearest deletion deadline".*?</svg>', page, re.S)
+    assert deadlines is not None
+    for value, label in re.findall(r'data-value="([^"]+)"[^>]*><title>[^<]*: ([^:<]+)</title>', deadlines.group(0)):
+        assert label == ("ok" if float(value) >= 0 else f"overdue by {-float(value):,.1f} h"), (value, label)

@@ -30,6 +30,7 @@ import json
 import subprocess
 import sys
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -94,6 +95,7 @@ def test_three_backfilled_intervals_give_the_same_log_as_three_scheduled_runs(wo
     scenario = world
     airflow, lake = scenario.airflow, scenario.lake
     t1, _, t3 = scenario.ticks
+    asked_ms = wall_clock_ms()
     airflow.backfill(dag_id_of(BACKFILLED), t1.isoformat(), t3.isoformat(), max_active_runs=1)
     created = subprocess.run(
         [sys.executable, "-m", "tests.scheduler.scheduled_runs", dag_id_of(SCHEDULED), t1.isoformat(), "2"],
@@ -159,6 +161,16 @@ def test_three_backfilled_intervals_give_the_same_log_as_three_scheduled_runs(wo
     ]
     for now, decided, wanted in zip(scenario.ticks, backfilled, expected, strict=True):
         assert decided == {**wanted, "now_ms": epoch_ms(now), "rolled": [], "retention": "committed", "checked": True}
+    # Issue 78: each run's times are when its tasks ran (after the test asked for them, one run
+    # after the other), never its logical date days back: a duration of seconds, never negative
+    waited_ms = wall_clock_ms()
+    for topic in (BACKFILLED, SCHEDULED):
+        times = [
+            load_report(lake.store, topic, report_run_id(run["dag_run_id"]), "run")["times"] for run in runs[topic]
+        ]
+        assert asked_ms <= times[0]["started_ms"], (topic, times)
+        assert all(t["started_ms"] <= t["ended_ms"] <= waited_ms for t in times), (topic, times)
+        assert all(a["ended_ms"] <= b["started_ms"] for a, b in pairwise(times)), (topic, times)
     # The task logs users read hold none of Great Expectations' own chatter: GX logs some two
     # hundred INFO lines while it imports, and each of these retention tasks imported it.
     retention_logs = sorted((airflow.home / "logs").glob(f"dag_id={dag_id_of(BACKFILLED)}/*/task_id=retention/*.log"))

@@ -1,6 +1,10 @@
 """The history charts of a topic's or a partition's page, from its history points (issue 51):
 dirty ratio against min.cleanable.dirty.ratio, log size, records, tombstones, hours left to the
-nearest deletion deadline, the mirror's lag, and each run's duration coloured by its outcome."""
+nearest deletion deadline, the mirror's lag, and each run's duration coloured by its outcome.
+
+The figures are states: each run gives the point before it and the point after it, drawn as a
+step, so the newest value is what the last run left (issue 78). A deadline's point says its own
+state ("overdue by 23.1 h" in red, "ok" while it has not passed), never the run's outcome."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from lakecleaner.config import HOUR_MS
 from lakecleaner.runs.history import HistoryPoint
 
 OUTCOME_COLOURS = {"ok": "#2e7d32", "failed": "#c62828", "dry-run": "#90a4ae"}
+OVERDUE_COLOUR = "#c62828"
 
 
 def _percent(value: float) -> str:
@@ -37,10 +42,16 @@ def _seconds(value: float) -> str:
 def _series(
     name: str, colour: str, points: Sequence[HistoryPoint], value: Callable[[HistoryPoint], float | None]
 ) -> Series:
+    """A state's step series: each point noted with its phase of the run and the run's outcome."""
     return Series(
         name,
         colour,
-        tuple(ChartPoint(p.time_ms, v, p.run_id, p.outcome) for p in points if (v := value(p)) is not None),
+        tuple(
+            ChartPoint(p.time_ms, v, p.run_id, f"{p.phase} the run, {p.outcome}")
+            for p in points
+            if (v := value(p)) is not None
+        ),
+        step=True,
     )
 
 
@@ -48,6 +59,32 @@ def _hours_left(point: HistoryPoint) -> float | None:
     if point.nearest_deadline_ms is None:
         return None
     return (point.nearest_deadline_ms - point.time_ms) / HOUR_MS
+
+
+def deadline_state(hours_left: float) -> str:
+    """A deadline's own state at a point: "ok" while it has not passed, else how long overdue."""
+    return "ok" if hours_left >= 0 else f"overdue by {_hours(-hours_left)}"
+
+
+def _deadline_series(points: Sequence[HistoryPoint]) -> Series:
+    """Hours left to the nearest deletion deadline, each point labelled and coloured by the
+    deadline's state (`deadline_state`), not by the run's outcome."""
+    return Series(
+        "hours left",
+        "#6a1b9a",
+        tuple(
+            ChartPoint(
+                p.time_ms,
+                left,
+                p.run_id,
+                f"{p.phase} the run: {deadline_state(left)}",
+                None if left >= 0 else OVERDUE_COLOUR,
+            )
+            for p in points
+            if (left := _hours_left(p)) is not None
+        ),
+        step=True,
+    )
 
 
 def history_charts(
@@ -83,7 +120,7 @@ def history_charts(
     if any(p.nearest_deadline_ms is not None for p in mine):
         chart(
             "hours left to the nearest deletion deadline",
-            _series("hours left", "#6a1b9a", mine, _hours_left),
+            _deadline_series(mine),
             _hours,
             (0.0, "the deadline"),
         )
@@ -97,7 +134,7 @@ def history_charts(
         runs = tuple(
             ChartPoint(p.time_ms, p.duration_s, p.run_id, p.outcome, OUTCOME_COLOURS.get(p.outcome, "#f9a825"))
             for p in mine
-            if p.duration_s is not None
+            if p.duration_s is not None and p.phase == "before"
         )
         charts.append(Chart("run duration and outcome", (Series("run", "#90a4ae", runs),), start_ms, end_ms, _seconds))
     return charts

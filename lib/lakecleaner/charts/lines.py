@@ -4,7 +4,9 @@ A chart is one or more series of (time, value) points over a time range, with an
 threshold line (min.cleanable.dirty.ratio, zero hours left). Every point is a circle with a
 `<title>` (the browser shows it on hover) and data attributes (`data-time-ms`, `data-value`,
 `data-run-id`), so a test or a script can check the picture against the reports; the line joins
-a series' points in time order. A sparkline is the same without axes, for the overview's rows.
+a series' points in time order, or, for a series of states (`step`), holds each value until the
+next point and steps there, as Grafana draws a gauge read at each observation. A sparkline is the
+same without axes, for the overview's rows.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
+from itertools import pairwise
 
 from lakecleaner.policy.text import format_timestamp_ms
 
@@ -34,6 +37,8 @@ class Series:
     name: str
     colour: str
     points: tuple[ChartPoint, ...]
+    #: A state that holds until the next point (a log's size), not a value per event (a run's duration).
+    step: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,8 +111,15 @@ def _series(
     points = sorted(series.points, key=lambda p: p.time_ms)
     parts = [f'<g class="series" data-series="{escape(series.name)}">']
     if len(points) > 1:
-        path = " ".join(f"{x(p.time_ms):.1f},{y(p.value):.1f}" for p in points)
-        parts.append(f'<polyline points="{path}" fill="none" stroke="{series.colour}" stroke-width="1.5"/>')
+        corners = [(x(p.time_ms), y(p.value)) for p in points]
+        if series.step:
+            held = [c for prev, now in pairwise(corners) for c in ((now[0], prev[1]), now)]
+            corners = [corners[0], *held]
+        path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in corners)
+        parts.append(
+            f'<polyline class="{"step" if series.step else "line"}" points="{path}" fill="none" '
+            f'stroke="{series.colour}" stroke-width="1.5"/>'
+        )
     for p in points:
         hover = f"{series.name}: {formatter(p.value)} at {format_timestamp_ms(p.time_ms)} (run {p.run_id})"
         hover += f", {p.note}" if p.note else ""

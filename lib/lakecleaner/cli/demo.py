@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +16,7 @@ from lakecleaner.cli.output import console, err_console
 from lakecleaner.cli.setup import write_sample_config
 from lakecleaner.cli.status import show_status
 from lakecleaner.clock import epoch_ms, wall_clock_ms
-from lakecleaner.config import HOUR_MS, LOCAL_CONFIG, find_config
+from lakecleaner.config import LOCAL_CONFIG, find_config
 from lakecleaner.errors import LakeCleanerError
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def demo(
         )
     job.reset_sample_topics(lake)
     sizes = job.DemoSizes(cdc_records=records, cdc_keys=max(1, records // 10), event_records=max(1, records // 2))
-    now = wall_clock_ms() // HOUR_MS * HOUR_MS
+    now, _ = job.demo_times(wall_clock_ms())
     err_console.print(f"lake: {lake.uri}")
     written = job.build_sample_topics(lake, sizes, now_ms=now)
     err_console.print(job.produced_line(written), highlight=False)
@@ -94,7 +95,7 @@ def demo(
         console.print(table)
         for run in runs:
             console.print(f"  run {run.run_id}: {run.result}", markup=False, highlight=False)
-    page = job.render_html(lake.uri, sections)
+    page = job.render_html(lake.uri, sections, job.airflow_url(os.environ))
     lake.store.write("_lakecleaner/report.html", page.encode())
     console.print(f"HTML report: {lake.store.location('_lakecleaner/report.html')}", markup=False)
     lines = job.iceberg_lines(lake)
@@ -116,8 +117,8 @@ NEXT_COMMANDS = (
 
 
 def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str | None) -> dict[str, list[AirflowRun]]:
-    """Both DAGs at now and two hours later (tombstones stamped in the first run expire in the
-    second); the DAG runs made, by topic."""
+    """Both DAGs at `now` and `job.RUN_GAP_MS` later (tombstones stamped in the first run expire in
+    the second); the DAG runs made, by topic."""
     from lakecleaner import demo as job
     from lakecleaner.orchestration.compact_task import connection_of_url
     from lakecleaner.orchestration.local import DagRunRequest, DagRunResult, prepare_airflow, run_dags
@@ -133,7 +134,7 @@ def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str
     prepare_airflow(airflow_home, config_path)
     requests = [
         DagRunRequest(f"lakecleaner__{topic}", job.iso(when))
-        for when in (now, now + 2 * HOUR_MS)
+        for when in (now, now + job.RUN_GAP_MS)
         for topic in (job.CDC_TOPIC, job.EVENTS_TOPIC)
     ]
     err_console.print(f"running {len(requests)} DAG runs, one after another ...")
@@ -150,6 +151,6 @@ def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str
     for request, result in zip(requests, results, strict=True):
         topic = request.dag_id.removeprefix("lakecleaner__")
         when = epoch_ms(datetime.fromisoformat(request.logical_date))
-        run = AirflowRun(result.run_id, result.state, "manual", {}, when, result.start_ms, result.end_ms, when)
+        run = AirflowRun(result.run_id, result.state, "manual", {}, when, when)
         made.setdefault(topic, []).append(run)
     return made

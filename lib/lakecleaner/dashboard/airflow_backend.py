@@ -59,8 +59,6 @@ def recent_dag_runs(dag_id: str, limit: int) -> list[AirflowRun]:
                 run_type=str(row.run_type),
                 conf=dict(row.conf or {}),
                 run_after_ms=_ms(row.run_after),
-                start_ms=_ms(row.start_date),
-                end_ms=_ms(row.end_date),
                 data_interval_end_ms=_ms(row.data_interval_end),
             )
             for row in rows

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig
 from lakecleaner.errors import InvalidRunParams, LakeCleanerError, ObjectNotFound
 from lakecleaner.extras import open_lake
@@ -20,10 +21,12 @@ from lakecleaner.lake import Lake, PartitionManifests, Topic, failure_runs, part
 from lakecleaner.log.manifest import Manifest
 from lakecleaner.policy import plan_topic
 from lakecleaner.policy.figures import partition_figures
+from lakecleaner.policy.plan import TopicPlan
 from lakecleaner.policy.roll import apply_roll, plan_roll
 from lakecleaner.retention import gc_topic, retain_topic
 from lakecleaner.runs.outcome import partitions_of, statuses
 from lakecleaner.runs.reports import load_report, store_report
+from lakecleaner.runs.times import run_times
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,11 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
     """Validate the trigger parameters, roll idle active segments (★ KIP-354 for silent
     partitions; not in a dry run), plan the topic, and return which partitions to compact and why,
     and which are skipped as uncleanable (a failed compaction, Kafka's uncleanable partitions), with
-    each partition's figures (`PartitionFigures`, which the dashboard's history charts draw).
+    each partition's figures (`PartitionFigures`, which the dashboard's history charts draw) and
+    when it started (`runs.times`).
     A partition whose manifest cannot be read is left out of the plan and listed in `unreadable`
     with the reason (the report fails the run for it); the others are planned as usual."""
+    started_ms = wall_clock_ms()
     lake = open_lake(config)
     topic = lake.topic(topic_name)
     params = parse_run_params(raw_params, topic.partitions)
@@ -104,19 +109,14 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
     if not params.dry_run:
         manifests, rolled, failed = roll_idle(topic, read, now_ms, lake.config.storage.max_concurrency)
         unreadable.update(failed)
-    consumed = (
-        lake.offsets.consumed_positions(topic_name, sorted(manifests))
-        if topic.config.consumed_retention_enabled
-        else {}
-    )
-    cleaner = lake.cleaner_state.read(topic_name)
-    plan = plan_topic(topic_name, manifests, topic.config, consumed, now_ms, force=params.force, cleaner=cleaner)
+    plan = _plan(lake, topic, manifests, now_ms, force=params.force)
     selected = list(plan.selection.selected)
     reasons = {str(p.partition): p.compaction.reason for p in plan.partitions}
     uncleanable = {str(p.partition): p.compaction.reason for p in plan.partitions if p.compaction.uncleanable}
     return {
         "topic": topic_name,
         "now_ms": now_ms,
+        "started_ms": started_ms,
         "params": params.to_dict(),
         "rolled": rolled,
         "selected": selected,
@@ -126,6 +126,30 @@ def assess(config: LakeConfig, topic_name: str, now_ms: int, raw_params: Mapping
         "metrics": plan.metrics.to_dict(),
         "figures": [partition_figures(p, manifests[p.partition]).to_dict() for p in plan.partitions],
     }
+
+
+def _plan(lake: Lake, topic: Topic, manifests: Mapping[int, Manifest], now_ms: int, *, force: bool) -> TopicPlan:
+    """The topic's plan at `now_ms` on `manifests`, with its consumer groups' positions (when
+    consumed retention is on) and the cleaner's state."""
+    consumed = {}
+    if topic.config.consumed_retention_enabled:
+        consumed = lake.offsets.consumed_positions(topic.name, sorted(manifests))
+    cleaner = lake.cleaner_state.read(topic.name)
+    return plan_topic(topic.name, manifests, topic.config, consumed, now_ms, force=force, cleaner=cleaner)
+
+
+def figures_after(lake: Lake, topic_name: str, assessed: Mapping[str, Any]) -> dict[str, Any]:
+    """The `after` part of a run's summary: the figures of the partitions the run assessed as
+    they are when it ends, planned at the run's "now" (issue 78: a history point shows what the
+    run left, not only what it found); the error instead when they cannot be read."""
+    topic = lake.topic(topic_name)
+    planned = [int(f["partition"]) for f in assessed.get("figures") or []]
+    try:
+        manifests = topic.read_manifests(planned).manifests if planned else {}
+        plan = _plan(lake, topic, manifests, int(assessed["now_ms"]), force=False)
+    except LakeCleanerError as exc:
+        return {"error": str(exc)}
+    return {"figures": [partition_figures(p, manifests[p.partition]).to_dict() for p in plan.partitions]}
 
 
 def roll_idle(
@@ -231,45 +255,53 @@ def _subset(params: Mapping[str, Any]) -> list[int] | None:
 def mirror(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any]:
     """The DAG's `mirror` task: the Kafka topic's new records into the lake, up to the high
     watermarks seen at its start and for at most `mirror.max_seconds` (a scheduled run ends); the
-    report, with each partition's lag to the cluster and outcome, stored in the run's folder (with
-    `location`), so that the run's summary has it also when partitions failed. A run the mirror
-    refused as a whole (another Kafka topic, a cluster that refuses the client) stores its error,
-    then raises it."""
+    report, with each partition's lag to the cluster and outcome and when the task started, stored
+    in the run's folder (with `location`), so that the run's summary has it also when partitions
+    failed. A run the mirror refused as a whole (another Kafka topic, a cluster that refuses the
+    client) stores its error, then raises it."""
     from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 
+    started = {"started_ms": wall_clock_ms()}
     lake = open_lake(config)
     spec = config.topics[topic_name].mirror
     assert spec is not None, "the DAG has a mirror task only for a topic with mirror:"
     try:
-        report = mirror_topic(lake, topic_name, MirrorLimits(once=True, max_seconds=spec.max_seconds)).to_dict()
+        mirrored = mirror_topic(lake, topic_name, MirrorLimits(once=True, max_seconds=spec.max_seconds))
     except LakeCleanerError as exc:
-        store_report(lake.store, topic_name, run_id, MIRROR_REPORT, {"topic": topic_name, "error": str(exc)})
+        failed = {"topic": topic_name, "error": str(exc), **started}
+        store_report(lake.store, topic_name, run_id, MIRROR_REPORT, failed)
         raise
+    report = {**mirrored.to_dict(), **started}
     return {**report, "location": store_report(lake.store, topic_name, run_id, MIRROR_REPORT, report)}
 
 
 def adopt(config: LakeConfig, topic_name: str, run_id: str) -> dict[str, Any]:
     """The DAG's `adopt` task: what Kafka Connect's S3 sink wrote of the topic since the last run,
-    appended at the records' offsets (issue 49); the report, stored in the run's folder (with
-    `location`) so that the run's summary has it also when a partition stopped (the DAG fails the
-    task then, after the others were adopted: `adopt_failures`)."""
+    appended at the records' offsets (issue 49); the report, with when the task started, stored in
+    the run's folder (with `location`) so that the run's summary has it also when a partition
+    stopped (the DAG fails the task then, after the others were adopted: `adopt_failures`)."""
     from lakecleaner.adopt.connect import adopt_connect
 
+    started_ms = wall_clock_ms()
     spec = config.topics[topic_name].adopt
     assert spec is not None, "the DAG has an adopt task only for a topic with adopt:"
     lake = open_lake(config)
-    report = adopt_connect(lake, topic_name, spec).to_dict()
+    report = {**adopt_connect(lake, topic_name, spec).to_dict(), "started_ms": started_ms}
     return {**report, "location": store_report(lake.store, topic_name, run_id, ADOPT_REPORT, report)}
 
 
 def summarise(config: LakeConfig, topic_name: str, run_id: str, parts: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's summary (assessment, compaction, retention, gc) stored as run.json, and the run's
+    """The run's summary (assessment, compaction, retention, gc, the figures after the run and when
+    it ran: `figures_after`, `runs.times`) stored as run.json, and the run's
     "now" kept in the topic's cleaner state (the latest one: a backfill does not move it back), by
     which the erasure audit sees whether the DAG still runs."""
     lake = open_lake(config)
     summary = {"topic": topic_name, "run_id": run_id, **parts}
     if config.iceberg_enabled(topic_name) and not ((parts.get("assess") or {}).get("params") or {}).get("dry_run"):
         summary["iceberg"] = iceberg_sync(lake, topic_name)
+    if parts.get("assess"):
+        summary["after"] = figures_after(lake, topic_name, parts["assess"])
+    summary["times"] = run_times(parts, wall_clock_ms())
     summary["location"] = store_report(lake.store, topic_name, run_id, "run", summary)
     now_ms = (parts.get("assess") or {}).get("now_ms")
     if now_ms is not None:

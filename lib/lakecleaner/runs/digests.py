@@ -19,6 +19,7 @@ from lakecleaner.policy.text import format_timestamp_ms
 from lakecleaner.runs.history import history_points
 from lakecleaner.runs.naming import report_run_id
 from lakecleaner.runs.records import AirflowRun, RunRecord
+from lakecleaner.runs.times import RunTimes, recorded_times
 
 #: How many runs a topic's summary keeps, and the overview sums the reclaimed bytes of.
 RECENT_RUNS = 10
@@ -26,8 +27,9 @@ RECENT_RUNS = 10
 
 @dataclass(frozen=True)
 class RunDigest:
-    """One run as the overview shows it: `dirty_ratio` and `size_bytes` are the topic's point of
-    the run's figures (None when the run stored none)."""
+    """One run as the overview shows it: `dirty_ratio` and `size_bytes` are the topic's last point
+    of the run's figures (after the run, when it stored those; None when it stored none), and
+    `times` when it really ran (`runs.times`)."""
 
     run_id: str
     time_ms: int
@@ -40,10 +42,11 @@ class RunDigest:
     size_bytes: int | None
     airflow: AirflowRun | None = None
     mirror_gaps: tuple[str, ...] = ()
+    times: RunTimes | None = None
 
     @classmethod
     def of(cls, record: RunRecord) -> RunDigest:
-        (topic_point, *_) = [p for p in history_points([record]) if p.partition is None]
+        *_, topic_point = [p for p in history_points([record]) if p.partition is None]
         return cls(
             run_id=record.run_id,
             time_ms=record.time_ms,
@@ -56,6 +59,7 @@ class RunDigest:
             size_bytes=topic_point.size_bytes,
             airflow=record.airflow,
             mirror_gaps=record.mirror_gaps,
+            times=record.times,
         )
 
     def with_airflow(self, run: AirflowRun) -> RunDigest:
@@ -70,8 +74,9 @@ class RunDigest:
             "airflow_run_id": None if airflow is None else airflow.run_id,
             "state": None if airflow is None else airflow.state,
             "run_type": None if airflow is None else airflow.run_type,
-            "start_ms": None if airflow is None else airflow.start_ms,
-            "end_ms": None if airflow is None else airflow.end_ms,
+            "start_ms": None if self.times is None else self.times.started_ms,
+            "end_ms": None if self.times is None else self.times.ended_ms,
+            "duration_s": None if self.times is None else self.times.duration_s,
             "now_ms": self.now_ms,
             "now": None if self.now_ms is None else format_timestamp_ms(self.now_ms),
             "time_ms": self.time_ms,
@@ -94,6 +99,7 @@ class RunDigest:
             "reclaimed": self.reclaimed.to_dict(),
             "dirty_ratio": self.dirty_ratio,
             "size_bytes": self.size_bytes,
+            **({} if self.times is None else {"times": self.times.to_dict()}),
         }
 
     @classmethod
@@ -117,6 +123,7 @@ class RunDigest:
             dirty_ratio=ratio,
             size_bytes=f.optional_int("size_bytes"),
             mirror_gaps=_sentences(f, "mirror_gaps", []),
+            times=recorded_times(f.raw),
         )
 
 

@@ -2,7 +2,9 @@
 
 Kafka users read the cleaner's gauges as time series (JMX into Grafana); the dashboard draws the
 same from the reports: each DAG run's assessment stores every partition's figures
-(`policy.figures.PartitionFigures`) at the run's "now", so a point is a run. A topic's point sums
+(`policy.figures.PartitionFigures`) at the run's "now", and its report task the figures after the
+run (issue 78), so a run is two points: the state it found ("before", at its "now") and the state
+it left ("after", at its "now" plus its duration, `runs.times`). A topic's point sums
 sizes, records and tombstones over its partitions, takes the highest dirty ratio (Kafka's
 max-dirty-percent) and the nearest deadline. Runs older than `lake.report_retention_days` are
 pruned by gc, so reading a range costs one listing of the topic's runs plus the reports in it
@@ -27,12 +29,16 @@ RANGES: dict[HistoryRange, int] = {"24h": DAY_MS, "7d": 7 * DAY_MS, "30d": 30 * 
 DEFAULT_RANGE: HistoryRange = "7d"
 
 
+#: Which state of its run a point shows: what the run found, or what it left.
+Phase = Literal["before", "after"]
+
+
 @dataclass(frozen=True)
 class HistoryPoint:
-    """A topic's (`partition` None) or a partition's figures at one run's "now" (`time_ms`), with the
-    run's duration (Airflow's start to end, None when unknown) and outcome. A run whose report has no
-    figures (written before issue 51, or by a command-line run) has a topic point with what its
-    report does say."""
+    """A topic's (`partition` None) or a partition's figures before or after one run (`phase`), at
+    `time_ms`, with the run's duration (from its own report, None when unknown) and outcome. A run
+    whose report has no figures (written before issue 51, or by a command-line run) has a topic
+    point with what its report does say."""
 
     time_ms: int
     partition: int | None
@@ -45,6 +51,7 @@ class HistoryPoint:
     duration_s: float | None
     outcome: str
     mirror_lag: int | None = None
+    phase: Phase = "before"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,27 +68,24 @@ def run_outcome(record: RunRecord) -> str:
     return "dry-run" if record.params.get("dry_run") else "ok"
 
 
-def run_duration_s(record: RunRecord) -> float | None:
-    run = record.airflow
-    if run is None or run.start_ms is None or run.end_ms is None:
-        return None
-    return (run.end_ms - run.start_ms) / 1000
-
-
-def stored_figures(record: RunRecord) -> list[PartitionFigures]:
-    """The partition figures a run's assessment stored (none for a report without them); ValueError
-    for figures of a shape no writer makes."""
-    assess = (record.summary or {}).get("assess")
-    raw = assess.get("figures") if isinstance(assess, Mapping) else None
+def stored_figures(record: RunRecord, phase: Phase = "before") -> list[PartitionFigures] | None:
+    """The partition figures a run stored before it changed anything (its assessment's) or after
+    (its report task's); None for a report without them; ValueError for figures of a shape no
+    writer makes."""
+    part = (record.summary or {}).get("assess" if phase == "before" else "after")
+    raw = part.get("figures") if isinstance(part, Mapping) else None
     if raw is None:
-        return []
+        return None
     if not isinstance(raw, list) or not all(isinstance(f, Mapping) for f in raw):
-        raise ValueError(f"assess.figures of run {record.run_id}: must be a list of objects")
+        where = "assess" if phase == "before" else "after"
+        raise ValueError(f"{where}.figures of run {record.run_id}: must be a list of objects")
     return [PartitionFigures.from_dict(f) for f in raw]
 
 
-def _topic_point(record: RunRecord, time_ms: int, figures: Sequence[PartitionFigures]) -> HistoryPoint:
-    run = (record.run_id, run_duration_s(record), run_outcome(record))
+def _topic_point(
+    record: RunRecord, time_ms: int, figures: Sequence[PartitionFigures], phase: Phase = "before"
+) -> HistoryPoint:
+    run = (record.run_id, record.duration_s, run_outcome(record))
     if not figures:
         assess = (record.summary or {}).get("assess")
         metrics = assess.get("metrics") if isinstance(assess, Mapping) else None
@@ -100,27 +104,49 @@ def _topic_point(record: RunRecord, time_ms: int, figures: Sequence[PartitionFig
         min(deadlines) if deadlines else None,
         *run,
         mirror_lag=record.mirror_lag,
+        phase=phase,
     )
 
 
+def _figures(record: RunRecord, phase: Phase) -> list[PartitionFigures] | None:
+    try:
+        return stored_figures(record, phase)
+    except ValueError:
+        return [] if phase == "before" else None
+
+
 def history_points(records: Sequence[RunRecord]) -> list[HistoryPoint]:
-    """Each run's topic point, then its partitions' points, in the runs' order. A run whose figures
-    cannot be read gives a topic point with its outcome only ("failed" when the report is unreadable)."""
+    """Each run's points before it (topic, then partitions) and after it, in the runs' order. The
+    after points stand at the run's "now" plus its duration (at its "now" when that is unknown). A
+    run whose figures cannot be read gives a topic point with its outcome only ("failed" when the
+    report is unreadable), and no after points."""
     points = []
     for record in records:
         time_ms = record.now_ms if record.now_ms is not None else record.time_ms
-        try:
-            figures = stored_figures(record)
-        except ValueError:
-            figures = []
-        points.append(_topic_point(record, time_ms, figures))
-        run = (record.run_id, run_duration_s(record), run_outcome(record))
-        points += [
-            HistoryPoint(
-                time_ms, f.partition, f.dirty_ratio, f.size_bytes, f.records, f.tombstones, f.nearest_deadline_ms, *run
-            )
-            for f in figures
-        ]
+        duration_ms = 0 if record.duration_s is None else round(record.duration_s * 1000)
+        run = (record.run_id, record.duration_s, run_outcome(record))
+        phases: tuple[tuple[Phase, int, list[PartitionFigures] | None], ...] = (
+            ("before", time_ms, _figures(record, "before") or []),
+            ("after", time_ms + duration_ms, _figures(record, "after")),
+        )
+        for phase, at_ms, figures in phases:
+            if figures is None or (phase == "after" and not figures):
+                continue
+            points.append(_topic_point(record, at_ms, figures, phase))
+            points += [
+                HistoryPoint(
+                    at_ms,
+                    f.partition,
+                    f.dirty_ratio,
+                    f.size_bytes,
+                    f.records,
+                    f.tombstones,
+                    f.nearest_deadline_ms,
+                    *run,
+                    phase=phase,
+                )
+                for f in figures
+            ]
     return points
 
 

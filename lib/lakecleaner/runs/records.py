@@ -23,6 +23,7 @@ from lakecleaner.policy.text import format_timestamp_ms
 from lakecleaner.runs.naming import report_run_id
 from lakecleaner.runs.outcome import failures
 from lakecleaner.runs.reports import load_report, runs_prefix
+from lakecleaner.runs.times import RunTimes, recorded_times
 
 #: The reports a run may have, by name (`<name>.json`), in the order they are shown.
 REPORT_NAMES = ("run", "report", "retention", "gc")
@@ -36,15 +37,15 @@ def valid_run_id(run_id: str) -> bool:
 
 @dataclass(frozen=True)
 class AirflowRun:
-    """What Airflow knows about one DAG run (times in epoch ms, None when not reached yet)."""
+    """What Airflow knows about one DAG run (times in epoch ms, None when not reached yet). Not when
+    it started or ended: `dag.test()` stamps its logical date there; the run's report says
+    (`runs.times`)."""
 
     run_id: str
     state: str
     run_type: str
     conf: Mapping[str, Any] = field(default_factory=dict)
     run_after_ms: int | None = None
-    start_ms: int | None = None
-    end_ms: int | None = None
     data_interval_end_ms: int | None = None
 
 
@@ -94,6 +95,17 @@ class RunRecord:
     def time_ms(self) -> int:
         """When the run happened, for ordering (`run_time_ms`)."""
         return run_time_ms(self.airflow, self.written_ms)
+
+    @property
+    def times(self) -> RunTimes | None:
+        """When the run really started and ended, as its summary records (`runs.times`)."""
+        return recorded_times(self.summary)
+
+    @property
+    def duration_s(self) -> float | None:
+        """How long the run took, from its own report; None when unknown (no summary yet)."""
+        times = self.times
+        return None if times is None else times.duration_s
 
     @property
     def params(self) -> Mapping[str, Any]:
@@ -185,8 +197,9 @@ class RunRecord:
             "airflow_run_id": None if self.airflow is None else self.airflow.run_id,
             "state": None if self.airflow is None else self.airflow.state,
             "run_type": None if self.airflow is None else self.airflow.run_type,
-            "start_ms": None if self.airflow is None else self.airflow.start_ms,
-            "end_ms": None if self.airflow is None else self.airflow.end_ms,
+            "start_ms": None if self.times is None else self.times.started_ms,
+            "end_ms": None if self.times is None else self.times.ended_ms,
+            "duration_s": self.duration_s,
             "params": dict(self.params),
             "now_ms": self.now_ms,
             "now": None if self.now_ms is None else format_timestamp_ms(self.now_ms),
