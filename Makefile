@@ -10,7 +10,7 @@ export PYSPARK_PYTHON := $(CURDIR)/.venv/bin/python
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/.venv/bin/python
 export UV_LINK_MODE := copy
 
-.PHONY: setup demo test lint typecheck unit airflow-ui spark-connect spark-connect-stop clean
+.PHONY: setup demo test lint typecheck unit airflow-ui kafka spark-connect spark-connect-stop clean
 
 setup:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet "uv==$(UV_VERSION)"
@@ -73,6 +73,13 @@ airflow-ui: setup
 	  airflow scheduler --skip-serve-logs & airflow dag-processor & airflow triggerer --skip-serve-logs & \
 	  airflow api-server --host 127.0.0.1 --port $(AIRFLOW_UI_PORT) & \
 	  echo "Airflow: http://127.0.0.1:$(AIRFLOW_UI_PORT) (admin; its password in $(AIRFLOW_UI_HOME)/passwords.json); Ctrl-C stops it"; wait'
+
+# Apache Kafka to try `lakecleaner mirror` on: one KRaft node on 127.0.0.1:$(KAFKA_PORT), the version
+# the tests use (Maven fetches it the first time), with a sample CDC topic `customers` and a consumer
+# group; it writes .kafka/lakecleaner.yaml, a lake that mirrors it, and prints what to try. Ctrl-C stops it.
+KAFKA_PORT ?= 9092
+kafka: setup
+	$(UV) run lakecleaner dev kafka --port $(KAFKA_PORT) --folder $(CURDIR)/.kafka
 
 # A Spark Connect server from pyspark's own distribution, set up for lakecleaner (`lakecleaner
 # connect-server`), on local[*] at sc://127.0.0.1:15002, its logs and pid under .spark-connect/:

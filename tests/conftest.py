@@ -25,14 +25,15 @@ from lakecleaner.config import (
     LakeConfig,
     parse_config,
 )
+from lakecleaner.dev.kafka_broker import KafkaBroker
+from lakecleaner.dev.ports import free_port
 from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.io import LocalStore, ObjectStore
 from lakecleaner.io.s3 import S3Store
 from lakecleaner.lake import Lake
 from tests.support.backends import DEFAULT_BACKENDS, ENV_TEST_BACKENDS
 from tests.support.kafka_mock import MockCluster
-from tests.support.kafka_real import KafkaBroker
-from tests.support.local_airflow import free_port
+from tests.support.kafka_real import sasl_broker
 from tests.support.s3 import (
     ENV_TEST_ENDPOINT,
     TEST_ACCESS_KEY,
@@ -123,7 +124,7 @@ def kafka_mock() -> Iterator[MockCluster]:
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     """A real one-node Apache Kafka broker (KRaft, jars from Maven Central), one per test session."""
-    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    broker = sasl_broker(tmp_path_factory.mktemp("kafka"))
     try:
         yield broker
     finally:

@@ -82,3 +82,44 @@ def test_errors_are_one_line_exit_2_with_json_and_where_the_yaml_breaks(tmp_path
     assert again.returncode == 2 and again.stderr.startswith("error: ") and "exists" in again.stderr
     unknown = run_cli("--lake", lake, "status", "--bogus", "--json", cwd=tmp_path)
     assert unknown.returncode == 2 and json.loads(unknown.stdout)["exit"] == 2
+
+
+def test_iceberg_status_reads_and_says_a_table_not_made_yet_without_making_it(tmp_path: Path) -> None:
+    """`iceberg status` made the embedded catalog, the lake's id and both tables of every topic it
+    was asked about; it reports them as not made yet, and the next sync makes them."""
+    lake_dir = tmp_path / "lake"
+    config = tmp_path / "lakecleaner.yaml"
+    config.write_text(
+        f"lake: {{uri: 'file://{lake_dir}'}}\niceberg: {{enabled: true}}\n"
+        "topics:\n  orders: {partitions: 1, config: {cleanup.policy: compact}}\n"
+    )
+    lake = Lake.open(f"file://{lake_dir}")
+    lake.create_topic("orders", 1, {"cleanup.policy": "compact"}).partition(0).append([Record(b"k", b"v", 1000)])
+    before = _tree(lake_dir)
+    reading = [
+        ("status",),
+        ("plan", "--all"),
+        ("audit", "key", "--topic", "orders", "--key", "k"),
+        ("audit", "topic", "--topic", "orders"),
+        ("audit", "lake"),
+        ("iceberg", "status"),
+    ]
+    for args in reading:
+        done = run_cli("--config", str(config), *args, cwd=tmp_path)
+        assert done.returncode in (0, 1), (args, done.stderr)
+        assert _tree(lake_dir) == before, f"`lakecleaner {' '.join(args)}` changed the lake"
+    status = run_cli("--config", str(config), "--json", "iceberg", "status", cwd=tmp_path)
+    assert status.returncode == 1, status.stderr
+    (orders,) = json.loads(status.stdout)["topics"]
+    assert orders["not_made"] == ["lakecleaner.orders", "lakecleaner.orders_latest"] and not orders["in_step"]
+    assert orders["missing_files"] == 1
+    assert _tree(lake_dir) == before  # no catalog.db, no lake id, no table
+    synced = run_cli("--config", str(config), "iceberg", "sync", cwd=tmp_path)
+    assert synced.returncode == 0, synced.stderr
+    made = _tree(lake_dir)
+    status = run_cli("--config", str(config), "--json", "iceberg", "status", cwd=tmp_path)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["topics"][0]["not_made"] == []
+    audit = run_cli("--config", str(config), "audit", "key", "--topic", "orders", "--key", "k", cwd=tmp_path)
+    assert audit.returncode in (0, 1), audit.stderr
+    assert _tree(lake_dir) == made  # the tables are read, not claimed again

@@ -18,11 +18,12 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from lakecleaner.config import load_config
+from lakecleaner.dev.kafka_broker import KafkaBroker
 from lakecleaner.errors import KafkaUnavailable
 from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
 from tests.support.kafka_mock import read_committed
-from tests.support.kafka_real import SMALL_BATCHES, KafkaBroker, with_small_fetches
+from tests.support.kafka_real import SMALL_BATCHES, with_small_fetches
 from tests.test_mirror import lake_view, write_config
 
 pytestmark = pytest.mark.xdist_group("kafka-broker")

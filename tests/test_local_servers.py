@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from lakecleaner.config import spark_loopback_env
 from lakecleaner.engine.connect_server import ConnectServer
+from lakecleaner.engine.session import worker_python_env
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -61,3 +63,20 @@ def test_a_local_spark_driver_stays_on_the_loopback_address(
     """Issue #51: a local run warned "Your hostname … resolves to a loopback address … using
     192.0.2.2 instead" and listened on that interface."""
     assert spark_loopback_env(master, environ) == expected
+
+
+@pytest.mark.parametrize(
+    ("master", "environ", "expected"),
+    [
+        ("local[*]", {}, {"PYSPARK_PYTHON": sys.executable}),
+        ("local", {"PYSPARK_PYTHON": "/opt/py/bin/python"}, {}),  # the user's choice stands
+        ("local[2]", {"PYSPARK_GATEWAY_PORT": "4321"}, {}),  # spark-submit's environment is the caller's
+        ("spark://10.0.0.1:7077", {}, {}),  # a cluster's workers get the package zip
+    ],
+)
+def test_a_local_sessions_python_workers_run_the_drivers_interpreter(
+    master: str, environ: dict[str, str], expected: dict[str, str]
+) -> None:
+    """Issue 78: `lakecleaner compact` from a virtualenv without PYSPARK_PYTHON failed in every
+    task with "No module named 'lakecleaner'" (pyspark starts `python3` from the PATH)."""
+    assert worker_python_env(master, environ) == expected

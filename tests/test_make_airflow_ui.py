@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.local_airflow import free_port
+from lakecleaner.dev.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from lakecleaner.config import load_config
+from lakecleaner.dev.kafka_broker import KafkaBroker
 from lakecleaner.errors import WriterRefused
 from lakecleaner.kafka.mirror import MirrorLimits, mirror_topic
 from lakecleaner.lake import Lake
@@ -25,7 +26,7 @@ from lakecleaner.log.records import Record
 from lakecleaner.retention import retain_topic
 from tests.support import cli_process
 from tests.support.kafka_mock import read_committed
-from tests.support.kafka_real import SASL_PASSWORD, SASL_USER, SMALL_BATCHES, KafkaBroker, with_small_fetches
+from tests.support.kafka_real import SASL_PASSWORD, SASL_USER, SMALL_BATCHES, with_small_fetches
 from tests.test_kafka_broker import create_topic, produce
 
 pytestmark = pytest.mark.xdist_group("kafka-broker")

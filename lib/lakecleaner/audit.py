@@ -243,7 +243,7 @@ def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: Erasur
     from lakecleaner.iceberg.expiry import Reach, reach_of, table_kinds, table_objects
     from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE
     from lakecleaner.iceberg.search import holds_key
-    from lakecleaner.iceberg.sync import open_table
+    from lakecleaner.iceberg.sync import find_table
     from lakecleaner.iceberg.trimmed import is_copy
 
     def holds(obj: ObjectInfo) -> bool | str:
@@ -257,7 +257,8 @@ def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: Erasur
         objects = table_objects(lake, topic, kind)
         if not objects:
             continue
-        reach = reach_of(open_table(lake, topic, kind)) if kind in kept else Reach({}, frozenset())
+        table = find_table(lake, topic, kind) if kind in kept else None  # an audit only reads
+        reach = Reach({}, frozenset()) if table is None else reach_of(table)
         for obj, hit in zip(objects, map_ordered(holds, objects, lake.config.storage.max_concurrency), strict=True):
             location = lake.store.location(obj.key)
             if isinstance(hit, str):

@@ -16,13 +16,21 @@ LAKE_ID_KEY = "_lakecleaner/lake-id"
 _ID = re.compile(r"[0-9a-f]{32}")
 
 
-def lake_id_of(store: ObjectStore) -> str:
-    """The lake's id, made now when it has none; a stored object that is no id is an error naming
-    it (never replaced: what records the id would no longer know the lake)."""
+def stored_lake_id(store: ObjectStore) -> str | None:
+    """The lake's id as stored, None when it has none yet (nothing is written: for readers); a
+    stored object that is no id is an error naming it."""
     try:
         return _checked(store, store.read(LAKE_ID_KEY))
     except ObjectNotFound:
-        pass
+        return None
+
+
+def lake_id_of(store: ObjectStore) -> str:
+    """The lake's id, made now when it has none; a stored object that is no id is an error naming
+    it (never replaced: what records the id would no longer know the lake)."""
+    stored = stored_lake_id(store)
+    if stored is not None:
+        return stored
     made = uuid.uuid4().hex
     try:
         store.create(LAKE_ID_KEY, made.encode())
@@ -41,4 +49,4 @@ def _checked(store: ObjectStore, data: bytes) -> str:
     return text
 
 
-__all__ = ["LAKE_ID_KEY", "lake_id_of"]
+__all__ = ["LAKE_ID_KEY", "lake_id_of", "stored_lake_id"]

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from lakecleaner.config import SparkSettings
+from lakecleaner.dev.ports import free_port
 from lakecleaner.engine.workers import WORKER_ENV
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.orchestration.compact_task import SubmitTarget, spark_submit_binary, spark_submit_command
 from lakecleaner.spark_jobs import compact_topic_path
 from tests.engine.helpers import WORKER_ENV_PROBE
-from tests.support.local_airflow import free_port
 from tests.support.samples import write_sample
 
 pytestmark = [pytest.mark.slow, pytest.mark.classic_only]

@@ -18,13 +18,13 @@ from pyspark import SparkConf
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import SparkSettings, parse_config
+from lakecleaner.dev.ports import free_port
 from lakecleaner.engine.connect_server import ConnectServer
 from lakecleaner.engine.session import session_conf
 from lakecleaner.engine.workers import WORKER_ENV, worker_conf
 from lakecleaner.lake import Lake
 from lakecleaner.workload import WorkloadSpec, generate
 from tests.engine.helpers import WORKER_ENV_PROBE, rows
-from tests.support.local_airflow import free_port
 from tests.support.spark import TEST_SPARK_CONF
 
 pytestmark = pytest.mark.classic_only

@@ -191,7 +191,7 @@ def test_iceberg_status_and_sync_from_the_cli_mask_secrets(tmp_path: Path) -> No
         return run_cli("--config", str(config), *args)
 
     assert cli("topics", "create", "clicks").returncode == 0
-    produced = cli("produce", "--topic", "clicks")
+    produced = run_cli("--config", str(config), "produce", "--topic", "clicks", input='{"key": "k", "value": "v"}\n')
     assert produced.returncode == 0, produced.stderr
     status = cli("iceberg", "status", "--json")
     assert status.returncode == 0, status.stderr

@@ -16,7 +16,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+from lakecleaner.dev.ports import free_port
 from lakecleaner.orchestration.local import airflow_env, prepare_airflow
 from lakecleaner.orchestration.sqlite import SQLITE_CONNECT_ARGS
 
@@ -63,13 +63,6 @@ def ensure_chromium() -> str | None:
     if CHROMIUM.exists():
         return None
     return f"{CHROMIUM} is missing and `apt-get install chromium` failed: {install.stderr.strip()[-500:]}"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class LocalAirflow:

@@ -20,7 +20,7 @@ import boto3
 import pytest
 
 from lakecleaner.config import StorageSettings
-from tests.support.local_airflow import free_port
+from lakecleaner.dev.ports import free_port
 
 ENV_TEST_ENDPOINT = "LAKECLEANER_TEST_S3_ENDPOINT"
 TEST_ACCESS_KEY = "lakecleaner-test-access"

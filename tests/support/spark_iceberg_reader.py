@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lakecleaner.dev.maven import fetched_jars
 from lakecleaner.iceberg.catalog import CATALOG_NAME
 from lakecleaner.iceberg.spark_catalog import SPARK_PACKAGES, spark_catalog_conf
-from tests.support.maven import fetched_jars
 
 PROJECT = Path(__file__).parents[1] / "iceberg_spark"
 

@@ -103,12 +103,15 @@ def iceberg_status(ctx: Context, topic: str | None) -> None:
     def human() -> None:
         table = Table("topic", "tables", "snapshot", "in step", title="Iceberg tables")
         for s in statuses:
-            step = (
-                "yes"
-                if s.in_step
-                else f"no: {s.missing} files to add, {s.extra} to remove, {s.duplicate} registered twice "
-                "(run iceberg sync)"
-            )
+            if s.in_step:
+                step = "yes"
+            elif s.not_made:
+                step = f"no: {', '.join(s.not_made)} not made yet (the next DAG run or iceberg sync makes it)"
+            else:
+                step = (
+                    f"no: {s.missing} files to add, {s.extra} to remove, {s.duplicate} registered twice "
+                    "(run iceberg sync)"
+                )
             table.add_row(s.topic, ", ".join(s.tables), str(s.snapshot_id or "–"), step)
         for name in failed:
             table.add_row(name, "–", "–", "unreadable (below)")

@@ -16,6 +16,7 @@ from lakecleaner.cli import (  # noqa: F401  (they register their commands)
     audit,
     cleaning,
     demo,
+    dev,
     iceberg,
     mirror,
     offsets,

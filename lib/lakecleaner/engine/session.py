@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import uuid
+from collections.abc import Mapping
 
 from pyspark import SparkConf
 from pyspark.core.context import SparkContext
@@ -43,8 +45,8 @@ def build_session(
     if not submitted.contains("spark.app.name"):
         builder = builder.appName(app_name)
     chosen = master or submitted.get("spark.master", settings.master)
-    for key, value in spark_loopback_env(chosen, os.environ).items():
-        os.environ.setdefault(key, value)  # read by the JVM pyspark starts for this session
+    for key, value in {**spark_loopback_env(chosen, os.environ), **worker_python_env(chosen, os.environ)}.items():
+        os.environ.setdefault(key, value)  # read by pyspark and the JVM it starts for this session
     builder = builder.master(chosen)
     for key, value in session_conf(settings, submitted, not started_by_spark_submit()).items():
         builder = builder.config(key, value)
@@ -52,6 +54,18 @@ def build_session(
     if settings.ships_package(chosen) and not any(f.endswith(package_zip().name) for f in py_files):
         builder = builder.config(PY_FILES, ",".join([*py_files, str(package_zip())]))
     return builder.getOrCreate()
+
+
+def worker_python_env(master: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The interpreter of a local master's Python workers: the driver's own (`sys.executable`, the
+    one that imported lakecleaner), unless PYSPARK_PYTHON chooses one or spark-submit started the
+    driver (its environment is the caller's). pyspark's default is `python3` from the PATH, which
+    outside the environment lakecleaner is installed in has no lakecleaner to unpickle the
+    engine's functions; a cluster's workers get the package zip instead (`ships_package`)."""
+    is_local = master == "local" or master.startswith("local[")
+    if not is_local or "PYSPARK_PYTHON" in environ or started_by_spark_submit(environ):
+        return {}
+    return {"PYSPARK_PYTHON": sys.executable}
 
 
 def session_conf(settings: SparkSettings, submitted: SparkConf, starts_jvm: bool) -> dict[str, str]:
@@ -81,9 +95,9 @@ def submitted_conf() -> SparkConf:
     return SparkConf()
 
 
-def started_by_spark_submit() -> bool:
+def started_by_spark_submit(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether spark-submit started this driver's JVM and handed this process its gateway."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
+    return "PYSPARK_GATEWAY_PORT" in environ
 
 
 def shared_session_id(generation: int) -> str:

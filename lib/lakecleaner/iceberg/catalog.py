@@ -62,6 +62,14 @@ def open_catalog(config: LakeConfig, root_uri: str) -> Any:
         return catalog
 
 
+def catalog_exists(config: LakeConfig, root_uri: str) -> bool:
+    """Whether the lake's catalog may hold tables: False only for the embedded SQLite catalog
+    whose file was never made (opening it would make it: a reader must not)."""
+    if config.iceberg.catalog:
+        return True
+    return (Path(root_uri.removeprefix("file://")) / EMBEDDED_FOLDER / "catalog.db").exists()
+
+
 #: The catalogs opened in this process, by their properties, with their SQLite file's identity.
 _OPENED: dict[tuple[tuple[str, str], ...], tuple[tuple[int, int] | None, Any]] = {}
 _OPENED_LOCK = threading.Lock()
@@ -90,4 +98,4 @@ def _load(properties: dict[str, str]) -> Any:
     return load_catalog(CATALOG_NAME, **properties)
 
 
-__all__ = ["CATALOG_NAME", "catalog_properties", "open_catalog"]
+__all__ = ["CATALOG_NAME", "catalog_exists", "catalog_properties", "open_catalog"]

@@ -36,6 +36,7 @@ from pyiceberg.conversions import to_bytes
 from pyiceberg.exceptions import (
     CommitFailedException,
     NamespaceAlreadyExistsError,
+    NoSuchNamespaceError,
     NoSuchTableError,
     ValidationException,
 )
@@ -45,10 +46,11 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import LongType
 
 from lakecleaner.errors import LakeCleanerError, TableOfAnotherLake, TableUnreadable
-from lakecleaner.iceberg.catalog import CATALOG_NAME, open_catalog
+from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_exists, open_catalog
 from lakecleaner.iceberg.naming import LAKE_ID_PROPERTY, LAKE_URI_PROPERTY, TOPIC_PROPERTY, table_identifier
 from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, OFFSET_ID, TableKind, table_folder
 from lakecleaner.iceberg.trimmed import TrimmedCopy, is_cut, write_copy
+from lakecleaner.lake_id import stored_lake_id
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import Manifest, SegmentFile
 
@@ -100,13 +102,7 @@ def open_table(lake: Lake, topic: str, kind: TableKind) -> Any:
             partition_spec=kind.spec,
             properties={**kind.properties, TOPIC_PROPERTY: topic, **owner},
         )
-    follows = table.properties.get(TOPIC_PROPERTY)
-    if follows != topic:
-        raise LakeCleanerError(
-            f"Iceberg table {'.'.join(identifier)} follows topic {follows}, not {topic}: the two topics map to "
-            "one table name (docs/architecture.md, Tables out); turn Iceberg off for one (iceberg: {enabled: false})"
-        )
-    claim = _claim(lake, topic, kind, table)
+    claim = _claim(lake, topic, kind, table, lake.lake_id)
     missing = {k: v for k, v in {**NO_RETRIES, **claim}.items() if table.properties.get(k) != v}
     if missing:  # a table made before lakecleaner recorded these
         with table.transaction() as transaction:
@@ -114,13 +110,35 @@ def open_table(lake: Lake, topic: str, kind: TableKind) -> Any:
     return table
 
 
-def _claim(lake: Lake, topic: str, kind: TableKind, table: Any) -> dict[str, str]:
-    """The owner properties the table must hold for this lake; TableOfAnotherLake when another
-    lake owns it (by its id, or, for a table that records none, by its location)."""
+def find_table(lake: Lake, topic: str, kind: TableKind) -> Any | None:
+    """The topic's table of `kind` when it exists, for a reader: nothing is created or written
+    (not the table, its namespace, the embedded catalog's file, nor the lake's id); refused as
+    `open_table` refuses it when it is another topic's or another lake's."""
+    if not catalog_exists(lake.config, lake.store.root_uri):
+        return None
+    catalog = open_catalog(lake.config, lake.store.root_uri)
+    try:
+        table = catalog.load_table(table_identifier(lake.config.iceberg.namespace, topic, kind.suffix))
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return None
+    _claim(lake, topic, kind, table, stored_lake_id(lake.store))
+    return table
+
+
+def _claim(lake: Lake, topic: str, kind: TableKind, table: Any, lake_id: str | None) -> dict[str, str]:
+    """The owner properties the table must hold for this lake (whose id is `lake_id`, None when
+    it has none yet); LakeCleanerError when the table follows another topic, TableOfAnotherLake
+    when another lake owns it (by its id, or, for a table that records none, by its location)."""
+    follows = table.properties.get(TOPIC_PROPERTY)
+    if follows != topic:
+        raise LakeCleanerError(
+            f"Iceberg table {'.'.join(table.name())} follows topic {follows}, not {topic}: the two topics map to "
+            "one table name (docs/architecture.md, Tables out); turn Iceberg off for one (iceberg: {enabled: false})"
+        )
     owner = table.properties.get(LAKE_ID_PROPERTY)
     ours = lake.store.location(table_folder(topic, kind)).rstrip("/")
-    if owner == lake.lake_id or (owner is None and table.location().rstrip("/") == ours):
-        return {LAKE_URI_PROPERTY: lake.store.root_uri, LAKE_ID_PROPERTY: lake.lake_id}
+    if (owner is not None and owner == lake_id) or (owner is None and table.location().rstrip("/") == ours):
+        return {LAKE_URI_PROPERTY: lake.store.root_uri, LAKE_ID_PROPERTY: lake_id or lake.lake_id}
     where = table.properties.get(LAKE_URI_PROPERTY) or table.location()
     raise TableOfAnotherLake(
         f"Iceberg table {'.'.join(table.name())} belongs to another lake ({where}), not {lake.store.root_uri}: "
@@ -145,7 +163,7 @@ def drop_tables(lake: Lake, topic: str) -> None:
         except Exception:  # damaged metadata: nothing to check it against
             table = None
         if table is not None:
-            _claim(lake, topic, kind, table)
+            _claim(lake, topic, kind, table, lake.lake_id)
         with contextlib.suppress(NoSuchTableError):
             catalog.drop_table(identifier)
 
@@ -309,6 +327,7 @@ __all__ = [
     "data_file",
     "data_files",
     "drop_tables",
+    "find_table",
     "log_table",
     "not_older",
     "of_partitions",

@@ -1,6 +1,7 @@
 """`lakecleaner iceberg status`: per topic, its tables, how to reach them (the catalog's
 properties for pyiceberg, and Spark's configuration for Iceberg's runtime, secrets masked) and
-whether the table matches the committed manifests."""
+whether the table matches the committed manifests. It only reads: a table not made yet is
+reported as such (the next sync makes it), never created."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from lakecleaner.iceberg import latest
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
 from lakecleaner.iceberg.naming import table_identifier
-from lakecleaner.iceberg.schema import LATEST_TABLE
+from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE
 from lakecleaner.iceberg.shown import shown
 from lakecleaner.iceberg.spark_catalog import SPARK_PACKAGES, NoSparkEquivalent, spark_catalog_conf
-from lakecleaner.iceberg.sync import data_files, log_table, table_entries
+from lakecleaner.iceberg.sync import data_files, find_table, table_entries
 
 if TYPE_CHECKING:
     from lakecleaner.lake import Lake
@@ -26,7 +27,7 @@ class TableStatus:
     segment files of the readable partitions' committed manifests, each registered once, and the
     latest values (of a compacted topic) reflect each one's next offset; `missing`, `extra` and
     `duplicate`: how many files the log table lacks, holds that no manifest does, and holds more
-    than once (`iceberg sync` mends each)."""
+    than once (`iceberg sync` mends each); `not_made`: the tables the catalog does not hold yet."""
 
     topic: str
     tables: tuple[str, ...]
@@ -38,6 +39,7 @@ class TableStatus:
     extra: int
     duplicate: int
     unreadable: dict[int, str]
+    not_made: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +53,7 @@ class TableStatus:
             "extra_files": self.extra,
             "duplicate_files": self.duplicate,
             "unreadable": {str(p): r for p, r in self.unreadable.items()},
+            "not_made": list(self.not_made),
         }
 
 
@@ -70,32 +73,36 @@ def reader_spark(lake: Lake) -> dict[str, Any]:
 
 
 def table_status(lake: Lake, topic: str) -> TableStatus:
-    """The topic's table compared with its committed manifests (created when missing, empty)."""
+    """The topic's tables compared with its committed manifests, as they are (`find_table`: a
+    table not made yet holds no file and reflects nothing)."""
     read = lake.topic(topic).read_manifests()
-    table = log_table(lake, topic)
+    kinds = [LOG_TABLE, *([LATEST_TABLE] if lake.topic(topic).config.compact else [])]
+    found = [
+        (".".join(table_identifier(lake.config.iceberg.namespace, topic, k.suffix)), find_table(lake, topic, k))
+        for k in kinds
+    ]
     wanted: set[str] = set()
     for partition, manifest in read.manifests.items():
         wanted |= data_files(lake, topic, partition, manifest).keys()
-    registered = Counter(file.file_path for file in table_entries(table, read.manifests))
+    table = found[0][1]
+    entries = [] if table is None else table_entries(table, read.manifests)
+    registered = Counter(file.file_path for file in entries)
     held = registered.keys()
     duplicate = sum(1 for n in registered.values() if n > 1)
-    snapshot = table.current_snapshot()
-    names = [".".join(table_identifier(lake.config.iceberg.namespace, topic))]
-    latest_in_step = True
-    if lake.topic(topic).config.compact:
-        names.append(".".join(table_identifier(lake.config.iceberg.namespace, topic, LATEST_TABLE.suffix)))
-        latest_in_step = latest.in_step(latest.latest_table(lake, topic), read.manifests)
+    snapshot = None if table is None else table.current_snapshot()
+    latest_in_step = all(t is not None and latest.in_step(t, read.manifests) for _, t in found[1:])
     return TableStatus(
         topic,
-        tuple(names),
+        tuple(name for name, _ in found),
         reader_catalog(lake),
         reader_spark(lake),
         None if snapshot is None else snapshot.snapshot_id,
-        wanted == held and not duplicate and latest_in_step,
+        wanted == held and not duplicate and latest_in_step and table is not None,
         len(wanted - held),
         len(held - wanted),
         duplicate,
         dict(read.failures),
+        tuple(name for name, t in found if t is None),
     )
 
 

@@ -1,7 +1,7 @@
-"""Jars from Maven Central for the tests that run Java programs (a Kafka broker, Spark with
-Apache Iceberg's runtime): `mvn dependency:copy-dependencies` of the artifacts (and their runtime
-dependencies) into a cache under ~/.cache/lakecleaner, fetched the first time and reused by later
-runs and by .ci/run."""
+"""Jars from Maven Central for the Java programs run beside lakecleaner (a Kafka broker for
+`lakecleaner dev kafka` and the tests, Spark with Apache Iceberg's runtime for the tests):
+`mvn dependency:copy-dependencies` of the artifacts (and their runtime dependencies) into a cache
+under ~/.cache/lakecleaner ($XDG_CACHE_HOME), fetched the first time and reused after."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from lakecleaner.errors import LakeCleanerError
+
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lakecleaner"
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
-  <groupId>lakecleaner.tests</groupId>
+  <groupId>lakecleaner.dev</groupId>
   <artifactId>{name}</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
@@ -28,10 +30,15 @@ _DEPENDENCY = """
     <dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version></dependency>"""
 
 
+class DevToolMissing(LakeCleanerError):
+    """What a developer tool needs is not on this machine (Maven, Java) or cannot be fetched."""
+
+
 def fetched_jars(name: str, artifacts: Sequence[str]) -> Path:
     """The folder of the jars of `artifacts` (`group:artifact:version`) and their runtime
-    dependencies, cached as `name`; one test process fetches them while the others wait (a
-    fetch that failed half way leaves no folder of that name)."""
+    dependencies, cached as `name`; one process fetches them while the others wait (a fetch that
+    failed half way leaves no folder of that name). DevToolMissing without Maven, or when Maven
+    cannot fetch them."""
     folder = CACHE / name
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / ".lock").open("w") as lock:
@@ -44,7 +51,10 @@ def _fetched(folder: Path, name: str, artifacts: Sequence[str]) -> Path:
     if all((lib / f"{a.split(':')[1]}-{a.split(':')[2]}.jar").exists() for a in artifacts):
         return lib
     if shutil.which("mvn") is None:
-        raise RuntimeError(f"these tests need Maven (mvn) to fetch {name} from Maven Central")
+        raise DevToolMissing(
+            f"fetching {name} from Maven Central needs Maven (mvn) on the PATH: install it (e.g. apt-get install "
+            "maven, brew install maven) and try again"
+        )
     pom = folder / "pom.xml"
     dependencies = "".join(_DEPENDENCY.format(*a.split(":")) for a in artifacts)
     pom.write_text(_POM.format(name=name, dependencies=dependencies))
@@ -57,7 +67,13 @@ def _fetched(folder: Path, name: str, artifacts: Sequence[str]) -> Path:
         timeout=900,
     )
     if fetched.returncode != 0:
-        raise RuntimeError(f"mvn could not fetch {name}: {fetched.stdout[-2000:]}{fetched.stderr[-2000:]}")
+        raise DevToolMissing(
+            f"mvn could not fetch {name} from Maven Central (is it reachable from here?): "
+            f"{fetched.stdout[-2000:]}{fetched.stderr[-2000:]}"
+        )
     shutil.rmtree(lib, ignore_errors=True)
     partial.rename(lib)
     return lib
+
+
+__all__ = ["CACHE", "DevToolMissing", "fetched_jars"]
