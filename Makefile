@@ -64,10 +64,7 @@ airflow-ui: setup
 	AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT=60 \
 	AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL=300 \
 	AIRFLOW__CORE__PARALLELISM=$(AIRFLOW_UI_PARALLELISM) \
-	$(UV) run sh -c 'test -f $(AIRFLOW_UI_HOME)/passwords.json || python -c "import json, os, secrets, sys; \
-	  password = secrets.token_urlsafe(12); fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600); \
-	  os.write(fd, json.dumps({\"admin\": password}).encode()); print(\"Airflow login: admin, password\", password, \
-	  \"(kept in\", sys.argv[1] + \")\")" $(AIRFLOW_UI_HOME)/passwords.json || exit 1; \
+	$(UV) run sh -c 'lakecleaner airflow login --file $(AIRFLOW_UI_HOME)/passwords.json || exit 1; \
 	  airflow db migrate >/dev/null && lakecleaner airflow setup || exit 1; \
 	  trap "trap - INT TERM EXIT; kill 0" INT TERM EXIT; \
 	  airflow scheduler --skip-serve-logs & airflow dag-processor & airflow triggerer --skip-serve-logs & \

@@ -8,10 +8,13 @@ process whose environment names that Airflow home.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -43,6 +46,16 @@ def _answers(url: str) -> bool:
         return False
 
 
+def _token(port: int, password: str) -> str:
+    """An access token for admin from the API server's login endpoint (HTTPError when refused)."""
+    body = json.dumps({"username": "admin", "password": password}).encode()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/auth/token", body, {"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        return str(json.loads(reply.read())["access_token"])
+
+
 @pytest.mark.xdist_group("airflow-ui")
 def test_sigterm_to_make_airflow_ui_stops_every_airflow_process(tmp_path: Path) -> None:
     home, port = tmp_path / "airflow_home", free_port()
@@ -55,6 +68,11 @@ def test_sigterm_to_make_airflow_ui_stops_every_airflow_process(tmp_path: Path) 
             assert make.poll() is None, (tmp_path / "make.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "the API server did not answer in 240 s"
             time.sleep(2)
+        # issue 78: no fixed admin/admin; the password made on the first start, printed once, signs in
+        (password,) = re.findall(r"Airflow login: admin, password (\S+) \(kept in", (tmp_path / "make.log").read_text())
+        assert _token(port, password) and password != "admin"
+        with pytest.raises(urllib.error.HTTPError):
+            _token(port, "admin")
         running = _started_from(home)
         names = {" ".join(p.cmdline()[1:3]) for p in running}
         assert any("scheduler" in n for n in names) and any("dag-processor" in n for n in names), names

@@ -1,7 +1,8 @@
-"""`lakecleaner init`, `paths`, `airflow setup|env|dag-files` and `connect-server`: setting lakecleaner up."""
+"""`lakecleaner init`, `paths`, `airflow setup|login|env|dag-files` and `connect-server`: setting lakecleaner up."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,33 @@ def airflow_setup(ctx: Context) -> None:
             f"Airflow is set up for lakecleaner: pool '{done['pool']}' with {done['pool_slots']} slot(s)", markup=False
         ),
     )
+
+
+@airflow_group.command("login")
+@click.option(
+    "--file",
+    "path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The simple auth manager's password file (AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE).",
+)
+@click.option("--user", default="admin", show_default=True, help="The user (of SIMPLE_AUTH_MANAGER_USERS).")
+@pass_ctx
+def airflow_login(ctx: Context, path: Path, user: str) -> None:
+    """Make the Airflow login as Airflow's simple auth manager does: $AIRFLOW_ADMIN_PASSWORD when
+    set (written, never printed), else the password the file keeps, else a generated one, printed
+    this once."""
+    from lakecleaner.orchestration.airflow_login import ensure_login
+
+    login = ensure_login(path, user, os.environ.get("AIRFLOW_ADMIN_PASSWORD") or None)
+
+    def human() -> None:
+        if login.made is not None:
+            console.print(f"Airflow login: {user}, password {login.made} (kept in {path})", markup=False)
+        else:
+            console.print(f"Airflow login: {user}, its password kept in {path}", markup=False)
+
+    ctx.emit({"user": user, "file": str(path), "generated_password": login.made}, human)
 
 
 @airflow_group.command("env")
