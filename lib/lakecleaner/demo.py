@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from lakecleaner.charts.history import history_charts, rendered
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.config import HOUR_MS, LakeConfig
+from lakecleaner.config import HOUR_MS, LONG_MAX, LakeConfig, TopicConfig
 from lakecleaner.errors import ConfigError, LakeCleanerError
 from lakecleaner.lake import Lake
 from lakecleaner.offsets import OFFSETS_PREFIX
@@ -284,13 +284,38 @@ def topic_charts(runs: list[RunRecord], compacted: bool, min_cleanable_ratio: fl
     return rendered(history_charts(points, None, start, end, compacted, min_cleanable_ratio))
 
 
+def deadline_notes(runs: list[RunRecord], config: TopicConfig) -> list[str]:
+    """Why the demo's deletion deadlines were overdue when they were (the history's points, by
+    phase): the sample data is loaded up to 48 hours old at once, past max.compaction.lag.ms; the
+    tombstones a run stamps are due delete.retention.ms later, and the demo's next run comes
+    RUN_GAP_MS later. Said from the points, never assumed: an overdue point after a run is said too."""
+    points = [p for p in history_points(runs) if p.partition is None and p.nearest_deadline_ms is not None]
+    overdue = {p.phase: p for p in points if p.nearest_deadline_ms is not None and p.nearest_deadline_ms < p.time_ms}
+    notes = []
+    if "before" in overdue:
+        bounded = config.max_compaction_lag_ms < LONG_MAX
+        lag = f" (max.compaction.lag.ms {config.max_compaction_lag_ms / HOUR_MS:g} h)" if bounded else ""
+        notes.append(
+            f"Overdue before a run: the sample data is loaded up to 48 h old at once, older than its deadline{lag}; "
+            f"and tombstones a run stamps are due delete.retention.ms ({config.delete_retention_ms / HOUR_MS:g} h) "
+            "later, "
+            f"while the demo's next run comes {RUN_GAP_MS // HOUR_MS} h later."
+        )
+    if "after" in overdue:
+        notes.append("Still overdue after a run: see the topic's partitions with `lakecleaner audit topic`.")
+    elif points:
+        notes.append("After each run, no deletion deadline was overdue.")
+    return notes
+
+
 @dataclass(frozen=True)
 class TopicReport:
-    """One topic's section of the report."""
+    """One topic's section of the report; `notes`: why its deadlines were overdue, if they were."""
 
     rows: list[tuple[str, str]]
     runs: list[RunRecord]
     charts: list[str]
+    notes: list[str] = field(default_factory=list)
 
 
 def render_html(lake_uri: str, topics: dict[str, TopicReport], airflow: str) -> str:
@@ -309,6 +334,7 @@ def render_html(lake_uri: str, topics: dict[str, TopicReport], airflow: str) -> 
         parts += [f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in section.rows]
         parts.append("</table>")
         parts += [f"<div class='chart-box'>{svg}</div>" for svg in section.charts]
+        parts += [f"<p class='deadline-note'>{html.escape(note)}</p>" for note in section.notes]
         parts.append("<h3>runs</h3><ul>")
         for run in section.runs:
             now = "" if run.now_ms is None else f" at {html.escape(format_timestamp_ms(run.now_ms))}"

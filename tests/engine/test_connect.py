@@ -210,5 +210,11 @@ def test_the_demo_runs_its_dags_with_the_compact_tasks_on_a_connect_server(
     assert len(circles) == 4 and circles[-1][1] == left and all(t <= ended_ms for t, _ in circles)
     deadlines = re.search(r'data-chart="hours left to the nearest deletion deadline".*?</svg>', page, re.S)
     assert deadlines is not None
-    for value, label in re.findall(r'data-value="([^"]+)"[^>]*><title>[^<]*: ([^:<]+)</title>', deadlines.group(0)):
+    labels = re.findall(
+        r'data-value="([^"]+)"[^>]*><title>[^<]*(before|after) the run: ([^:<]+)</title>', deadlines.group(0)
+    )
+    for value, _, label in labels:
         assert label == ("ok" if float(value) >= 0 else f"overdue by {-float(value):,.1f} h"), (value, label)
+    overdue_after = any(phase == "after" and float(value) < 0 for value, phase, _ in labels)
+    said = "Still overdue after a run" if overdue_after else "After each run, no deletion deadline was overdue."
+    assert said in page and said in done.stdout  # why a deadline was overdue, or that none is

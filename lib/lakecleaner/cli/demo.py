@@ -88,13 +88,16 @@ def demo(
         runs = job.topic_runs(lake, topic, dag_runs.get(topic, []))
         config = lake.topic(topic).config
         charts = job.topic_charts(runs, config.compact, config.min_cleanable_dirty_ratio)
-        sections[topic] = job.TopicReport(job.summary_rows(before[topic], after[topic], runs), runs, charts)
+        notes = job.deadline_notes(runs, config) if config.compact else []
+        sections[topic] = job.TopicReport(job.summary_rows(before[topic], after[topic], runs), runs, charts, notes)
         table = Table("figure", "before → after", title=f"topic {topic}")
         for row in sections[topic].rows:
             table.add_row(*row)
         console.print(table)
         for run in runs:
             console.print(f"  run {run.run_id}: {run.result}", markup=False, highlight=False)
+        for note in notes:
+            console.print(f"  {note}", markup=False, highlight=False)
     page = job.render_html(lake.uri, sections, job.airflow_url(os.environ))
     lake.store.write("_lakecleaner/report.html", page.encode())
     console.print(f"HTML report: {lake.store.location('_lakecleaner/report.html')}", markup=False)
