@@ -51,7 +51,7 @@ def _sparkline(trend: dict[str, Any]) -> Markup:
     """The overview's sparkline of a topic's `trend` (`data.trend`)."""
     what = "dirty ratio" if trend["metric"] == "dirty_ratio" else "log size"
     title = f"{what} at the last {len(trend['values'])} runs with figures"
-    return Markup(render_sparkline(trend["values"], title=title))
+    return Markup(render_sparkline(trend["values"], width=96, title=title))
 
 
 _ENV.filters.update(

@@ -52,8 +52,8 @@ def _fetched(folder: Path, name: str, artifacts: Sequence[str]) -> Path:
         return lib
     if shutil.which("mvn") is None:
         raise DevToolMissing(
-            f"fetching {name} from Maven Central needs Maven (mvn) on the PATH: install it (e.g. apt-get install "
-            "maven, brew install maven) and try again"
+            f"fetching {name} from Maven Central needs Maven (mvn) on the PATH: install your system's `maven` "
+            "package (https://maven.apache.org/install.html) and try again"
         )
     pom = folder / "pom.xml"
     dependencies = "".join(_DEPENDENCY.format(*a.split(":")) for a in artifacts)
