@@ -290,7 +290,7 @@ def deadline_notes(runs: list[RunRecord], config: TopicConfig) -> list[str]:
     tombstones a run stamps are due delete.retention.ms later, and the demo's next run comes
     RUN_GAP_MS later. Said from the points, never assumed: an overdue point after a run is said too."""
     points = [p for p in history_points(runs) if p.partition is None and p.nearest_deadline_ms is not None]
-    overdue = {p.phase: p for p in points if p.nearest_deadline_ms is not None and p.nearest_deadline_ms < p.time_ms}
+    overdue = {p.phase for p in points if (p.nearest_deadline_ms or 0) < p.time_ms}
     notes = []
     if "before" in overdue:
         bounded = config.max_compaction_lag_ms < LONG_MAX

@@ -73,15 +73,15 @@ def demo(
         )
     job.reset_sample_topics(lake)
     sizes = job.DemoSizes(cdc_records=records, cdc_keys=max(1, records // 10), event_records=max(1, records // 2))
-    now, _ = job.demo_times(wall_clock_ms())
+    times = job.demo_times(wall_clock_ms())
     err_console.print(f"lake: {lake.uri}")
-    written = job.build_sample_topics(lake, sizes, now_ms=now)
+    written = job.build_sample_topics(lake, sizes, now_ms=times[0])
     err_console.print(job.produced_line(written), highlight=False)
     if no_airflow:
         show_status(ctx, [job.CDC_TOPIC, job.EVENTS_TOPIC])
         return
     before = {t: job.topic_snapshot(lake, t) for t in (job.CDC_TOPIC, job.EVENTS_TOPIC)}
-    dag_runs = _run_demo_dags(ctx, Path(airflow_home).resolve(), now, spark_remote)
+    dag_runs = _run_demo_dags(ctx, Path(airflow_home).resolve(), times, spark_remote)
     after = {t: job.topic_snapshot(lake, t) for t in before}
     sections = {}
     for topic in before:
@@ -119,9 +119,11 @@ NEXT_COMMANDS = (
 )
 
 
-def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str | None) -> dict[str, list[AirflowRun]]:
-    """Both DAGs at `now` and `job.RUN_GAP_MS` later (tombstones stamped in the first run expire in
-    the second); the DAG runs made, by topic."""
+def _run_demo_dags(
+    ctx: Context, airflow_home: Path, times: tuple[int, int], spark_remote: str | None
+) -> dict[str, list[AirflowRun]]:
+    """Both DAGs at each of `times` (`job.demo_times`: tombstones stamped in the first run expire
+    in the second); the DAG runs made, by topic."""
     from lakecleaner import demo as job
     from lakecleaner.orchestration.compact_task import connection_of_url
     from lakecleaner.orchestration.local import DagRunRequest, DagRunResult, prepare_airflow, run_dags
@@ -137,7 +139,7 @@ def _run_demo_dags(ctx: Context, airflow_home: Path, now: int, spark_remote: str
     prepare_airflow(airflow_home, config_path)
     requests = [
         DagRunRequest(f"lakecleaner__{topic}", job.iso(when))
-        for when in (now, now + job.RUN_GAP_MS)
+        for when in times
         for topic in (job.CDC_TOPIC, job.EVENTS_TOPIC)
     ]
     err_console.print(f"running {len(requests)} DAG runs, one after another ...")

@@ -32,6 +32,7 @@ from lakecleaner.config.settings import (
     SparkSettings,
     StorageSettings,
     TopicSpec,
+    is_local_master,
     parse_config,
     spark_loopback_env,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "TopicSpec",
     "did_you_mean",
     "find_config",
+    "is_local_master",
     "load_config",
     "locate_config",
     "parse_config",

@@ -106,13 +106,17 @@ class SparkSettings:
         return self.ship_package == "always"
 
 
+def is_local_master(master: str) -> bool:
+    """Whether `master` runs Spark inside the driver's process (`local`, `local[N]`, `local[*]`)."""
+    return master == "local" or master.startswith("local[")
+
+
 def spark_loopback_env(master: str, environ: Mapping[str, str]) -> dict[str, str]:
     """What a Spark driver on a `local` master needs in its environment to stay on this machine:
     SPARK_LOCAL_IP=127.0.0.1, unless the environment sets it. Otherwise Spark picks the first
     non-loopback interface (warning "Your hostname … resolves to a loopback address") and its UI
     and block manager listen there, reachable from the network for a job that uses none."""
-    is_local = master == "local" or master.startswith("local[")
-    return {"SPARK_LOCAL_IP": "127.0.0.1"} if is_local and "SPARK_LOCAL_IP" not in environ else {}
+    return {"SPARK_LOCAL_IP": "127.0.0.1"} if is_local_master(master) and "SPARK_LOCAL_IP" not in environ else {}
 
 
 #: Kafka's defaults for the cleaner's offset map (broker configs). Kafka's buffer is shared by its

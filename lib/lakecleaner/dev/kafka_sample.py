@@ -60,7 +60,7 @@ def sample_event(sequence: int, keys: int) -> tuple[bytes, bytes | None]:
 def ensure_sample(bootstrap: str, sample: SampleTopic) -> SampleState:
     """Create the sample topic, fill it and commit the group's offsets, unless the topic exists
     already (a broker started again on its folder keeps it): then only read where it stands."""
-    from confluent_kafka import Producer
+    from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
@@ -75,53 +75,22 @@ def ensure_sample(bootstrap: str, sample: SampleTopic) -> SampleState:
             producer.poll(0)
         if producer.flush(CLIENT_TIMEOUT_S) != 0:
             raise TimeoutError(f"the sample records did not reach {bootstrap} within {CLIENT_TIMEOUT_S} s")
-    ends = _end_offsets(bootstrap, sample)
-    if created:
-        _commit(bootstrap, sample, {p: end // 2 for p, end in ends.items()})
-    return SampleState(ends, _committed(bootstrap, sample, sorted(ends)), created)
-
-
-def _consumer(bootstrap: str, sample: SampleTopic) -> Any:
-    from confluent_kafka import Consumer
-
-    return Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": sample.group, "enable.auto.commit": False, "log_level": 0}
-    )
-
-
-def _end_offsets(bootstrap: str, sample: SampleTopic) -> dict[int, int]:
-    from confluent_kafka import TopicPartition
-
-    consumer = _consumer(bootstrap, sample)
+    group = {"bootstrap.servers": bootstrap, "group.id": sample.group, "enable.auto.commit": False, "log_level": 0}
+    consumer = Consumer(group)
     try:
-        partitions = consumer.list_topics(sample.name, timeout=CLIENT_TIMEOUT_S).topics[sample.name].partitions
-        return {
+        partitions = sorted(consumer.list_topics(sample.name, timeout=CLIENT_TIMEOUT_S).topics[sample.name].partitions)
+        ends = {
             p: consumer.get_watermark_offsets(TopicPartition(sample.name, p), timeout=CLIENT_TIMEOUT_S)[1]
-            for p in sorted(partitions)
+            for p in partitions
         }
-    finally:
-        consumer.close()
-
-
-def _commit(bootstrap: str, sample: SampleTopic, offsets: dict[int, int]) -> None:
-    from confluent_kafka import TopicPartition
-
-    consumer = _consumer(bootstrap, sample)
-    try:
-        consumer.commit(offsets=[TopicPartition(sample.name, p, o) for p, o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
-
-
-def _committed(bootstrap: str, sample: SampleTopic, partitions: list[int]) -> dict[int, int]:
-    from confluent_kafka import TopicPartition
-
-    consumer = _consumer(bootstrap, sample)
-    try:
+        if created:
+            halves = [TopicPartition(sample.name, p, end // 2) for p, end in ends.items()]
+            consumer.commit(offsets=halves, asynchronous=False)
         asked = [TopicPartition(sample.name, p) for p in partitions]
-        return {tp.partition: tp.offset for tp in consumer.committed(asked, timeout=CLIENT_TIMEOUT_S) if tp.offset >= 0}
+        committed = consumer.committed(asked, timeout=CLIENT_TIMEOUT_S)
     finally:
         consumer.close()
+    return SampleState(ends, {tp.partition: tp.offset for tp in committed if tp.offset >= 0}, created)
 
 
 def mirror_config(bootstrap: str, sample: SampleTopic, lake_uri: str) -> dict[str, Any]:

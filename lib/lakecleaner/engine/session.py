@@ -13,7 +13,7 @@ from pyspark import SparkConf
 from pyspark.core.context import SparkContext
 from pyspark.sql import SparkSession
 
-from lakecleaner.config import SparkSettings, spark_loopback_env
+from lakecleaner.config import SparkSettings, is_local_master, spark_loopback_env
 from lakecleaner.engine.driver_jvm import driver_conf
 from lakecleaner.engine.shipping import package_zip
 from lakecleaner.engine.workers import worker_conf
@@ -62,8 +62,7 @@ def worker_python_env(master: str, environ: Mapping[str, str]) -> dict[str, str]
     driver (its environment is the caller's). pyspark's default is `python3` from the PATH, which
     outside the environment lakecleaner is installed in has no lakecleaner to unpickle the
     engine's functions; a cluster's workers get the package zip instead (`ships_package`)."""
-    is_local = master == "local" or master.startswith("local[")
-    if not is_local or "PYSPARK_PYTHON" in environ or started_by_spark_submit(environ):
+    if not is_local_master(master) or "PYSPARK_PYTHON" in environ or started_by_spark_submit(environ):
         return {}
     return {"PYSPARK_PYTHON": sys.executable}
 

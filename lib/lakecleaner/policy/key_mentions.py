@@ -23,15 +23,12 @@ def mentions_key(data: bytes, key: bytes) -> bool:
     """Whether `data` (one of the lake's own files) mentions `key` as a token (the rule above)."""
     if not key:
         return False
+    pattern = _token_pattern(key)
     try:
+        key.decode("utf-8")  # JSON holds text: a key that is no UTF-8 could only be there in an encoding of its own
         document = json.loads(data)
-    except (ValueError, RecursionError):
-        return _token_pattern(key).search(data) is not None
-    try:
-        text = key.decode("utf-8")
-    except UnicodeDecodeError:  # JSON holds text: such a key could only be there in an encoding of its own
-        return _token_pattern(key).search(data) is not None
-    pattern = _token_pattern(text.encode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
+        return pattern.search(data) is not None
     return any(pattern.search(s.encode("utf-8", "surrogatepass")) for s in _strings(document))
 
 

@@ -109,10 +109,11 @@ def _topic_point(
 
 
 def _figures(record: RunRecord, phase: Phase) -> list[PartitionFigures] | None:
+    """`stored_figures`, None when they are of a shape no writer makes."""
     try:
         return stored_figures(record, phase)
     except ValueError:
-        return [] if phase == "before" else None
+        return None
 
 
 def history_points(records: Sequence[RunRecord]) -> list[HistoryPoint]:
@@ -123,14 +124,15 @@ def history_points(records: Sequence[RunRecord]) -> list[HistoryPoint]:
     points = []
     for record in records:
         time_ms = record.now_ms if record.now_ms is not None else record.time_ms
-        duration_ms = 0 if record.duration_s is None else round(record.duration_s * 1000)
-        run = (record.run_id, record.duration_s, run_outcome(record))
-        phases: tuple[tuple[Phase, int, list[PartitionFigures] | None], ...] = (
+        duration_s = record.duration_s
+        duration_ms = 0 if duration_s is None else round(duration_s * 1000)
+        run = (record.run_id, duration_s, run_outcome(record))
+        phases: tuple[tuple[Phase, int, list[PartitionFigures]], ...] = (
             ("before", time_ms, _figures(record, "before") or []),
-            ("after", time_ms + duration_ms, _figures(record, "after")),
+            ("after", time_ms + duration_ms, _figures(record, "after") or []),
         )
         for phase, at_ms, figures in phases:
-            if figures is None or (phase == "after" and not figures):
+            if phase == "after" and not figures:
                 continue
             points.append(_topic_point(record, at_ms, figures, phase))
             points += [

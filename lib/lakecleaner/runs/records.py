@@ -192,14 +192,15 @@ class RunRecord:
         return results
 
     def to_dict(self) -> dict[str, Any]:
+        times = self.times
         return {
             "run_id": self.run_id,
             "airflow_run_id": None if self.airflow is None else self.airflow.run_id,
             "state": None if self.airflow is None else self.airflow.state,
             "run_type": None if self.airflow is None else self.airflow.run_type,
-            "start_ms": None if self.times is None else self.times.started_ms,
-            "end_ms": None if self.times is None else self.times.ended_ms,
-            "duration_s": self.duration_s,
+            "start_ms": None if times is None else times.started_ms,
+            "end_ms": None if times is None else times.ended_ms,
+            "duration_s": None if times is None else times.duration_s,
             "params": dict(self.params),
             "now_ms": self.now_ms,
             "now": None if self.now_ms is None else format_timestamp_ms(self.now_ms),
