@@ -9,10 +9,12 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from lakecleaner.cleaner_state import Failure, mark_uncleanable
 from lakecleaner.config import parse_config
+from lakecleaner.demo import demo_invocation, next_commands, with_readable_values
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from tests.support.cli_process import run_cli
@@ -210,6 +212,26 @@ def test_demo_builds_the_sample_topics_and_prints_status(tmp_path: Path) -> None
     status = json.loads(run(tmp_path, "--json", "status").stdout)
     assert sum(p["records"] for p in status["customers-cdc"]) == 4000
     assert len(status["customers-cdc"]) == 4
+
+
+def test_the_demos_next_commands_start_lakecleaner_as_the_demo_was_started() -> None:
+    """Issue 78: the commands the demo suggests run where it ran — through `uv run` when uv started
+    it, with the --config and --lake of its command line, quoted for a shell."""
+    assert demo_invocation(False, None, None) == "lakecleaner"
+    invocation = demo_invocation(True, "config/lakecleaner.yaml", "file:///tmp/my lake")
+    assert invocation == "uv run lakecleaner --config config/lakecleaner.yaml --lake 'file:///tmp/my lake'"
+    plan, consume, audit = next_commands(invocation, "key 7")
+    assert plan.startswith(f"{invocation} plan --all ") and consume.startswith(f"{invocation} consume --topic ")
+    assert audit.startswith(f"{invocation} audit key --topic customers-cdc --key 'key 7' ")
+    assert len({line.index("   # ") for line in (plan, consume, audit)}) == 1  # the comments line up
+    assert len(next_commands("lakecleaner", None)) == 2  # no key to audit: no audit line
+
+
+def test_the_demos_values_are_json_documents_and_its_tombstones_stay_null() -> None:
+    batch = pa.table({"key": [b"key-1", b"key-2", None], "value": [b"\x00\xff", None, b"\x01"]})
+    rendered = with_readable_values(batch, 10, lambda key, ordinal: {"id": key, "n": ordinal})
+    assert rendered.column("value").to_pylist() == [b'{"id": "key-1", "n": 10}', None, b'{"id": null, "n": 12}']
+    assert rendered.column("key").equals(batch.column("key")) and rendered.schema == batch.schema
 
 
 def test_plan_on_the_sample_topics_is_readable_and_changes_nothing(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,6 +49,7 @@ from lakecleaner.policy.erasure import (
     Deadline,
     ErasureContext,
     dag_stalled,
+    held_by_current_snapshot,
     left_the_log_deadline,
     released_deadline,
     schedule_interval_ms,
@@ -61,6 +62,9 @@ from lakecleaner.policy.metrics import deletion_deadline
 from lakecleaner.policy.segment_times import rolling_timestamp
 from lakecleaner.policy.uncleanable import still_uncleanable
 from lakecleaner.runs.reports import RUNS_PREFIX, runs_prefix
+
+if TYPE_CHECKING:
+    from lakecleaner.iceberg.expiry import Reach
 
 #: The lake's own folder: its objects must never hold a record's key.
 LAKE_FOLDER = "_lakecleaner/"
@@ -192,10 +196,12 @@ def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
             audit.unreadable[obj.key] = hit
         elif hit.offsets:
             hits.setdefault(partition, []).append((obj, hit))
+    reaches = table_reaches(lake, topic_name)
     for partition, held in hits.items():
         manifest = read.manifests.get(partition)
         if manifest is not None:  # an unreadable manifest is reported above
-            audit.copies.extend(_judge(partition, manifest, held, partition_context(ctx, cleaner, manifest)))
+            judged = partition_context(ctx, cleaner, manifest)
+            audit.copies.extend(_judge(lake, partition, manifest, held, judged, reaches.log))
     unfinished, unlisted = unfinished_writes(lake, topic_name)
     if unlisted is not None:
         audit.unreadable[topic_prefix(topic_name)] = unlisted
@@ -206,7 +212,7 @@ def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
             KeyCopy(partition, w.key, None, UNFINISHED, unreferenced_deadline(w.started_ms, judged)) for w in writes
         )
     audit.copies.extend(_lake_folder_hits(lake, key, audit))
-    audit.copies.extend(table_files(lake, topic_name, key, audit, ctx))
+    audit.copies.extend(table_files(lake, topic_name, key, audit, ctx, reaches))
     audit.copies.extend(sink_files(lake, topic_name, key, audit, ctx))
     return audit
 
@@ -227,23 +233,46 @@ def sink_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: Erasure
             yield KeyCopy(copy.partition, copy.location, None, LEFT_THE_LOG, left_the_log_deadline(due, ctx))
 
 
-def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: ErasureContext) -> Iterator[KeyCopy]:
+@dataclass(frozen=True)
+class TableReaches:
+    """What the metadata of the topic's Iceberg log and latest-values tables reaches
+    (`iceberg.expiry.Reach`); None for a table the topic does not keep or has not made yet."""
+
+    log: Reach | None = None
+    latest: Reach | None = None
+
+
+def table_reaches(lake: Lake, topic: str) -> TableReaches:
+    """The topic's `TableReaches`, from the tables as they are (an audit only reads: `find_table`)."""
+    if not lake.config.iceberg_enabled(topic):
+        return TableReaches()
+    from lakecleaner.iceberg.expiry import reach_of, table_kinds
+    from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE
+    from lakecleaner.iceberg.sync import find_table
+
+    kept = table_kinds(lake, topic)
+    log, latest = (find_table(lake, topic, kind) if kind in kept else None for kind in (LOG_TABLE, LATEST_TABLE))
+    return TableReaches(None if log is None else reach_of(log), None if latest is None else reach_of(latest))
+
+
+def table_files(
+    lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: ErasureContext, reaches: TableReaches
+) -> Iterator[KeyCopy]:
     """Files of the topic's Iceberg tables' own folders (metadata, the latest values, the log
     table's copies of trimmed files, another writer's data) that hold the key (`iceberg.search`).
     In the latest-values table's current snapshot it is the key's live value, and in the log
-    table's a live record of the log (a copy of a segment file the log holds); in an older
-    snapshot it goes once that snapshot is older than file.delete.delay.ms and gc ran
+    table's a live record of the log (a copy of a segment file the log holds); once no snapshot
+    kept for readers is current it goes file.delete.delay.ms after that, at a gc
     (`iceberg.expiry`); unreached, at the next gc. One the log table's current snapshot reaches
     otherwise (another writer's statistics or data) has no deadline. The folders are read whatever
-    the config says now: those of a topic whose tables were turned off hold nothing current, and go
-    at the first gc after file.delete.delay.ms (`iceberg.expiry.drop_turned_off`)."""
-    enabled = lake.config.iceberg_enabled(topic)
-    if not enabled and not lake.has_table_folders(topic):
+    the config says now (`reaches`, `table_reaches`, has only the tables kept): those of a topic
+    whose tables were turned off hold nothing current, and go at the first gc after
+    file.delete.delay.ms (`iceberg.expiry.drop_turned_off`)."""
+    if reaches == TableReaches() and not lake.has_table_folders(topic):
         return
-    from lakecleaner.iceberg.expiry import Reach, reach_of, table_kinds, table_objects
+    from lakecleaner.iceberg.expiry import Reach, table_objects
     from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE
     from lakecleaner.iceberg.search import holds_key
-    from lakecleaner.iceberg.sync import find_table
     from lakecleaner.iceberg.trimmed import is_copy
 
     def holds(obj: ObjectInfo) -> bool | str:
@@ -252,13 +281,11 @@ def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: Erasur
         except (LakeCleanerError, ValueError, OSError, pa.ArrowException) as exc:
             return f"{type(exc).__name__}: {exc}"
 
-    kept = table_kinds(lake, topic) if enabled else []
-    for kind in (LOG_TABLE, LATEST_TABLE):
+    for kind, kept in ((LOG_TABLE, reaches.log), (LATEST_TABLE, reaches.latest)):
         objects = table_objects(lake, topic, kind)
         if not objects:
             continue
-        table = find_table(lake, topic, kind) if kind in kept else None  # an audit only reads
-        reach = Reach({}, frozenset()) if table is None else reach_of(table)
+        reach = Reach({}, frozenset()) if kept is None else kept
         for obj, hit in zip(objects, map_ordered(holds, objects, lake.config.storage.max_concurrency), strict=True):
             location = lake.store.location(obj.key)
             if isinstance(hit, str):
@@ -271,7 +298,7 @@ def table_files(lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: Erasur
                 reason = "the Iceberg table's current snapshot reaches it (another writer's statistics or data)"
                 yield KeyCopy(None, obj.key, None, UNREFERENCED, Deadline(None, reason))
             else:
-                since = reach.newest_ms.get(location, obj.mtime_ms)
+                since = reach.released_ms.get(location, obj.mtime_ms)
                 yield KeyCopy(None, obj.key, None, UNREFERENCED, unreferenced_deadline(since, ctx))
 
 
@@ -305,9 +332,15 @@ def _search(lake: Lake, obj: ObjectInfo, key: bytes) -> _Found | str:
 
 
 def _judge(
-    partition: int, manifest: Manifest, hits: list[tuple[ObjectInfo, _Found]], ctx: ErasureContext
+    lake: Lake,
+    partition: int,
+    manifest: Manifest,
+    hits: list[tuple[ObjectInfo, _Found]],
+    ctx: ErasureContext,
+    log_reach: Reach | None,
 ) -> Iterator[KeyCopy]:
-    """Each copy's kind and deadline within one partition."""
+    """Each copy's kind and deadline within one partition; a file that left the log waits for the
+    readers of the Iceberg log table's snapshots that reference it (`log_reach`, None without one)."""
     live_files = {f.path: s for s in manifest.segments for f in s.files}
     pending = {p.path: p.delete_after_ms for p in manifest.pending_deletes}
     prefix = partition_prefix(manifest.topic, partition)
@@ -318,7 +351,13 @@ def _judge(
             if path in live_files:
                 live.append((offset, live_files[path], tombstone, horizon, obj.key))
             elif path in pending:
-                yield KeyCopy(partition, obj.key, offset, LEFT_THE_LOG, left_the_log_deadline(pending[path], ctx))
+                yield KeyCopy(
+                    partition,
+                    obj.key,
+                    offset,
+                    LEFT_THE_LOG,
+                    _pending_deadline(lake, obj, pending[path], ctx, log_reach),
+                )
             else:
                 yield KeyCopy(partition, obj.key, offset, UNREFERENCED, unreferenced_deadline(obj.mtime_ms, ctx))
     live.sort()
@@ -334,6 +373,17 @@ def _judge(
         else:
             superseder = next(e[1] for e in in_log if e[0] > offset)
             yield KeyCopy(partition, name, offset, SUPERSEDED, superseded_deadline(segment, superseder, ctx))
+
+
+def _pending_deadline(
+    lake: Lake, obj: ObjectInfo, delete_after_ms: int, ctx: ErasureContext, log_reach: Reach | None
+) -> Deadline:
+    """`left_the_log_deadline` of a pending file, held while the log table's snapshots reach it."""
+    location = lake.store.location(obj.key)
+    if log_reach is not None and location in log_reach.current:
+        return held_by_current_snapshot()
+    released = None if log_reach is None else log_reach.released_ms.get(location)
+    return left_the_log_deadline(delete_after_ms, ctx, released)
 
 
 def _below_log_start(segment: Segment, manifest: Manifest, ctx: ErasureContext) -> Deadline:

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping
+import shlex
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakecleaner.charts.history import history_charts, rendered
@@ -41,10 +43,15 @@ EVENTS_TOPIC = "page-views"
 
 @dataclass(frozen=True)
 class DemoSizes:
-    cdc_records: int = 200_000
-    cdc_keys: int = 20_000
-    event_records: int = 100_000
+    cdc_records: int = 50_000
+    cdc_keys: int = 5_000
+    event_records: int = 25_000
     batch_records: int = 1_000
+
+    @classmethod
+    def of_records(cls, records: int) -> DemoSizes:
+        """The sizes for `records` in the CDC topic: a key per ten records, half as many events."""
+        return cls(cdc_records=records, cdc_keys=max(1, records // 10), event_records=max(1, records // 2))
 
 
 def build_sample_topics(lake: Lake, sizes: DemoSizes = DemoSizes(), now_ms: int | None = None) -> dict[str, int]:
@@ -83,11 +90,47 @@ def build_sample_topics(lake: Lake, sizes: DemoSizes = DemoSizes(), now_ms: int 
     }
     for name, spec in specs.items():
         topic = lake.topic(name)
-        for partition, batch in generate(spec, batch_records=sizes.batch_records):
-            topic.partition(partition).append(batch, now_ms=now)
+        render = _customer if name == CDC_TOPIC else _page_view
+        for ordinal, (partition, batch) in enumerate(generate(spec, batch_records=sizes.batch_records)):
+            readable = with_readable_values(batch, ordinal * sizes.batch_records, render)
+            topic.partition(partition).append(readable, now_ms=now)
     _commit_demo_offsets(lake, now)
     mark_sample_topics(lake)
     return {name: spec.records for name, spec in specs.items()}
+
+
+_PLANS = ("free", "pro", "team")
+
+
+def _customer(key: str | None, ordinal: int) -> dict[str, object]:
+    """A CDC row image of a customer: what `consume` prints for the CDC topic."""
+    return {
+        "id": key,
+        "email": f"{key}@example.com",
+        "plan": _PLANS[ordinal % 3],
+        "balance_cents": ordinal * 37 % 100_000,
+    }
+
+
+def _page_view(key: str | None, ordinal: int) -> dict[str, object]:
+    """A click-stream event (its key a visitor, or none)."""
+    return {"visitor": key, "page": f"/products/{ordinal * 7919 % 500}", "ms_on_page": ordinal * 131 % 60_000}
+
+
+def with_readable_values(
+    batch: pa.Table, first: int, render: Callable[[str | None, int], dict[str, object]]
+) -> pa.Table:
+    """`batch` with each value replaced by a small JSON document rendered from the record's key
+    and its ordinal (`first` + row), so that `consume` prints text; tombstones (null values) stay
+    null. The workload's values are random bytes, which is what the benchmarks want."""
+    keys = batch.column("key").to_pylist()
+    values = batch.column("value").to_pylist()
+    documents = [
+        None if value is None else json.dumps(render(None if key is None else key.decode(), first + row)).encode()
+        for row, (key, value) in enumerate(zip(keys, values, strict=True))
+    ]
+    index = batch.schema.get_field_index("value")
+    return batch.set_column(index, batch.schema.field(index), pa.array(documents, pa.binary()))
 
 
 def _commit_demo_offsets(lake: Lake, now: int) -> None:
@@ -208,6 +251,48 @@ def topic_snapshot(lake: Lake, name: str) -> dict[str, int]:
 def topic_runs(lake: Lake, name: str, airflow_runs: list[AirflowRun]) -> list[RunRecord]:
     """The topic's runs with their reports, joined with the DAG runs the demo made, oldest first."""
     return TopicRuns(lake.store, name, airflow_runs, lake.config.storage.max_concurrency).since(0, MAX_RUNS)
+
+
+def deleted_key(lake: Lake) -> str | None:
+    """A key of the CDC topic's partition 0 whose record in the log is a tombstone (the first
+    such), else the partition's first key: what `audit key` is first tried on. None when the
+    partition holds no key that is UTF-8 text."""
+    table = lake.topic(CDC_TOPIC).partition(0).read(columns=["key", "value"])
+    keys = table.column("key")
+    tombstones = keys.filter(pc.and_(pc.is_null(table.column("value")), pc.is_valid(keys)))
+    for key in [*tombstones.to_pylist()[:1], *keys.drop_null().to_pylist()[:1]]:
+        try:
+            return bytes(key).decode()
+        except UnicodeDecodeError:
+            continue
+    return None
+
+
+def next_commands(invocation: str, key: str | None) -> list[str]:
+    """What the demo's last lines suggest trying, as commands that run where the demo ran:
+    `invocation` is how lakecleaner was started there (`demo_invocation`), `key` a deleted key of
+    the CDC topic (`deleted_key`)."""
+    tried = [
+        ("plan --all", "every topic: what is due, the nearest deadline"),
+        (f"consume --topic {CDC_TOPIC} --partition 0 | head", "the compacted log, record by record"),
+    ]
+    if key is not None:
+        tried.append((f"audit key --topic {CDC_TOPIC} --key {shlex.quote(key)}", "every stored copy of a deleted key"))
+    width = max(len(command) for command, _ in tried)
+    return [f"{invocation} {command.ljust(width)}   # {why}" for command, why in tried]
+
+
+def demo_invocation(under_uv: bool, config: str | None, lake_uri: str | None) -> str:
+    """How to start lakecleaner where the demo ran: through `uv run` when the demo was (the
+    project's environment is then not the shell's), with the --config and --lake the demo was
+    given on its command line (a config found as ./lakecleaner.yaml or named by
+    $LAKECLEANER_CONFIG is found again)."""
+    words = ["uv run lakecleaner" if under_uv else "lakecleaner"]
+    if config is not None:
+        words.append(f"--config {shlex.quote(config)}")
+    if lake_uri is not None:
+        words.append(f"--lake {shlex.quote(lake_uri)}")
+    return " ".join(words)
 
 
 def summary_rows(before: dict[str, int], after: dict[str, int], runs: list[RunRecord]) -> list[tuple[str, str]]:
@@ -358,7 +443,7 @@ def render_html(lake_uri: str, topics: dict[str, TopicReport], airflow: str) -> 
 
 
 def produced_line(written: dict[str, int]) -> str:
-    """ "produced 200,000 records to customers-cdc and 100,000 to page-views"."""
+    """ "produced 50,000 records to customers-cdc and 25,000 to page-views"."""
     first, *rest = written.items()
     more = "".join(f" and {n:,} to {t}" for t, n in rest)
     return f"produced {first[1]:,} records to {first[0]}{more}"

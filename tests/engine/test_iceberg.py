@@ -5,6 +5,7 @@ that missed commits (a crash between the manifest's commit and the table's) is c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import struct
@@ -21,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.config import LakeConfig, parse_config
+from lakecleaner.config import LakeConfig, TopicSpec, parse_config
 from lakecleaner.extras import open_lake
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties, open_catalog
 from lakecleaner.iceberg.follow import sync_topic
@@ -33,7 +34,7 @@ from lakecleaner.iceberg.trimmed import COPIES_FOLDER
 from lakecleaner.lake import Lake
 from lakecleaner.log.layout import topic_metadata_key
 from lakecleaner.log.repair import repair_partition
-from lakecleaner.policy.erasure import LIVE, UNREFERENCED
+from lakecleaner.policy.erasure import LEFT_THE_LOG, LIVE, UNREFERENCED
 from lakecleaner.retention import retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import gc_topic
@@ -425,3 +426,31 @@ def test_a_repair_that_rebuilds_a_shorter_log_rebuilds_the_latest_values(
     sync_topic(lake, "accounts")
     assert [r["key"] for r in latest_rows(lake, "accounts")] == [b"a", b"b"]
     assert_table_is_the_log(lake, "accounts")
+
+
+def test_the_audit_waits_for_the_tables_readers_as_gc_does_after_a_run_at_a_past_time(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    """A run at a past time (a backfill, the demo's) puts the files that leave the log in
+    pending_deletes due by its own clock, while the log table's snapshots, stamped by the wall
+    clock, hold them for file.delete.delay.ms after the sync that stopped referencing them: the
+    audit's deadline waits for both, as gc does, so it never calls overdue what gc may not delete."""
+    hourly = {"clicks": TopicSpec("clicks", schedule="@hourly")}  # the config file's DAG schedule
+    lake = open_lake(dataclasses.replace(with_tables(lake_config, tmp_path), topics=hourly))
+    config = {"cleanup.policy": "delete", "segment.bytes": 400, "retention.ms": HOUR, "file.delete.delay.ms": HOUR}
+    lake.create_topic("clicks", 1, config)
+    log = lake.topic("clicks").partition(0)
+    past = wall_clock_ms() - 3 * HOUR
+    for i in range(4):
+        log.append(keyed({f"k{i}-{j}": "v" * 40 for j in range(4)}, past - 2 * HOUR), now_ms=past)
+    log.append(keyed({"fresh": "v"}, past), now_ms=past)
+    synced = wall_clock_ms()
+    retain_topic(lake, "clicks", past)  # due by the manifest at past + 1 h, two hours ago
+    assert all(p.delete_after_ms == past + HOUR for p in log.manifest().pending_deletes)
+
+    now = wall_clock_ms()
+    left = [c for c in audit_key(lake, "clicks", b"k0-0", now).copies if c.kind == LEFT_THE_LOG]
+    assert left and all(c.deadline is not None and not c.deadline.overdue for c in left), left
+    assert all(c.deadline is not None and (c.deadline.gone_by_ms or 0) >= synced + HOUR for c in left)
+    gc_topic(lake, "clicks", now)  # the readers' hour has not passed: gc keeps them, as the audit says
+    assert all(lake.store.exists(c.object) for c in left)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 from rich.table import Table
 
 from lakecleaner.cli.base import Context, cli, pass_ctx
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 
 @cli.command()
-@click.option("--records", default=200_000, show_default=True, help="Records in the CDC topic.")
+@click.option("--records", default=50_000, show_default=True, help="Records in the CDC topic.")
 @click.option(
     "--airflow-home",
     default="airflow_home",
@@ -72,7 +73,7 @@ def demo(
             "left alone)"
         )
     job.reset_sample_topics(lake)
-    sizes = job.DemoSizes(cdc_records=records, cdc_keys=max(1, records // 10), event_records=max(1, records // 2))
+    sizes = job.DemoSizes.of_records(records)
     times = job.demo_times(wall_clock_ms())
     err_console.print(f"lake: {lake.uri}")
     written = job.build_sample_topics(lake, sizes, now_ms=times[0])
@@ -107,16 +108,25 @@ def demo(
         for line in lines:
             console.print(f"  {line}", markup=False, highlight=False)
     console.print("Next, try:", markup=False)
-    for command in NEXT_COMMANDS:
-        console.print(f"  lakecleaner {command}", markup=False, highlight=False)
+    for command in job.next_commands(_invocation(ctx), job.deleted_key(lake)):
+        console.print(f"  {command}", markup=False, highlight=False)
 
 
-#: What the demo's last lines suggest trying next, on its own lake and config.
-NEXT_COMMANDS = (
-    "plan --all                                            # every topic: what is due, the nearest deadline",
-    "consume --topic customers-cdc --partition 0 | head   # the compacted log, record by record",
-    "audit key --topic customers-cdc --key KEY            # every stored copy of a key, and when it goes",
-)
+def _invocation(ctx: Context) -> str:
+    """`job.demo_invocation` for this run: under `uv run` when uv started it; the --config and
+    --lake given on the command line (relative to the working directory when inside it)."""
+    root = click.get_current_context().find_root()
+    given = {
+        name: getattr(ctx, name) if root.get_parameter_source(name) == ParameterSource.COMMANDLINE else None
+        for name in ("config_path", "lake_uri")
+    }
+    config = given["config_path"]
+    if config is not None:
+        path = Path(config).resolve()
+        config = str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+    from lakecleaner import demo as job
+
+    return job.demo_invocation("UV_RUN_RECURSION_DEPTH" in os.environ, config, given["lake_uri"])
 
 
 def _run_demo_dags(

@@ -44,10 +44,11 @@ FOREVER = 2**63 - 1
 @dataclass(frozen=True)
 class Reach:
     """What a table's metadata reaches: each file (metadata or data), by location, with the time
-    of the newest snapshot (or metadata file) that references it; and what the current snapshot
-    and metadata reach."""
+    its readers were released — when the last snapshot (or metadata file) that references it
+    stopped being current; a reader may read it for file.delete.delay.ms after (`FOREVER` for what
+    the current snapshot and metadata reach) — and what the current snapshot and metadata reach."""
 
-    newest_ms: dict[str, int]
+    released_ms: dict[str, int]
     current: frozenset[str]
 
 
@@ -73,29 +74,33 @@ def expire_and_hold(lake: Lake, topic: str, now_ms: int) -> frozenset[str]:
             stale = [
                 obj.key
                 for obj in table_objects(lake, topic, kind)
-                if lake.store.location(obj.key) not in reach.newest_ms and obj.mtime_ms < cutoff
+                if lake.store.location(obj.key) not in reach.released_ms and obj.mtime_ms < cutoff
             ]
             lake.store.delete_many(stale)
         if kind is LOG_TABLE:
-            held = frozenset(reach.newest_ms)
+            held = frozenset(reach.released_ms)
     return held
 
 
 def expired_snapshots(table: Any, cutoff_ms: int) -> list[int]:
-    """The snapshots readers no longer hold: replaced (by the next entry of the table's snapshot
-    log) before `cutoff_ms`; one never current, taken before it. Never the current snapshot."""
-    current = table.current_snapshot()
+    """The snapshots readers no longer hold: released (`snapshot_releases`) before `cutoff_ms`.
+    Never the current snapshot."""
+    released = snapshot_releases(table)
+    return [s.snapshot_id for s in table.snapshots() if released[s.snapshot_id] < cutoff_ms]
+
+
+def snapshot_releases(table: Any) -> dict[int, int]:
+    """Each snapshot's release time: when the next entry of the table's snapshot log replaced it;
+    one never current, when it was taken; the current one, `FOREVER`."""
     replaced: dict[int, int] = {}
-    history = table.metadata.snapshot_log
-    for entry, following in pairwise(history):
+    for entry, following in pairwise(table.metadata.snapshot_log):
         if entry.snapshot_id != following.snapshot_id:
             replaced[entry.snapshot_id] = max(replaced.get(entry.snapshot_id, 0), following.timestamp_ms)
-    return [
-        s.snapshot_id
-        for s in table.snapshots()
-        if (current is None or s.snapshot_id != current.snapshot_id)
-        and replaced.get(s.snapshot_id, s.timestamp_ms) < cutoff_ms
-    ]
+    current = table.current_snapshot()
+    released = {s.snapshot_id: replaced.get(s.snapshot_id, s.timestamp_ms) for s in table.snapshots()}
+    if current is not None:
+        released[current.snapshot_id] = FOREVER
+    return released
 
 
 def syncing(lake: Lake, topic: str, kind: TableKind) -> bool:
@@ -126,23 +131,25 @@ def table_objects(lake: Lake, topic: str, kind: TableKind) -> list[ObjectInfo]:
 
 
 def reach_of(table: Any) -> Reach:
-    """What the table's metadata reaches (`Reach`)."""
-    newest: dict[str, int] = {table.metadata_location: FOREVER}
-    for entry in table.metadata.metadata_log:
-        newest[entry.metadata_file] = max(newest.get(entry.metadata_file, 0), entry.timestamp_ms)
+    """What the table's metadata reaches (`Reach`): an old metadata file is released when the next
+    one was written, a snapshot's files when the snapshot was (`snapshot_releases`)."""
+    written = [(entry.metadata_file, entry.timestamp_ms) for entry in table.metadata.metadata_log]
+    released: dict[str, int] = {table.metadata_location: FOREVER}
+    for (location, _), (_, next_ms) in pairwise([*written, (table.metadata_location, table.metadata.last_updated_ms)]):
+        released[location] = max(released.get(location, 0), next_ms)
     current_snapshot = table.current_snapshot()
     current: set[str] = {table.metadata_location}
+    snapshot_released = snapshot_releases(table)
     for snapshot in table.snapshots():
-        is_current = current_snapshot is not None and snapshot.snapshot_id == current_snapshot.snapshot_id
         reached = {snapshot.manifest_list}
         for manifest in snapshot.manifests(table.io):
             reached.add(manifest.manifest_path)
             reached.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True))
         for location in reached:
-            newest[location] = max(newest.get(location, 0), snapshot.timestamp_ms)
-        if is_current:
+            released[location] = max(released.get(location, 0), snapshot_released[snapshot.snapshot_id])
+        if current_snapshot is not None and snapshot.snapshot_id == current_snapshot.snapshot_id:
             current |= reached
-    return Reach(newest, frozenset(current))
+    return Reach(released, frozenset(current))
 
 
 __all__ = [
@@ -153,6 +160,7 @@ __all__ = [
     "expire_and_hold",
     "expired_snapshots",
     "reach_of",
+    "snapshot_releases",
     "syncing",
     "table_kinds",
     "table_objects",

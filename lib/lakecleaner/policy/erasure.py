@@ -188,9 +188,23 @@ def released_deadline(ctx: ErasureContext) -> Deadline:
     return _judged(None if ctx.schedule_ms is None else _physical(ctx.now_ms + ctx.schedule_ms, ctx), ctx)
 
 
-def left_the_log_deadline(delete_after_ms: int, ctx: ErasureContext) -> Deadline:
-    """A file in `pending_deletes`: the first run after `delete_after_ms` deletes it."""
-    return _judged(None if ctx.schedule_ms is None else delete_after_ms + ctx.schedule_ms, ctx)
+def left_the_log_deadline(delete_after_ms: int, ctx: ErasureContext, released_ms: int | None = None) -> Deadline:
+    """A file in `pending_deletes`: the first run after `delete_after_ms` deletes it, and not before
+    the readers of the topic's Iceberg log table are done with it: `released_ms` (when the last
+    snapshot that references it stopped being current, None when none does) + file.delete.delay.ms
+    (`iceberg.expiry`). Runs at past times (a backfill, the demo) set `delete_after_ms` by their
+    own clock, the tables' snapshots by the wall clock."""
+    due = (
+        delete_after_ms if released_ms is None else max(delete_after_ms, released_ms + ctx.config.file_delete_delay_ms)
+    )
+    return _judged(None if ctx.schedule_ms is None else due + ctx.schedule_ms, ctx)
+
+
+def held_by_current_snapshot() -> Deadline:
+    """A file that left the log which the Iceberg log table's current snapshot still references
+    (the table has not followed the log's last commit): it goes file.delete.delay.ms after the
+    sync that stops referencing it."""
+    return Deadline(None, "the Iceberg log table's current snapshot references it: it goes after the table's next sync")
 
 
 def unreferenced_deadline(modified_ms: int, ctx: ErasureContext) -> Deadline:
