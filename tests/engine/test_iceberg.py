@@ -28,8 +28,10 @@ from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties, open_c
 from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.iceberg.naming import table_name
 from lakecleaner.iceberg.shown import shown
+from lakecleaner.iceberg.snapshots import EXPIRED_PER_SYNC, snapshot_releases
 from lakecleaner.iceberg.spark_catalog import NoSparkEquivalent, spark_catalog_conf
 from lakecleaner.iceberg.table_status import table_status
+from lakecleaner.iceberg.transactions import open_transaction
 from lakecleaner.iceberg.trimmed import COPIES_FOLDER
 from lakecleaner.lake import Lake
 from lakecleaner.log.layout import topic_metadata_key
@@ -454,3 +456,60 @@ def test_the_audit_waits_for_the_tables_readers_as_gc_does_after_a_run_at_a_past
     assert all(c.deadline is not None and (c.deadline.gone_by_ms or 0) >= synced + HOUR for c in left)
     gc_topic(lake, "clicks", now)  # the readers' hour has not passed: gc keeps them, as the audit says
     assert all(lake.store.exists(c.object) for c in left)
+
+
+def test_a_sync_expires_what_readers_released_and_appends_merge_manifests(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    """Issue 80: a table's metadata holds the snapshots of about one file.delete.delay.ms, not of
+    every commit since the last gc: each sync expires the snapshots released longer ago than the
+    delay (at most `EXPIRED_PER_SYNC` a sync), never one a reader may still hold; and appends merge
+    the log table's manifests once 16 gather, so a sync reads a few, not one per commit."""
+    lake = open_lake(with_tables(lake_config, tmp_path))
+    lake.create_topic("events", 1, {"cleanup.policy": "compact", "file.delete.delay.ms": HOUR})
+    log = lake.topic("events").partition(0)
+    for i in range(40):
+        log.append(keyed({f"k{i % 7}": f"v{i}"}), now_ms=wall_clock_ms())
+    catalog = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri))
+    table = catalog.load_table(("lakecleaner", "events"))
+    assert len(table.snapshots()) >= 40  # none released a delay ago yet
+    current = table.current_snapshot()
+    assert current is not None and len(current.manifests(table.io)) <= 16
+
+    delay_ms = 1000  # from here on: the snapshots above were all released over a delay ago
+    log = lake.alter_topic("events", {"file.delete.delay.ms": delay_ms}).partition(0)
+    time.sleep(delay_ms / 1000 + 0.5)
+    woke = wall_clock_ms()
+    late = [f"late-{i}" for i in range(4)]
+    for key in late:  # with the latest table's two snapshots an append, 4 syncs expire them all
+        log.append(keyed({key: "v"}), now_ms=wall_clock_ms())
+    assert 4 * EXPIRED_PER_SYNC >= 2 * 40
+    for name in ("events", "events_latest"):
+        table = catalog.load_table(("lakecleaner", name))
+        released = snapshot_releases(table)
+        assert min(released.values()) >= woke, name  # every one released a delay ago is expired
+    held = catalog.load_table(("lakecleaner", "events"))
+    assert current.snapshot_id in {s.snapshot_id for s in held.snapshots()}  # released under a delay ago
+    assert held.scan(snapshot_id=current.snapshot_id).to_arrow().num_rows == 40  # and a reader still reads it
+    assert_table_is_the_log(lake, "events")
+    assert sorted(r["key"] for r in latest_rows(lake, "events")) == sorted(
+        [f"k{i}".encode() for i in range(7)] + [key.encode() for key in late]
+    )
+
+
+def test_a_transaction_works_out_the_tables_metadata_once_per_change(lake_config: LakeConfig, tmp_path: Path) -> None:
+    """pyiceberg copies the whole metadata on each read of a transaction's metadata; ours works it
+    out again only when the transaction stages a change, and reads the change then."""
+    lake = open_lake(with_tables(lake_config, tmp_path))
+    lake.create_topic("t", 1, {"cleanup.policy": "delete"})
+    lake.topic("t").partition(0).append(keyed({"k": "v"}), now_ms=wall_clock_ms())
+    table = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri)).load_table(
+        ("lakecleaner", "t")
+    )
+    transaction = open_transaction(table)
+    first = transaction.table_metadata
+    assert transaction.table_metadata is first and first == table.metadata
+    transaction.set_properties({"lakecleaner.test": "1"})
+    second = transaction.table_metadata
+    assert second is not first and second.properties["lakecleaner.test"] == "1"
+    assert transaction.table_metadata is second

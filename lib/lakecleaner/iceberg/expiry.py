@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, TableKind, table_folder
+from lakecleaner.iceberg.snapshots import FOREVER, expired_snapshots, snapshot_releases
 from lakecleaner.iceberg.sync import drop_tables, open_table
 from lakecleaner.log.leases import leases_on
 
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
 #: The folders of a table's location that Iceberg writers own.
 TABLE_FOLDERS = ("metadata/", "data/")
-#: The newest-reference time of what the current metadata reaches: it never goes.
-FOREVER = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -80,27 +79,6 @@ def expire_and_hold(lake: Lake, topic: str, now_ms: int) -> frozenset[str]:
         if kind is LOG_TABLE:
             held = frozenset(reach.released_ms)
     return held
-
-
-def expired_snapshots(table: Any, cutoff_ms: int) -> list[int]:
-    """The snapshots readers no longer hold: released (`snapshot_releases`) before `cutoff_ms`.
-    Never the current snapshot."""
-    released = snapshot_releases(table)
-    return [s.snapshot_id for s in table.snapshots() if released[s.snapshot_id] < cutoff_ms]
-
-
-def snapshot_releases(table: Any) -> dict[int, int]:
-    """Each snapshot's release time: when the next entry of the table's snapshot log replaced it;
-    one never current, when it was taken; the current one, `FOREVER`."""
-    replaced: dict[int, int] = {}
-    for entry, following in pairwise(table.metadata.snapshot_log):
-        if entry.snapshot_id != following.snapshot_id:
-            replaced[entry.snapshot_id] = max(replaced.get(entry.snapshot_id, 0), following.timestamp_ms)
-    current = table.current_snapshot()
-    released = {s.snapshot_id: replaced.get(s.snapshot_id, s.timestamp_ms) for s in table.snapshots()}
-    if current is not None:
-        released[current.snapshot_id] = FOREVER
-    return released
 
 
 def syncing(lake: Lake, topic: str, kind: TableKind) -> bool:
@@ -153,14 +131,11 @@ def reach_of(table: Any) -> Reach:
 
 
 __all__ = [
-    "FOREVER",
     "TABLE_FOLDERS",
     "Reach",
     "drop_turned_off",
     "expire_and_hold",
-    "expired_snapshots",
     "reach_of",
-    "snapshot_releases",
     "syncing",
     "table_kinds",
     "table_objects",

@@ -70,7 +70,7 @@ def _synced(topic: Topic, manifests: Mapping[int, Manifest]) -> TopicSync:
     lake = topic.lake
     kinds = [LOG_TABLE, LATEST_TABLE] if topic.config.compact else [LOG_TABLE]
     with _SYNCING[lake.store.location(topic_prefix(topic.name))], sync_leases(lake, topic.name, kinds):
-        result = sync_partitions(lake, topic.name, manifests)
+        result = sync_partitions(lake, topic.name, manifests, topic.config.file_delete_delay_ms)
         return TopicSync(result, sync_latest(topic, manifests) if topic.config.compact else None)
 
 

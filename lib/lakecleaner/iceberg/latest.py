@@ -28,10 +28,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import TopicConfig
 from lakecleaner.engine.versions import latest_per_key, order_table
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.iceberg.schema import LATEST_TABLE
+from lakecleaner.iceberg.snapshots import expire_released
 from lakecleaner.iceberg.sync import (
     COMMIT_ATTEMPTS,
     VERSION_PREFIX,
@@ -40,6 +42,7 @@ from lakecleaner.iceberg.sync import (
     open_table,
     unreadable_as,
 )
+from lakecleaner.iceberg.transactions import open_transaction
 from lakecleaner.log.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -88,7 +91,8 @@ def _sync_partition(topic: Topic, partition: int, manifest: Manifest) -> bool:
             since = None
         rows, replaced = _merged(topic, table, partition, manifest, since)
         try:
-            with table.transaction() as transaction:
+            with open_transaction(table) as transaction:
+                expire_released(transaction, table, wall_clock_ms() - topic.config.file_delete_delay_ms)
                 if replaced:
                     transaction.overwrite(rows, overwrite_filter=of_partitions([partition]))
                 elif rows.num_rows:

@@ -54,21 +54,31 @@ LOG_SCHEMA = Schema(
 #: Identity on the Kafka partition.
 LOG_SPEC = PartitionSpec(PartitionField(PARTITION_ID, 1000, IdentityTransform(), "partition"), spec_id=0)
 
+#: How both tables commit, kept on a table made before (`sync.open_table`): every commit writes a
+#: metadata.json, of which the last 100 are kept, not one per commit forever; an append merges the
+#: table's manifests once 16 small ones have gathered (Iceberg's merge append), so that a sync
+#: reads a few manifests, not one per commit the table ever took (at commit 400 of a topic
+#: appended 100 records at a time, reading 400 manifests was most of a sync); and pyiceberg's
+#: own retries are off: it retries a lost commit by applying the same files again on top of the
+#: winner, which duplicates what both added, where a sync computes the difference again.
+COMMIT_PROPERTIES = {
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "100",
+    "commit.manifest-merge.enabled": "true",
+    "commit.manifest.min-count-to-merge": "16",
+    "commit.retry.num-retries": "0",
+}
+
 #: The table properties: the name mapping that makes the segment files readable as written; no
 #: column statistics for keys, values and headers in any file a writer adds (they would hold
-#: record bytes in metadata); old metadata files deleted after each commit.
+#: record bytes in metadata); `COMMIT_PROPERTIES`.
 LOG_PROPERTIES = {
     "schema.name-mapping.default": create_mapping_from_schema(LOG_SCHEMA).model_dump_json(),
     "write.metadata.metrics.default": "none",
     "write.metadata.metrics.column.offset": "full",
     "write.metadata.metrics.column.timestamp": "full",
     "format-version": "2",
-    # every commit writes a metadata.json: keep the last 100, not one per commit forever
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "100",
-    # pyiceberg retries a lost commit by applying the same files again on top of the winner, which
-    # duplicates what both added; a sync instead computes the difference again (`sync.NO_RETRIES`)
-    "commit.retry.num-retries": "0",
+    **COMMIT_PROPERTIES,
 }
 
 #: The latest-values table of a compacted topic (Tableflow's UPSERT mode): one row per live key
@@ -100,9 +110,7 @@ LATEST_PROPERTIES = {
     "write.metadata.metrics.column.partition": "full",
     "write.metadata.metrics.column.offset": "full",
     "format-version": "2",
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "100",
-    "commit.retry.num-retries": "0",
+    **COMMIT_PROPERTIES,
 }
 
 

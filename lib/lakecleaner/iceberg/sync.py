@@ -45,10 +45,13 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType
 
+from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError, TableOfAnotherLake, TableUnreadable
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_exists, open_catalog
 from lakecleaner.iceberg.naming import LAKE_ID_PROPERTY, LAKE_URI_PROPERTY, TOPIC_PROPERTY, table_identifier
-from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, OFFSET_ID, TableKind, table_folder
+from lakecleaner.iceberg.schema import COMMIT_PROPERTIES, LATEST_TABLE, LOG_TABLE, OFFSET_ID, TableKind, table_folder
+from lakecleaner.iceberg.snapshots import expire_released
+from lakecleaner.iceberg.transactions import open_transaction
 from lakecleaner.iceberg.trimmed import TrimmedCopy, is_cut, write_copy
 from lakecleaner.lake_id import stored_lake_id
 from lakecleaner.log.layout import partition_prefix
@@ -63,8 +66,6 @@ log = logging.getLogger(__name__)
 COMMIT_ATTEMPTS = 8
 #: The table property holding the manifest version a partition's files reflect.
 VERSION_PREFIX = "lakecleaner.log.version."
-#: pyiceberg's commit retries, off: a sync redoes a lost commit itself (the module's docstring).
-NO_RETRIES = {"commit.retry.num-retries": "0"}
 
 
 @dataclass(frozen=True)
@@ -103,9 +104,9 @@ def open_table(lake: Lake, topic: str, kind: TableKind) -> Any:
             properties={**kind.properties, TOPIC_PROPERTY: topic, **owner},
         )
     claim = _claim(lake, topic, kind, table, lake.lake_id)
-    missing = {k: v for k, v in {**NO_RETRIES, **claim}.items() if table.properties.get(k) != v}
+    missing = {k: v for k, v in {**COMMIT_PROPERTIES, **claim}.items() if table.properties.get(k) != v}
     if missing:  # a table made before lakecleaner recorded these
-        with table.transaction() as transaction:
+        with open_transaction(table) as transaction:
             transaction.set_properties(missing)
     return table
 
@@ -260,11 +261,12 @@ def not_older(table: Any, manifests: Mapping[int, Manifest]) -> dict[int, Manife
     return {p: m for p, m in manifests.items() if (reflected_version(table, p) or 0) <= m.version}
 
 
-def sync_partitions(lake: Lake, topic: str, manifests: Mapping[int, Manifest]) -> SyncResult:
+def sync_partitions(lake: Lake, topic: str, manifests: Mapping[int, Manifest], delay_ms: int) -> SyncResult:
     """Make the table's files of these partitions the manifests' segment files, each once, in one
     snapshot (none when they already are), and record the versions reflected; a partition whose
     manifest is older than the one the table reflects is left as it is; a commit another writer
-    beat is redone from the table read again."""
+    beat is redone from the table read again. The same commit expires snapshots released more than
+    `delay_ms` (the topic's file.delete.delay.ms) ago (`snapshots.expire_released`)."""
     wanted = {p: data_files(lake, topic, p, m) for p, m in manifests.items()}
     for attempt in range(COMMIT_ATTEMPTS):
         table = log_table(lake, topic)
@@ -275,9 +277,10 @@ def sync_partitions(lake: Lake, topic: str, manifests: Mapping[int, Manifest]) -
             return SyncResult(topic, name, 0, 0, None)
         added, removed = change
         try:
-            with table.transaction() as transaction:
+            with open_transaction(table) as transaction:
+                expire_released(transaction, table, wall_clock_ms() - delay_ms)
                 snapshot = transaction.update_snapshot()
-                with snapshot.overwrite() if removed else snapshot.fast_append() as update:
+                with snapshot.overwrite() if removed else snapshot.merge_append() as update:
                     for file in removed:
                         update.delete_data_file(file)
                     for file in added:
@@ -321,7 +324,6 @@ def _difference(
 
 __all__ = [
     "COMMIT_ATTEMPTS",
-    "NO_RETRIES",
     "VERSION_PREFIX",
     "SyncResult",
     "data_file",
