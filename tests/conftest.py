@@ -147,7 +147,13 @@ def pytest_configure(config: pytest.Config) -> None:
 #: Test files that take minutes, collected first: `make test` runs two pytest-xdist workers with
 #: `--dist loadgroup --no-loadscope-reorder`, which hands out groups in collection order (xdist's default
 #: order is most tests first, which left these few long ones for last), so none of them ends the run.
-LONG_FIRST = ("tests/scheduler/", "tests/dashboard/", "tests/test_airflow_e2e.py", "tests/test_wheel.py")
+LONG_FIRST = (
+    "tests/scheduler/",
+    "tests/dashboard/",
+    "tests/test_quickstart.py",
+    "tests/test_airflow_e2e.py",
+    "tests/test_wheel.py",
+)
 #: Packages whose tests share package-scoped servers (a whole Airflow): each is one unit of
 #: distribution. Split over two workers, each worker would start its own Airflow and, for the
 #: scheduler's package, run every scenario's DAG runs again.
