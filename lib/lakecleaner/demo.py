@@ -124,10 +124,10 @@ def with_readable_values(
     and its ordinal (`first` + row), so that `consume` prints text; tombstones (null values) stay
     null. The workload's values are random bytes, which is what the benchmarks want."""
     keys = batch.column("key").to_pylist()
-    values = batch.column("value").to_pylist()
+    valued = pc.is_valid(batch.column("value")).to_pylist()
     documents = [
-        None if value is None else json.dumps(render(None if key is None else key.decode(), first + row)).encode()
-        for row, (key, value) in enumerate(zip(keys, values, strict=True))
+        json.dumps(render(None if key is None else key.decode(), first + row)).encode() if has_value else None
+        for row, (key, has_value) in enumerate(zip(keys, valued, strict=True))
     ]
     index = batch.schema.get_field_index("value")
     return batch.set_column(index, batch.schema.field(index), pa.array(documents, pa.binary()))
@@ -260,7 +260,7 @@ def deleted_key(lake: Lake) -> str | None:
     table = lake.topic(CDC_TOPIC).partition(0).read(columns=["key", "value"])
     keys = table.column("key")
     tombstones = keys.filter(pc.and_(pc.is_null(table.column("value")), pc.is_valid(keys)))
-    for key in [*tombstones.to_pylist()[:1], *keys.drop_null().to_pylist()[:1]]:
+    for key in [*tombstones.slice(0, 1).to_pylist(), *keys.drop_null().slice(0, 1).to_pylist()]:
         try:
             return bytes(key).decode()
         except UnicodeDecodeError:
