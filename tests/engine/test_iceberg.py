@@ -476,21 +476,22 @@ def test_a_sync_expires_what_readers_released_and_appends_merge_manifests(
     current = table.current_snapshot()
     assert current is not None and len(current.manifests(table.io)) <= 16
 
-    delay_ms = 1000  # from here on: the snapshots above were all released over a delay ago
+    delay_ms = 2000  # from here on: the snapshots above were all released over a delay ago
     log = lake.alter_topic("events", {"file.delete.delay.ms": delay_ms}).partition(0)
     time.sleep(delay_ms / 1000 + 0.5)
     woke = wall_clock_ms()
     late = [f"late-{i}" for i in range(4)]
-    for key in late:  # with the latest table's two snapshots an append, 4 syncs expire them all
+    log.append(keyed({late[0]: "v"}), now_ms=wall_clock_ms())  # releases `current`
+    held = catalog.load_table(("lakecleaner", "events"))
+    assert current.snapshot_id in {s.snapshot_id for s in held.snapshots()}  # released under a delay ago
+    assert held.scan(snapshot_id=current.snapshot_id).to_arrow().num_rows == 40  # and a reader still reads it
+    for key in late[1:]:  # with the latest table's two snapshots an append, 4 syncs expire them all
         log.append(keyed({key: "v"}), now_ms=wall_clock_ms())
     assert 4 * EXPIRED_PER_SYNC >= 2 * 40
     for name in ("events", "events_latest"):
         table = catalog.load_table(("lakecleaner", name))
         released = snapshot_releases(table)
         assert min(released.values()) >= woke, name  # every one released a delay ago is expired
-    held = catalog.load_table(("lakecleaner", "events"))
-    assert current.snapshot_id in {s.snapshot_id for s in held.snapshots()}  # released under a delay ago
-    assert held.scan(snapshot_id=current.snapshot_id).to_arrow().num_rows == 40  # and a reader still reads it
     assert_table_is_the_log(lake, "events")
     assert sorted(r["key"] for r in latest_rows(lake, "events")) == sorted(
         [f"k{i}".encode() for i in range(7)] + [key.encode() for key in late]
