@@ -16,10 +16,12 @@ The audits read; they never write, and their reports hold offsets and object nam
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -40,6 +42,7 @@ from lakecleaner.offsets import OFFSETS_PREFIX
 from lakecleaner.policy.cleanable import first_dirty_offset
 from lakecleaner.policy.erasure import (
     BELOW_LOG_START,
+    HIDDEN,
     LEFT_THE_LOG,
     LIVE,
     SUPERSEDED,
@@ -50,6 +53,7 @@ from lakecleaner.policy.erasure import (
     ErasureContext,
     dag_stalled,
     held_by_current_snapshot,
+    hidden_deadline,
     left_the_log_deadline,
     released_deadline,
     schedule_interval_ms,
@@ -64,6 +68,8 @@ from lakecleaner.policy.uncleanable import still_uncleanable
 from lakecleaner.runs.reports import RUNS_PREFIX, runs_prefix
 
 if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+
     from lakecleaner.iceberg.expiry import Reach
 
 #: The lake's own folder: its objects must never hold a record's key.
@@ -286,6 +292,7 @@ def table_files(
         if not objects:
             continue
         reach = Reach({}, frozenset()) if kept is None else kept
+        by_location = {lake.store.location(obj.key): obj for obj in objects}
         for obj, hit in zip(objects, map_ordered(holds, objects, lake.config.storage.max_concurrency), strict=True):
             location = lake.store.location(obj.key)
             if isinstance(hit, str):
@@ -293,13 +300,48 @@ def table_files(
             elif not hit:
                 continue
             elif location in reach.current and (is_copy(obj.key) if kind is LOG_TABLE else "/data/" in obj.key):
-                yield KeyCopy(None, obj.key, None, LIVE, None)
+                hidden = _hidden_since(lake, obj, key, reach.hiding(location), by_location)
+                if isinstance(hidden, str):
+                    audit.unreadable[obj.key] = hidden
+                elif hidden is None:
+                    yield KeyCopy(None, obj.key, None, LIVE, None)
+                else:
+                    yield KeyCopy(None, obj.key, None, HIDDEN, hidden_deadline(hidden, ctx))
             elif location in reach.current:
                 reason = "the Iceberg table's current snapshot reaches it (another writer's statistics or data)"
                 yield KeyCopy(None, obj.key, None, UNREFERENCED, Deadline(None, reason))
             else:
                 since = reach.released_ms.get(location, obj.mtime_ms)
                 yield KeyCopy(None, obj.key, None, UNREFERENCED, unreferenced_deadline(since, ctx))
+
+
+def _hidden_since(
+    lake: Lake, obj: ObjectInfo, key: bytes, hiders: Sequence[DataFile], by_location: Mapping[str, ObjectInfo]
+) -> int | str | None:
+    """When the key's rows in a table's current data file were hidden by position-delete files
+    `hiders` (the latest of the files hiding them, by when it was written), None when a row of the
+    key is live; why the files could not be read otherwise (issue 80)."""
+    if not hiders:
+        return None
+    from lakecleaner.iceberg.position_deletes import POSITION_DELETES
+    from lakecleaner.iceberg.search import key_positions
+
+    try:
+        positions = key_positions(lake.store.read(obj.key), key)
+        location, hidden_ms, hidden = lake.store.location(obj.key), 0, np.zeros(len(positions), bool)
+        for hider in hiders:
+            written = by_location.get(hider.file_path)
+            if written is None:
+                return f"position-delete file {hider.file_path} is missing"
+            rows = pq.read_table(io.BytesIO(lake.store.read(written.key))).cast(POSITION_DELETES)
+            mine = rows.filter(pc.equal(rows.column("file_path"), location)).column("pos").to_numpy()
+            hits = np.isin(positions, mine)
+            if hits.any():
+                hidden |= hits
+                hidden_ms = max(hidden_ms, written.mtime_ms)
+    except (LakeCleanerError, ValueError, OSError, pa.ArrowException) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return hidden_ms if len(positions) and hidden.all() else None
 
 
 def _search(lake: Lake, obj: ObjectInfo, key: bytes) -> _Found | str:

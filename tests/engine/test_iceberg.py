@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 import yaml
 from pyiceberg.catalog import load_catalog
+from pyiceberg.manifest import ManifestContent
 from pyspark.sql import SparkSession
 
 from lakecleaner.audit import audit_key
@@ -26,6 +27,7 @@ from lakecleaner.config import LakeConfig, TopicSpec, parse_config
 from lakecleaner.extras import open_lake
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties, open_catalog
 from lakecleaner.iceberg.follow import sync_topic
+from lakecleaner.iceberg.located import partition_files
 from lakecleaner.iceberg.naming import table_name
 from lakecleaner.iceberg.shown import shown
 from lakecleaner.iceberg.snapshots import EXPIRED_PER_SYNC, snapshot_releases
@@ -36,7 +38,8 @@ from lakecleaner.iceberg.trimmed import COPIES_FOLDER
 from lakecleaner.lake import Lake
 from lakecleaner.log.layout import topic_metadata_key
 from lakecleaner.log.repair import repair_partition
-from lakecleaner.policy.erasure import LEFT_THE_LOG, LIVE, UNREFERENCED
+from lakecleaner.policy.erasure import HIDDEN, LEFT_THE_LOG, LIVE, UNREFERENCED
+from lakecleaner.policy.table_maintenance import DEAD_SHARE, MAX_FILES
 from lakecleaner.retention import retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import gc_topic
@@ -350,12 +353,16 @@ def test_the_erasure_audit_reads_the_tables_own_files_and_gc_deletes_what_no_sna
     assert_table_is_the_log(lake, "users")
 
 
-def test_a_tombstone_takes_the_key_out_of_the_latest_values_and_gc_out_of_their_files(
+def test_a_tombstone_hides_the_key_in_the_latest_values_until_maintenance_and_gc_remove_its_file(
     lake_config: LakeConfig, tmp_path: Path
 ) -> None:
+    """Issue 80: a tombstone's sync writes a position-delete file, not the partition again: the
+    key's value stays in its data file, hidden, with a deadline (max.compaction.lag.ms, KIP-354);
+    gc's table maintenance then rewrites the partition, and gc deletes the old file after the delay."""
     lake = open_lake(with_tables(lake_config, tmp_path))
-    delay_ms = 2000
-    lake.create_topic("profiles", 1, {"cleanup.policy": "compact", "file.delete.delay.ms": delay_ms})
+    delay_ms, lag_ms = 2000, 1000
+    config = {"cleanup.policy": "compact", "file.delete.delay.ms": delay_ms, "max.compaction.lag.ms": lag_ms}
+    lake.create_topic("profiles", 1, config)
     log = lake.topic("profiles").partition(0)
     secret = b"person-7"
     log.append(keyed({"person-7": "address", "person-8": "other"}), now_ms=wall_clock_ms())
@@ -369,9 +376,14 @@ def test_a_tombstone_takes_the_key_out_of_the_latest_values_and_gc_out_of_their_
     log.append(keyed({"person-7": None}), now_ms=wall_clock_ms())  # the tombstone
     assert [r["key"] for r in latest_rows(lake, "profiles")] == [b"person-8"]
     assert_table_is_the_log(lake, "profiles")
-    left = latest_copies()
-    assert left and all(kind == UNREFERENCED for kind, _ in left)  # an older snapshot's file: gc's, by its deadline
+    [(kind, deadline)] = latest_copies()  # its deadline: `hidden_deadline` (the topic has no DAG schedule here)
+    assert kind == HIDDEN and deadline.overdue is not None and "no schedule" in deadline.overdue
 
+    time.sleep(lag_ms / 1000 + 0.2)
+    gc_topic(lake, "profiles", wall_clock_ms())  # maintenance rewrites the partition without the row
+    left = latest_copies()
+    assert left and all(kind == UNREFERENCED for kind, _ in left)  # the old file: readers keep it the delay
+    assert_table_is_the_log(lake, "profiles")
     time.sleep(delay_ms / 1000 + 0.5)
     gc_topic(lake, "profiles", wall_clock_ms())
     assert latest_copies() == []
@@ -514,3 +526,42 @@ def test_a_transaction_works_out_the_tables_metadata_once_per_change(lake_config
     second = transaction.table_metadata
     assert second is not first and second.properties["lakecleaner.test"] == "1"
     assert transaction.table_metadata is second
+
+
+def test_merge_on_read_syncs_write_the_batch_fold_their_files_and_maintenance_rewrites_dead_rows(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    """Issue 80: each sync of the latest values adds a data file of the batch's winners and a
+    position-delete file (in a delete manifest) of the rows they supersede, never the partition
+    again; the sync folds the batches once the partition holds MAX_FILES files; gc's maintenance
+    rewrites the partition once its dead rows pass DEAD_SHARE; both readers read exactly the
+    latest values throughout."""
+    lake = open_lake(with_tables(lake_config, tmp_path))
+    log = lake.create_topic("stock", 1, {"cleanup.policy": "compact"}).partition(0)
+    log.append(keyed({f"k{i}": "0" for i in range(100)}), now_ms=wall_clock_ms())
+    catalog = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri))
+
+    def latest() -> Any:
+        return catalog.load_table(("lakecleaner", "stock_latest"))
+
+    log.append(keyed({"k1": "1", "k2": None}), now_ms=wall_clock_ms())
+    table = latest()
+    added = table.current_snapshot().summary
+    assert added["added-data-files"] == "1" and added["added-records"] == "1"  # the batch's winner only
+    assert added["added-position-deletes"] == "2"  # k1's and k2's rows
+    contents = {m.content for m in table.current_snapshot().manifests(table.io)}
+    assert contents == {ManifestContent.DATA, ManifestContent.DELETES}
+    assert_table_is_the_log(lake, "stock")
+
+    for round_ in range(MAX_FILES):
+        log.append(keyed({f"k{round_ % 5}": f"r{round_}"}), now_ms=wall_clock_ms())
+        files = partition_files(latest(), 0)
+        assert len(files.data) + len(files.deletes) < MAX_FILES  # folded by the sync once due
+    assert_table_is_the_log(lake, "stock")
+
+    log.append(keyed({f"k{i}": "x" for i in range(50)}), now_ms=wall_clock_ms())  # half the rows die
+    assert partition_files(latest(), 0).dead_rows > DEAD_SHARE * partition_files(latest(), 0).live_rows
+    gc_topic(lake, "stock", wall_clock_ms())
+    after = partition_files(latest(), 0)
+    assert (len(after.data), after.deletes, after.live_rows) == (1, [], 100)  # one file, no dead row (k2 came back)
+    assert_table_is_the_log(lake, "stock")

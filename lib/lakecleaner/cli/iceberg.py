@@ -89,6 +89,42 @@ def iceberg_sync(ctx: Context, topic: str | None, rebuild: bool) -> None:
         sys.exit(1)
 
 
+@iceberg.command("compact")
+@click.option("--topic", help="Only this topic (default: every topic with a table).")
+@pass_ctx
+def iceberg_compact(ctx: Context, topic: str | None) -> None:
+    """Table maintenance of the latest-values tables now, as each DAG run's gc does it: rewrite a
+    partition's data files without the rows its position-delete files hide when they pass their
+    thresholds or a hidden row is due for removal (max.compaction.lag.ms), and fold the batches
+    appended since into one file. Readers see the same rows; the old files leave after
+    file.delete.delay.ms."""
+    from lakecleaner.clock import wall_clock_ms
+    from lakecleaner.iceberg.maintenance import Rewrite, maintain_latest
+
+    def compact(name: str) -> tuple[str, list[Rewrite]]:
+        return name, maintain_latest(ctx.lake.topic(name), wall_clock_ms())
+
+    results, failed = _each_topic(ctx, _tabled_topics(ctx, topic), compact)
+
+    def human() -> None:
+        for name, rewrites in results:
+            for r in rewrites:
+                console.print(
+                    f"{name}-{r.partition}: {r.kind} rewrite ({r.reason}): {r.files_removed} files replaced, "
+                    f"{r.rows_written} rows and {r.bytes_written} bytes written in {r.seconds} s",
+                    markup=False,
+                )
+            if not rewrites:
+                console.print(f"{name}: nothing due", markup=False)
+        for name, reason in failed.items():
+            err_console.print(f"{name}: {reason}", markup=False, highlight=False)
+
+    payload = {name: [r.to_dict() for r in rewrites] for name, rewrites in results}
+    ctx.emit({"topics": payload, "failed": failed}, human)
+    if failed:
+        sys.exit(1)
+
+
 @iceberg.command("status")
 @click.option("--topic", help="Only this topic (default: every topic with a table).")
 @pass_ctx

@@ -11,7 +11,8 @@ references it. Snapshots are stamped by the wall clock, so ages are judged at th
 snapshot is never expired.
 
 Expiring a snapshot leaves its manifest list and manifests behind; the latest-values table's
-data files are pyiceberg's, rewritten by each sync; and another writer of a table (Spark
+data and delete files are replaced by table maintenance (`iceberg.maintenance`) and by a rebuild;
+and another writer of a table (Spark
 appending to it) leaves data files a sync then drops (the log table holds only the log's files).
 What neither a table's metadata nor a kept snapshot reaches, under its `metadata/` and `data/`,
 is deleted once older than the delay, and never while a sync holds a lease on the table's folder
@@ -26,7 +27,10 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.manifest import DataFile, DataFileContent
+
 from lakecleaner.clock import wall_clock_ms
+from lakecleaner.iceberg.position_deletes import covers
 from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, TableKind, table_folder
 from lakecleaner.iceberg.snapshots import FOREVER, expired_snapshots, snapshot_releases
 from lakecleaner.iceberg.sync import drop_tables, open_table
@@ -49,6 +53,14 @@ class Reach:
 
     released_ms: dict[str, int]
     current: frozenset[str]
+    #: The current snapshot's position-delete files (issue 80), by location, which may hide rows
+    #: of data files: a row a delete file hides is still stored until table maintenance rewrites
+    #: its data file (`iceberg.maintenance`).
+    deletes: tuple[DataFile, ...] = ()
+
+    def hiding(self, location: str) -> list[DataFile]:
+        """The current snapshot's delete files whose path bounds cover the data file at `location`."""
+        return [f for f in self.deletes if covers(f, location)]
 
 
 def table_kinds(lake: Lake, topic: str) -> list[TableKind]:
@@ -117,17 +129,21 @@ def reach_of(table: Any) -> Reach:
         released[location] = max(released.get(location, 0), next_ms)
     current_snapshot = table.current_snapshot()
     current: set[str] = {table.metadata_location}
+    deletes: tuple[DataFile, ...] = ()
     snapshot_released = snapshot_releases(table)
     for snapshot in table.snapshots():
         reached = {snapshot.manifest_list}
+        files: list[DataFile] = []
         for manifest in snapshot.manifests(table.io):
             reached.add(manifest.manifest_path)
-            reached.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True))
+            files += [e.data_file for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
+        reached.update(f.file_path for f in files)
         for location in reached:
             released[location] = max(released.get(location, 0), snapshot_released[snapshot.snapshot_id])
         if current_snapshot is not None and snapshot.snapshot_id == current_snapshot.snapshot_id:
             current |= reached
-    return Reach(released, frozenset(current))
+            deletes = tuple(f for f in files if f.content == DataFileContent.POSITION_DELETES)
+    return Reach(released, frozenset(current), deletes)
 
 
 __all__ = [

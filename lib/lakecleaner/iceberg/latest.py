@@ -3,46 +3,51 @@ one row per live key of each partition — the key's winning record by the topic
 strategy (the highest offset; or KIP-280's timestamp or header version), when that is not a
 tombstone — as Confluent Tableflow's UPSERT mode keeps, without a cloud service.
 
-It is kept without a second pass over the log. The table records, per partition, the log's next
-offset and log start offset it reflects (`lakecleaner.latest.next-offset.<p>`, `.log-start.<p>`);
-a sync of a partition reads only the records from there (what commits appended since) and takes
-each key's winner among them and the partition's rows: a new winner replaces its key's row, a
-winning tombstone removes it. Then rows whose offset fell below the log start go (retention and
-trim removed the key's winner, so the log no longer has the key). Compaction changes neither
-offset nor any key's winner, so it costs nothing here. A partition never synced is read whole
-once.
-
-A sync rewrites the partition's rows as one file (copy-on-write: a commit costs writing that
-partition's live keys; Iceberg's equality deletes would make it cost the batch only, but
-pyiceberg cannot write delete files yet) and moves the reflected offsets in the same snapshot, so
-a crash leaves either the old rows and offset or the new ones.
+It is kept without a second pass over the log, merge-on-read (issue 80). The table records, per
+partition, the log's next offset and log start offset it reflects
+(`lakecleaner.latest.next-offset.<p>`, `.log-start.<p>`); a sync of a partition reads only the
+records from there (what commits appended since), finds where the partition's live rows are
+without reading their values (`iceberg.located`), and decides per key (`iceberg.upserts`): a new
+winner supersedes its key's row, a winning tombstone removes it, rows whose offset fell below the
+log start go. One snapshot (`iceberg.row_delta`) adds a data file of the batch's live winners and
+a position-delete file of the rows that go, moves the reflected offsets, and so a crash leaves
+either the old rows and offsets or the new ones. Compaction changes neither offset nor any key's
+winner, so it costs nothing here. A partition never synced, one a repair rebuilt shorter, and one
+of a timestamp- or header-ordered topic whose log start moved are made anew from the log. After
+its commit, a sync folds the partition's batches once they are many (`iceberg.maintenance`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.exceptions import CommitFailedException, ValidationException
+from pyiceberg.io.pyarrow import _dataframe_to_data_files
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Transaction
 
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.config import TopicConfig
-from lakecleaner.engine.versions import latest_per_key, order_table
+from lakecleaner.engine.versions import source_columns
 from lakecleaner.errors import LakeCleanerError
+from lakecleaner.iceberg.located import locate, partition_files
+from lakecleaner.iceberg.maintenance import fold_batches
+from lakecleaner.iceberg.position_deletes import POSITION_DELETES, write_position_deletes
+from lakecleaner.iceberg.row_delta import RowDelta
 from lakecleaner.iceberg.schema import LATEST_TABLE
 from lakecleaner.iceberg.snapshots import expire_released
 from lakecleaner.iceberg.sync import (
     COMMIT_ATTEMPTS,
     VERSION_PREFIX,
     not_older,
-    of_partitions,
     open_table,
-    unreadable_as,
 )
 from lakecleaner.iceberg.transactions import open_transaction
+from lakecleaner.iceberg.upserts import made_anew, needs_earlier, upsert, winners
 from lakecleaner.log.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -89,14 +94,19 @@ def _sync_partition(topic: Topic, partition: int, manifest: Manifest) -> bool:
             return False
         if since is not None and since > manifest.next_offset:  # a repair rebuilt the log shorter
             since = None
-        rows, replaced = _merged(topic, table, partition, manifest, since)
+        if made_anew(topic.config, _reflected_start(table, partition), manifest.log_start_offset):
+            since = None
         try:
             with open_transaction(table) as transaction:
                 expire_released(transaction, table, wall_clock_ms() - topic.config.file_delete_delay_ms)
-                if replaced:
-                    transaction.overwrite(rows, overwrite_filter=of_partitions([partition]))
-                elif rows.num_rows:
-                    transaction.append(rows)
+                change = (
+                    _rebuilt(topic, table, partition, manifest)
+                    if since is None
+                    else _upserted(topic, table, partition, manifest, since)
+                )
+                if change.changes:
+                    with RowDelta(transaction) as delta:
+                        change.stage(delta, transaction, table)
                 transaction.set_properties(
                     {
                         f"{REFLECTED_PREFIX}{partition}": str(manifest.next_offset),
@@ -107,6 +117,7 @@ def _sync_partition(topic: Topic, partition: int, manifest: Manifest) -> bool:
         except (CommitFailedException, ValidationException):
             time.sleep(0.05 * (attempt + 1))
             continue
+        fold_batches(topic, table, partition)
         return True
     raise LakeCleanerError(
         f"Iceberg table of topic {topic}'s latest values: lost {COMMIT_ATTEMPTS} commit races in a row on "
@@ -114,40 +125,67 @@ def _sync_partition(topic: Topic, partition: int, manifest: Manifest) -> bool:
     )
 
 
-def _current_rows(table: Any, partition: int) -> pa.Table:
-    if table.current_snapshot() is None:
-        return table.schema().as_arrow().empty_table()
-    with unreadable_as(table):
-        return table.scan(row_filter=of_partitions([partition])).to_arrow()
+@dataclass(frozen=True)
+class _Change:
+    """A partition's change: records to append as rows, live rows to delete by position, and
+    files of the current snapshot to remove whole."""
+
+    partition: int
+    appended: pa.Table
+    deleted: pa.Table
+    removed: list[DataFile]
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.appended.num_rows or self.deleted.num_rows or self.removed)
+
+    def stage(self, delta: RowDelta, transaction: Transaction, table: Any) -> None:
+        """The change in `delta`: a data file of the appended rows, a position-delete file."""
+        rows = _as_rows(self.appended, self.partition, table.schema().as_arrow())
+        if rows.num_rows:
+            metadata = transaction.table_metadata
+            for file in _dataframe_to_data_files(metadata, rows, table.io, delta.commit_uuid):
+                delta.append_data_file(file)
+        if self.deleted.num_rows:
+            delta.add_deletes(
+                write_position_deletes(
+                    table.io, table.location_provider(), self.partition, self.deleted, table.spec().spec_id
+                )
+            )
+        delta.remove(self.removed)
 
 
-def _merged(topic: Topic, table: Any, partition: int, manifest: Manifest, since: int | None) -> tuple[pa.Table, bool]:
-    """The partition's rows after the records from `since` (the whole log when None), and
-    whether the table holds rows of the partition to replace."""
-    schema = table.schema().as_arrow()
-    current = _current_rows(table, partition)
-    start = manifest.log_start_offset if since is None else max(since, manifest.log_start_offset)
-    start = min(start, manifest.next_offset)
-    new = topic.partition(partition).read(start, manifest=manifest).select(_COLUMNS)
-    kept = current.select(_COLUMNS).cast(new.schema) if since is not None else new.schema.empty_table()
-    winners = _winners(pa.concat_tables([kept, new]), topic.config)
-    in_log = pc.greater_equal(winners.column("offset"), manifest.log_start_offset)
-    live = winners.filter(pc.and_(pc.is_valid(winners.column("value")), in_log))
-    rows = pa.table(
-        {"partition": pa.array([partition] * live.num_rows, pa.int32()), **{c: live.column(c) for c in _COLUMNS}}
+def _rebuilt(topic: Topic, table: Any, partition: int, manifest: Manifest) -> _Change:
+    """The partition's rows made anew from the whole log (a partition never synced, or a log a
+    repair rebuilt shorter): its files removed, each live key's winner appended."""
+    records = topic.partition(partition).read(manifest.log_start_offset, manifest=manifest).select(_COLUMNS)
+    won = winners(records, topic.config)
+    live = won.filter(pc.is_valid(won.column("value")))
+    files = partition_files(table, partition)
+    return _Change(partition, live, POSITION_DELETES.empty_table(), files.data + files.deletes)
+
+
+def _upserted(topic: Topic, table: Any, partition: int, manifest: Manifest, since: int) -> _Change:
+    """The partition's change from the records since `since` and the log start: the batch's
+    live winners appended, the rows they supersede or that fell below the log start deleted
+    (`iceberg.upserts`), reading where the live rows are, never their values."""
+    start = min(max(since, manifest.log_start_offset), manifest.next_offset)
+    batch = topic.partition(partition).read(start, manifest=manifest).select(_COLUMNS)
+    columns = source_columns(topic.config.compaction_strategy)
+    live = locate(table, partition, columns, topic.lake.config.storage.max_concurrency)
+    earlier = None
+    if needs_earlier(topic.config):
+        read = topic.partition(partition).read(manifest.log_start_offset, columns=columns, manifest=manifest)
+        earlier = read.filter(pc.less(read.column("offset"), start))
+    change = upsert(live, batch, topic.config, manifest.log_start_offset, earlier)
+    return _Change(partition, change.appended, change.deleted, [])
+
+
+def _as_rows(records: pa.Table, partition: int, schema: pa.Schema) -> pa.Table:
+    """Records as the table's rows of `partition`."""
+    return pa.table(
+        {"partition": pa.array([partition] * records.num_rows, pa.int32()), **{c: records.column(c) for c in _COLUMNS}}
     ).cast(schema)
-    return rows, current.num_rows > 0
-
-
-def _winners(records: pa.Table, config: TopicConfig) -> pa.Table:
-    """Each key's winning record by the topic's compaction strategy (KIP-280: offset, timestamp
-    or header version, ties to the highest offset), as the compaction keeps it
-    (`engine.versions`). Offsets are unique among them (the rows kept are below the records read)."""
-    if records.num_rows == 0:
-        return records
-    ordered, _ = order_table(records, config)
-    best = latest_per_key(ordered)
-    return records.filter(pc.is_in(records.column("offset"), value_set=best.column("offset")))
 
 
 def in_step(table: Any, manifests: Mapping[int, Manifest]) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -38,6 +39,12 @@ def holds_key(name: str, data: bytes, key: bytes) -> bool:
     if data.startswith(_AVRO_MAGIC):
         return any(probe in block for block in avro_blocks(data) for probe in wanted)
     return any(probe in data for probe in wanted)
+
+
+def key_positions(data: bytes, key: bytes) -> np.ndarray:
+    """The positions of a Parquet data file's rows (its bytes) whose `key` is the key."""
+    column = pq.ParquetFile(io.BytesIO(data)).read(columns=["key"]).column("key")
+    return np.flatnonzero(pc.equal(column, pa.scalar(key, pa.binary())).to_numpy(zero_copy_only=False))
 
 
 def avro_blocks(data: bytes) -> list[bytes]:
@@ -77,4 +84,4 @@ def _long(reader: io.BytesIO) -> int:
         shift += 7
 
 
-__all__ = ["BOUND_BYTES", "avro_blocks", "holds_key", "probes"]
+__all__ = ["BOUND_BYTES", "avro_blocks", "holds_key", "key_positions", "probes"]

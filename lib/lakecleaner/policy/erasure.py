@@ -65,6 +65,7 @@ SUPERSEDED = "superseded"  # a later record of the key is in the log
 BELOW_LOG_START = "below-log-start"  # below the log start offset (trim, DeleteRecords)
 LEFT_THE_LOG = "left-the-log"  # in a file awaiting physical deletion (pending_deletes)
 UNREFERENCED = "unreferenced"  # in a file no manifest references (a crashed run's output, a spill)
+HIDDEN = "hidden"  # in a table's data file, its row hidden by a position-delete file (issue 80)
 UNFINISHED = "unfinished"  # maybe in a write its writer never finished (unreadable: S3 upload parts)
 
 
@@ -205,6 +206,19 @@ def held_by_current_snapshot() -> Deadline:
     (the table has not followed the log's last commit): it goes file.delete.delay.ms after the
     sync that stops referencing it."""
     return Deadline(None, "the Iceberg log table's current snapshot references it: it goes after the table's next sync")
+
+
+def hidden_deadline(hidden_ms: int, ctx: ErasureContext) -> Deadline:
+    """A row of the latest-values table that a position-delete file written at `hidden_ms` hides
+    (its key was superseded or deleted; issue 80): table maintenance rewrites the data file at the
+    first run after hidden + max.compaction.lag.ms (KIP-354's bound, as for the log's superseded
+    records), and the old file goes file.delete.delay.ms after: hidden + lag + S + D + S. Without
+    max.compaction.lag.ms no deadline applies (maintenance's thresholds of delete files and dead
+    rows rewrite it in time, but promise no time)."""
+    lag = ctx.config.max_compaction_lag_ms
+    if lag == LONG_MAX or ctx.schedule_ms is None:
+        return _judged(None, ctx)
+    return _judged(_physical(hidden_ms + lag + ctx.schedule_ms, ctx), ctx)
 
 
 def unreferenced_deadline(modified_ms: int, ctx: ErasureContext) -> Deadline:

@@ -274,8 +274,9 @@ def _prune_run_reports(lake: Lake, topic: str, now_ms: int, dry_run: bool, warni
 
 
 def _held_by_table_readers(lake: Lake, topic: str, now_ms: int, dry_run: bool) -> frozenset[str] | str:
-    """The files snapshots of the topic's Iceberg tables still reference, after expiring those
-    readers no longer hold (`iceberg.expiry`); none for a topic without tables; or why they cannot
+    """The files snapshots of the topic's Iceberg tables still reference, after the maintenance of
+    its latest-values table (`iceberg.maintenance`) and expiring the snapshots readers no longer
+    hold (`iceberg.expiry`); none for a topic without tables; or why they cannot
     be known (a damaged table or catalog, in one line naming it and the fix), when every pending
     file stays and the run says so (exit 1). The tables of a topic that no longer keeps them are
     dropped, their folders emptied after the delay (`iceberg.expiry.drop_turned_off`)."""
@@ -285,11 +286,13 @@ def _held_by_table_readers(lake: Lake, topic: str, now_ms: int, dry_run: bool) -
     try:
         from lakecleaner.iceberg.damage import iceberg_errors
         from lakecleaner.iceberg.expiry import drop_turned_off, expire_and_hold
+        from lakecleaner.iceberg.maintenance import maintain_latest
 
         with iceberg_errors(lake, topic):
             if not enabled:
                 drop_turned_off(lake, topic, now_ms)
                 return frozenset()
+            maintain_latest(lake.topic(topic), now_ms)
             return expire_and_hold(lake, topic, now_ms)
     except LakeCleanerError as exc:  # which files readers hold is unknown: none is deleted
         logger.warning("gc of %s: no file that left the log was deleted: %s", topic, exc)
