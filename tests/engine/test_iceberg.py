@@ -25,6 +25,7 @@ from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig, TopicSpec, parse_config
 from lakecleaner.extras import open_lake
+from lakecleaner.faults import on_crash_point
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties, open_catalog
 from lakecleaner.iceberg.follow import sync_topic
 from lakecleaner.iceberg.located import partition_files
@@ -32,7 +33,7 @@ from lakecleaner.iceberg.naming import table_name
 from lakecleaner.iceberg.shown import shown
 from lakecleaner.iceberg.snapshots import EXPIRED_PER_SYNC, snapshot_releases
 from lakecleaner.iceberg.spark_catalog import NoSparkEquivalent, spark_catalog_conf
-from lakecleaner.iceberg.table_status import table_status
+from lakecleaner.iceberg.table_status import LatestFiles, table_status
 from lakecleaner.iceberg.transactions import open_transaction
 from lakecleaner.iceberg.trimmed import COPIES_FOLDER
 from lakecleaner.lake import Lake
@@ -188,7 +189,10 @@ def test_iceberg_status_and_sync_from_the_cli_mask_secrets(tmp_path: Path) -> No
                         "s3.secret-access-key": "hunter2",
                     },
                 },
-                "topics": {"clicks": {"partitions": 1}},
+                "topics": {
+                    "clicks": {"partitions": 1},
+                    "carts": {"partitions": 1, "config": {"cleanup.policy": "compact"}},
+                },
             }
         )
     )
@@ -213,6 +217,17 @@ def test_iceberg_status_and_sync_from_the_cli_mask_secrets(tmp_path: Path) -> No
     assert synced.returncode == 0 and "in step" in synced.stdout, synced.stderr
     refused = cli("iceberg", "sync", "--topic", "nope")
     assert refused.returncode == 2 and "nope" in refused.stderr
+
+    assert cli("topics", "create", "carts").returncode == 0
+    for value in ("v", "w"):  # the second hides the first's row: half the rows dead, a major rewrite due
+        line = f'{{"key": "k", "value": "{value}"}}\n'
+        assert run_cli("--config", str(config), "produce", "--topic", "carts", input=line).returncode == 0
+    compacted = cli("iceberg", "compact", "--topic", "carts", "--json")
+    assert compacted.returncode == 0, compacted.stderr
+    [rewrite] = json.loads(compacted.stdout)["topics"]["carts"]
+    assert (rewrite["kind"], rewrite["files_removed"], rewrite["rows_written"]) == ("major", 3, 1)
+    again = cli("iceberg", "compact", "--topic", "carts")
+    assert again.returncode == 0 and "carts: nothing due" in again.stdout, again.stderr
 
 
 def test_topic_names_iceberg_catalogs_refuse_are_mapped() -> None:
@@ -551,6 +566,7 @@ def test_merge_on_read_syncs_write_the_batch_fold_their_files_and_maintenance_re
     assert added["added-position-deletes"] == "2"  # k1's and k2's rows
     contents = {m.content for m in table.current_snapshot().manifests(table.io)}
     assert contents == {ManifestContent.DATA, ManifestContent.DELETES}
+    assert table_status(lake, "stock").latest_files == LatestFiles(2, 1, 2)  # what `iceberg status` shows
     assert_table_is_the_log(lake, "stock")
 
     for round_ in range(MAX_FILES):
@@ -564,4 +580,29 @@ def test_merge_on_read_syncs_write_the_batch_fold_their_files_and_maintenance_re
     gc_topic(lake, "stock", wall_clock_ms())
     after = partition_files(latest(), 0)
     assert (len(after.data), after.deletes, after.live_rows) == (1, [], 100)  # one file, no dead row (k2 came back)
+    assert table_status(lake, "stock").latest_files == LatestFiles(1, 0, 0)
     assert_table_is_the_log(lake, "stock")
+
+
+def test_a_crash_between_the_delete_file_and_the_snapshot_leaves_the_latest_values_as_before(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    """Issue 80: the position-delete file is written before the snapshot that references it; a
+    sync that dies in between leaves the table as it was (the log's commit stands, the table lags
+    it), and the next sync catches it up exactly."""
+    lake = open_lake(with_tables(lake_config, tmp_path))
+    log = lake.create_topic("carts", 1, {"cleanup.policy": "compact"}).partition(0)
+    log.append(keyed({"a": "1", "b": "2"}), now_ms=wall_clock_ms())
+    before = latest_rows(lake, "carts")
+
+    def die() -> None:
+        raise OSError("killed between the delete file and the snapshot")
+
+    with on_crash_point("latest.after_deletes_write", die):
+        log.append(keyed({"a": "3", "b": None}), now_ms=wall_clock_ms())  # the table lags (logged)
+    assert log.manifest().next_offset == 4  # the log's commit stands
+    assert latest_rows(lake, "carts") == before  # no mix: the old rows, whole
+    assert not table_status(lake, "carts").in_step
+    sync_topic(lake, "carts")
+    assert [(r["key"], r["value"]) for r in latest_rows(lake, "carts")] == [(b"a", b"3")]
+    assert_table_is_the_log(lake, "carts")

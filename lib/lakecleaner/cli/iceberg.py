@@ -154,6 +154,14 @@ def iceberg_status(ctx: Context, topic: str | None) -> None:
         console.print(table)
         for name, reason in failed.items():
             console.print(f"{name}: {reason}", markup=False, highlight=False, soft_wrap=True)
+        for s in statuses:
+            if s.latest_files is not None:
+                f = s.latest_files
+                console.print(
+                    f"{s.topic} latest values: {f.data_files} data files, {f.delete_files} delete files hiding "
+                    f"{f.dead_rows} rows (iceberg compact rewrites them)",
+                    markup=False,
+                )
         if statuses:
             console.print("catalog (pyiceberg's load_catalog(name, **properties)):")
             for key, value in statuses[0].catalog.items():

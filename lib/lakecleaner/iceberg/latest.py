@@ -34,6 +34,7 @@ from pyiceberg.table import Transaction
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.engine.versions import source_columns
 from lakecleaner.errors import LakeCleanerError
+from lakecleaner.faults import crash_point
 from lakecleaner.iceberg.located import locate, partition_files
 from lakecleaner.iceberg.maintenance import fold_batches
 from lakecleaner.iceberg.position_deletes import POSITION_DELETES, write_position_deletes
@@ -152,6 +153,7 @@ class _Change:
                     table.io, table.location_provider(), self.partition, self.deleted, table.spec().spec_id
                 )
             )
+            crash_point("latest.after_deletes_write")
         delta.remove(self.removed)
 
 

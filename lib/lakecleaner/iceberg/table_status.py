@@ -6,11 +6,13 @@ reported as such (the next sync makes it), never created."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakecleaner.iceberg import latest
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
+from lakecleaner.iceberg.located import partition_files
 from lakecleaner.iceberg.naming import table_identifier
 from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE
 from lakecleaner.iceberg.shown import shown
@@ -22,12 +24,29 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class LatestFiles:
+    """A latest-values table's data files, position-delete files and the rows they hide."""
+
+    data_files: int
+    delete_files: int
+    dead_rows: int
+
+
+def latest_files(table: Any, partitions: Iterable[int]) -> LatestFiles:
+    """The `LatestFiles` of the table's current snapshot over `partitions`."""
+    files = [partition_files(table, p) for p in partitions]
+    data, deletes = sum(len(f.data) for f in files), sum(len(f.deletes) for f in files)
+    return LatestFiles(data, deletes, sum(f.dead_rows for f in files))
+
+
+@dataclass(frozen=True)
 class TableStatus:
     """A topic's tables as readers find them; `in_step`: the log table's files are exactly the
     segment files of the readable partitions' committed manifests, each registered once, and the
     latest values (of a compacted topic) reflect each one's next offset; `missing`, `extra` and
     `duplicate`: how many files the log table lacks, holds that no manifest does, and holds more
-    than once (`iceberg sync` mends each); `not_made`: the tables the catalog does not hold yet."""
+    than once (`iceberg sync` mends each); `not_made`: the tables the catalog does not hold yet;
+    `latest_files`: the latest-values table's files (`LatestFiles`)."""
 
     topic: str
     tables: tuple[str, ...]
@@ -40,6 +59,9 @@ class TableStatus:
     duplicate: int
     unreadable: dict[int, str]
     not_made: tuple[str, ...] = ()
+    #: The latest-values table's files and the rows its position-delete files hide (issue 80):
+    #: what table maintenance (`iceberg compact`) folds and rewrites; None without that table.
+    latest_files: LatestFiles | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +76,7 @@ class TableStatus:
             "duplicate_files": self.duplicate,
             "unreadable": {str(p): r for p, r in self.unreadable.items()},
             "not_made": list(self.not_made),
+            "latest_files": None if self.latest_files is None else asdict(self.latest_files),
         }
 
 
@@ -103,7 +126,8 @@ def table_status(lake: Lake, topic: str) -> TableStatus:
         duplicate,
         dict(read.failures),
         tuple(name for name, t in found if t is None),
+        None if len(found) < 2 or found[1][1] is None else latest_files(found[1][1], read.manifests),
     )
 
 
-__all__ = ["TableStatus", "reader_catalog", "reader_spark", "table_status"]
+__all__ = ["LatestFiles", "TableStatus", "reader_catalog", "reader_spark", "table_status"]
