@@ -304,7 +304,7 @@ WRITERS = {
     ("retention/gc.py", "gc_topic"): ("lake", "_lakecleaner/runs/users/r/gc.json"),
     ("cli/demo.py", "demo"): ("lake", "_lakecleaner/report.html"),
     ("demo.py", "mark_sample_topics"): ("lake", "_lakecleaner/demo.json"),
-    ("iceberg/trimmed.py", "write_copy"): ("table", "topics/users/data/partition=0/x.from-3.parquet"),
+    ("iceberg/trims.py", "write_trim_deletes"): ("table", "topics/users/data/partition=0/x.below-3.deletes.parquet"),
     ("lake_id.py", "lake_id_of"): ("lake", "_lakecleaner/lake-id"),
 }
 

@@ -264,22 +264,21 @@ def table_reaches(lake: Lake, topic: str) -> TableReaches:
 def table_files(
     lake: Lake, topic: str, key: bytes, audit: KeyAudit, ctx: ErasureContext, reaches: TableReaches
 ) -> Iterator[KeyCopy]:
-    """Files of the topic's Iceberg tables' own folders (metadata, the latest values, the log
-    table's copies of trimmed files, another writer's data) that hold the key (`iceberg.search`).
-    In the latest-values table's current snapshot it is the key's live value, and in the log
-    table's a live record of the log (a copy of a segment file the log holds); once no snapshot
-    kept for readers is current it goes file.delete.delay.ms after that, at a gc
-    (`iceberg.expiry`); unreached, at the next gc. One the log table's current snapshot reaches
-    otherwise (another writer's statistics or data) has no deadline. The folders are read whatever
-    the config says now (`reaches`, `table_reaches`, has only the tables kept): those of a topic
-    whose tables were turned off hold nothing current, and go at the first gc after
-    file.delete.delay.ms (`iceberg.expiry.drop_turned_off`)."""
+    """Files of the topic's Iceberg tables' own folders (metadata, the latest values, another
+    writer's data) that hold the key (`iceberg.search`); the log table registers the log's own
+    files, and its folders hold no record of ours (a trim's delete files hold positions only).
+    In the latest-values table's current snapshot a file holding the key holds its live value, or
+    a value a delete file hides (issue 80); once no snapshot kept for readers is current it goes
+    file.delete.delay.ms after that, at a gc (`iceberg.expiry`); unreached, at the next gc. One
+    the log table's current snapshot reaches (another writer's statistics or data) has no
+    deadline. The folders are read whatever the config says now (`reaches`, `table_reaches`, has
+    only the tables kept): those of a topic whose tables were turned off hold nothing current, and
+    go at the first gc after file.delete.delay.ms (`iceberg.expiry.drop_turned_off`)."""
     if reaches == TableReaches() and not lake.has_table_folders(topic):
         return
     from lakecleaner.iceberg.expiry import Reach, table_objects
     from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE
     from lakecleaner.iceberg.search import holds_key
-    from lakecleaner.iceberg.trimmed import is_copy
 
     def holds(obj: ObjectInfo) -> bool | str:
         try:
@@ -299,7 +298,7 @@ def table_files(
                 audit.unreadable[obj.key] = hit
             elif not hit:
                 continue
-            elif location in reach.current and (is_copy(obj.key) if kind is LOG_TABLE else "/data/" in obj.key):
+            elif location in reach.current and kind is LATEST_TABLE and "/data/" in obj.key:
                 hidden = _hidden_since(lake, obj, key, reach.hiding(location), by_location)
                 if isinstance(hidden, str):
                     audit.unreadable[obj.key] = hidden

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from pyiceberg.catalog import load_catalog
@@ -25,17 +26,16 @@ from lakecleaner.audit import audit_key
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.config import LakeConfig, TopicSpec, parse_config
 from lakecleaner.extras import open_lake
-from lakecleaner.faults import on_crash_point
+from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties, open_catalog
+from lakecleaner.iceberg.entries import partition_files
 from lakecleaner.iceberg.follow import sync_topic
-from lakecleaner.iceberg.located import partition_files
 from lakecleaner.iceberg.naming import table_name
 from lakecleaner.iceberg.shown import shown
 from lakecleaner.iceberg.snapshots import EXPIRED_PER_SYNC, snapshot_releases
 from lakecleaner.iceberg.spark_catalog import NoSparkEquivalent, spark_catalog_conf
 from lakecleaner.iceberg.table_status import LatestFiles, table_status
 from lakecleaner.iceberg.transactions import open_transaction
-from lakecleaner.iceberg.trimmed import COPIES_FOLDER
 from lakecleaner.lake import Lake
 from lakecleaner.log.layout import topic_metadata_key
 from lakecleaner.log.repair import repair_partition
@@ -45,6 +45,7 @@ from lakecleaner.retention import retain_topic
 from lakecleaner.retention.executor import trim_partition
 from lakecleaner.retention.gc import gc_topic
 from tests.engine.helpers import compact, keyed
+from tests.support import lake_process
 from tests.support.cli_process import run_cli
 from tests.support.spark_iceberg_reader import spark_read
 from tests.support.tables import (
@@ -117,7 +118,7 @@ def assert_spark_reads_the_log(lake: Lake, topic: str) -> None:
     assert latest == latest_of_the_log(lake, topic) and latest
 
 
-def test_a_trim_inside_a_file_leaves_no_record_below_the_log_start_in_the_table(
+def test_a_trim_inside_a_file_is_a_position_delete_file_and_the_table_holds_no_copy_of_records(
     spark: SparkSession, lake_config: LakeConfig, tmp_path: Path
 ) -> None:
     lake = open_lake(with_tables(lake_config, tmp_path))
@@ -126,31 +127,51 @@ def test_a_trim_inside_a_file_leaves_no_record_below_the_log_start_in_the_table(
     log = topic.partition(0)
     log.append(keyed({f"k{i}": f"v{i}" for i in range(8)}, 1000), now_ms=wall_clock_ms())
     (cut,) = log.manifest().segments[0].files
-    assert cut.record_count == 8
+    source = lake.store.location(log.prefix + cut.path)
+    catalog = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri))
 
-    def copies() -> set[str]:
-        return {obj.key for obj in lake.store.list(f"topics/accounts/{COPIES_FOLDER}")}
+    def files() -> tuple[list[str], dict[str, list[tuple[str, int]]]]:
+        """The log table's data files, and each delete file's rows, in its current snapshot."""
+        table = catalog.load_table(("lakecleaner", "accounts"))
+        held = partition_files(table, 0)
+        deletes = {}
+        for file in held.deletes:
+            with table.io.new_input(file.file_path).open() as stream:
+                deletes[file.file_path] = [(r["file_path"], r["pos"]) for r in pq.read_table(stream).to_pylist()]
+        return [f.file_path for f in held.data], deletes
+
+    def table_folder_objects() -> set[str]:
+        return {obj.key for obj in lake.store.list("topics/accounts/data/")}
 
     trim_partition(lake, "accounts", 0, 3, now_ms=wall_clock_ms())
     assert_table_is_the_log(lake, "accounts")  # offsets 3.. in the table, k0..k2 in no table
-    (first,) = copies()
+    data, deletes = files()
+    assert data == [source]  # registered in place: no copy of its records
+    ((first, rows),) = deletes.items()
+    assert rows == [(source, 0), (source, 1), (source, 2)] and first.endswith(".below-3.deletes.parquet")
+    # The log table's folders hold positions only: k5's record is stored in the log's segment file
+    # (and its value in the latest-values table), never in the log table's `data/`.
     audit = audit_key(lake, "accounts", b"k5", wall_clock_ms())
-    # The copy is the log's live record of k5.
-    assert [(c.kind, c.deadline) for c in audit.copies if c.object == first] == [(LIVE, None)]
+    assert sorted((c.kind, c.object.split("/")[2]) for c in audit.copies) == [(LIVE, "latest"), (LIVE, "partition=0")]
+    assert sync_topic(lake, "accounts").log.snapshot_id is None  # idempotent: nothing to change
+
     trim_partition(lake, "accounts", 0, 5, now_ms=wall_clock_ms())
     assert_table_is_the_log(lake, "accounts")
-    assert first in copies() and len(copies()) == 2  # an old snapshot's readers still read the first copy
+    data, deletes = files()
+    ((second, rows),) = deletes.items()
+    assert data == [source] and second != first and [pos for _, pos in rows] == [0, 1, 2, 3, 4]
+    assert {lake.store.location(k) for k in table_folder_objects()} == {first, second}  # old readers read the first
 
     log.append(keyed({"k6": None, "k9": "v9"}, 2000), now_ms=wall_clock_ms())
     log.roll(now_ms=wall_clock_ms())
-    compact(spark, lake, topic, now=wall_clock_ms())  # the cut file is rewritten: its copy leaves the table
+    compact(spark, lake, topic, now=wall_clock_ms())  # the cut file is rewritten: its delete file leaves the table
     assert_table_is_the_log(lake, "accounts")
+    assert files()[1] == {}
     time.sleep(delay_ms / 1000 + 0.5)
     gc_topic(lake, "accounts", wall_clock_ms())
-    catalog = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri))
     reached = _files_of_every_snapshot(catalog, "accounts")
-    assert first not in copies()
-    assert {lake.store.location(key) for key in copies()} <= reached  # the unreachable copies are gone
+    assert first not in {lake.store.location(k) for k in table_folder_objects()}
+    assert {lake.store.location(key) for key in table_folder_objects()} <= reached  # the unreachable ones are gone
     assert_table_is_the_log(lake, "accounts")
 
 
@@ -584,25 +605,33 @@ def test_merge_on_read_syncs_write_the_batch_fold_their_files_and_maintenance_re
     assert_table_is_the_log(lake, "stock")
 
 
-def test_a_crash_between_the_delete_file_and_the_snapshot_leaves_the_latest_values_as_before(
-    lake_config: LakeConfig, tmp_path: Path
+APPEND = {"action": "append", "tag": "a", "batches": 1, "batch_size": 4}
+
+
+@pytest.mark.parametrize(
+    ("point", "action"),
+    [("latest.after_deletes_write", APPEND), ("sync.after_trim_deletes_write", {"action": "trim", "offset": 2})],
+)
+def test_a_process_killed_between_a_delete_file_and_its_snapshot_leaves_the_table_as_before(
+    lake_config: LakeConfig, tmp_path: Path, point: str, action: dict[str, Any]
 ) -> None:
-    """Issue 80: the position-delete file is written before the snapshot that references it; a
-    sync that dies in between leaves the table as it was (the log's commit stands, the table lags
-    it), and the next sync catches it up exactly."""
+    """Issue 80: a position-delete file (the latest values' superseded rows; a trim's records
+    below the log start) is written before the snapshot that references it; a process killed
+    in between (a hard exit: no cleanup runs) leaves the table as it was (the log's commit
+    stands, the table lags it), and the next sync catches the tables up exactly."""
     lake = open_lake(with_tables(lake_config, tmp_path))
     log = lake.create_topic("carts", 1, {"cleanup.policy": "compact"}).partition(0)
-    log.append(keyed({"a": "1", "b": "2"}), now_ms=wall_clock_ms())
-    before = latest_rows(lake, "carts")
+    first = lake_process.start(lake.config, {"topic": "carts", "partition": 0, **APPEND})
+    assert first.wait() == 0, first.stderr.read() if first.stderr else ""
+    version = log.manifest().version
+    log_before, latest_before = table_rows(lake, "carts", 0), latest_rows(lake, "carts")
 
-    def die() -> None:
-        raise OSError("killed between the delete file and the snapshot")
-
-    with on_crash_point("latest.after_deletes_write", die):
-        log.append(keyed({"a": "3", "b": None}), now_ms=wall_clock_ms())  # the table lags (logged)
-    assert log.manifest().next_offset == 4  # the log's commit stands
-    assert latest_rows(lake, "carts") == before  # no mix: the old rows, whole
+    killed = lake_process.start(lake.config, {"topic": "carts", "partition": 0, **action}, env={ENV_CRASH_AT: point})
+    assert killed.wait() == CRASH_EXIT_STATUS, killed.stderr.read() if killed.stderr else ""
+    assert log.manifest().version == version + 1  # the log's commit stands
+    assert latest_rows(lake, "carts") == latest_before  # no mix: the old rows, whole
+    if action["action"] == "trim":  # the log table's sync died (before the latest values')
+        assert table_rows(lake, "carts", 0) == log_before
     assert not table_status(lake, "carts").in_step
     sync_topic(lake, "carts")
-    assert [(r["key"], r["value"]) for r in latest_rows(lake, "carts")] == [(b"a", b"3")]
     assert_table_is_the_log(lake, "carts")

@@ -22,6 +22,7 @@ from lakecleaner.faults import CRASH_EXIT_STATUS
 from lakecleaner.io import LocalStore
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
+from lakecleaner.retention.executor import trim_partition
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -73,6 +74,8 @@ def main() -> None:
                 for j in range(request["batch_size"])
             ]
             log.append(records, now_ms=1_000_000)
+    elif request["action"] == "trim":
+        trim_partition(lake, request["topic"], request["partition"], request["offset"])
     elif request["action"] == "abandon-write":
         # a writer that dies in the middle of writing an object: on a local lake at the crash
         # point before the rename (LAKECLEANER_CRASH_AT=local_store.before_rename); on S3 with a

@@ -35,7 +35,8 @@ from lakecleaner.clock import wall_clock_ms
 from lakecleaner.engine.versions import source_columns
 from lakecleaner.errors import LakeCleanerError
 from lakecleaner.faults import crash_point
-from lakecleaner.iceberg.located import locate, partition_files
+from lakecleaner.iceberg.entries import partition_files
+from lakecleaner.iceberg.located import locate
 from lakecleaner.iceberg.maintenance import fold_batches
 from lakecleaner.iceberg.position_deletes import POSITION_DELETES, write_position_deletes
 from lakecleaner.iceberg.row_delta import RowDelta

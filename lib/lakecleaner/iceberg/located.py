@@ -8,70 +8,16 @@ rewrites (`iceberg.maintenance`: every column), on the lake's bounded pool.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyiceberg.conversions import from_bytes
-from pyiceberg.manifest import DataFile, DataFileContent, ManifestFile
-from pyiceberg.types import IntegerType
+from pyiceberg.manifest import DataFile
 
+from lakecleaner.iceberg.entries import partition_files, unreadable_as
 from lakecleaner.iceberg.position_deletes import deleted_positions, read_position_deletes
-from lakecleaner.iceberg.sync import unreadable_as
 from lakecleaner.io.concurrent import map_ordered
-
-
-@dataclass(frozen=True)
-class PartitionFiles:
-    """A partition's data files and position-delete files in the current snapshot, and when its
-    oldest delete file was committed (0 when its snapshot has expired; None without any)."""
-
-    data: list[DataFile]
-    deletes: list[DataFile]
-    oldest_delete_ms: int | None
-
-    @property
-    def dead_rows(self) -> int:
-        return sum(f.record_count for f in self.deletes)
-
-    @property
-    def live_rows(self) -> int:
-        return sum(f.record_count for f in self.data) - self.dead_rows
-
-
-def partition_files(table: Any, partition: int) -> PartitionFiles:
-    """The partition's `PartitionFiles`, from the current snapshot's manifests (a delete file
-    whose data files are gone is still the partition's)."""
-    snapshot = table.current_snapshot()
-    if snapshot is None:
-        return PartitionFiles([], [], None)
-    with unreadable_as(table):
-        manifests = [m for m in snapshot.manifests(table.io) if _may_hold(m, partition)]
-        entries = [e for m in manifests for e in m.fetch_manifest_entry(table.io, discard_deleted=True)]
-    mine = [e for e in entries if e.data_file.partition[0] == partition]
-    deletes = [e for e in mine if e.data_file.content == DataFileContent.POSITION_DELETES]
-    times = [_committed_ms(table, e.snapshot_id) for e in deletes]
-    return PartitionFiles(
-        [e.data_file for e in mine if e.data_file.content == DataFileContent.DATA],
-        [e.data_file for e in deletes],
-        min(times) if times else None,
-    )
-
-
-def _committed_ms(table: Any, snapshot_id: int | None) -> int:
-    snapshot = None if snapshot_id is None else table.snapshot_by_id(snapshot_id)
-    return 0 if snapshot is None else int(snapshot.timestamp_ms)
-
-
-def _may_hold(manifest: ManifestFile, partition: int) -> bool:
-    """Whether the manifest's partition summary admits `partition` (True without one)."""
-    summary = manifest.partitions[0] if manifest.partitions else None
-    if summary is None or summary.lower_bound is None or summary.upper_bound is None:
-        return True
-    low, high = (int(from_bytes(IntegerType(), b)) for b in (summary.lower_bound, summary.upper_bound))
-    return bool(low <= partition <= high)
 
 
 def dead_positions(table: Any, deletes: list[DataFile], max_workers: int) -> Mapping[str, np.ndarray]:
@@ -114,4 +60,4 @@ def _with_location(rows: pa.Table, file_path: str, positions: np.ndarray) -> pa.
     return rows.append_column("file_path", paths).append_column("pos", pa.array(positions, pa.int64()))
 
 
-__all__ = ["PartitionFiles", "dead_positions", "live_rows", "locate", "partition_files"]
+__all__ = ["dead_positions", "live_rows", "locate"]

@@ -19,7 +19,8 @@ from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
 from lakecleaner.clock import wall_clock_ms
 from lakecleaner.errors import LakeCleanerError
-from lakecleaner.iceberg.located import PartitionFiles, dead_positions, live_rows, partition_files
+from lakecleaner.iceberg.entries import PartitionFiles, partition_files
+from lakecleaner.iceberg.located import dead_positions, live_rows
 from lakecleaner.iceberg.position_deletes import POSITION_DELETES, positions_of, write_position_deletes
 from lakecleaner.iceberg.row_delta import RowDelta
 from lakecleaner.iceberg.schema import LATEST_TABLE

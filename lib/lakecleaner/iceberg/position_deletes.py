@@ -53,11 +53,25 @@ def write_position_deletes(
     io: FileIO, locations: LocationProvider, partition: int, deletes: pa.Table, spec_id: int
 ) -> DataFile:
     """`deletes` (`file_path`, `pos`) of one Kafka partition written as a position-delete file
-    under the table's data folder, sorted as the spec asks; its manifest entry's data file."""
-    rows = deletes.cast(POSITION_DELETES).sort_by([("file_path", "ascending"), ("pos", "ascending")])
+    under the table's data folder; its manifest entry's data file."""
+    rows, data = encode_position_deletes(deletes)
     location = locations.new_data_location(f"{uuid.uuid4()}-deletes.parquet")
     with io.new_output(location).create(overwrite=False) as stream:
-        pq.write_table(rows, stream, compression="zstd")
+        stream.write(data)
+    return delete_file(location, partition, rows, len(data), spec_id)
+
+
+def encode_position_deletes(deletes: pa.Table) -> tuple[pa.Table, bytes]:
+    """`deletes` sorted as the spec asks (by `file_path`, then `pos`), and as a Parquet file."""
+    rows = deletes.cast(POSITION_DELETES).sort_by([("file_path", "ascending"), ("pos", "ascending")])
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows, sink, compression="zstd")
+    return rows, sink.getvalue().to_pybytes()
+
+
+def delete_file(location: str, partition: int, rows: pa.Table, size_bytes: int, spec_id: int) -> DataFile:
+    """The manifest entry's data file of the position-delete file at `location` holding `rows`
+    (sorted), with the bounds of both columns."""
     paths, pos = rows.column("file_path"), rows.column("pos")
     file = DataFile.from_args(
         content=DataFileContent.POSITION_DELETES,
@@ -65,7 +79,7 @@ def write_position_deletes(
         file_format=FileFormat.PARQUET,
         partition=Record(partition),
         record_count=rows.num_rows,
-        file_size_in_bytes=len(io.new_input(location)),
+        file_size_in_bytes=size_bytes,
         lower_bounds=_bounds(pc.min(paths).as_py(), pc.min(pos).as_py()),
         upper_bounds=_bounds(pc.max(paths).as_py(), pc.max(pos).as_py()),
     )
@@ -116,7 +130,9 @@ __all__ = [
     "POSITION_DELETES",
     "POS_ID",
     "covers",
+    "delete_file",
     "deleted_positions",
+    "encode_position_deletes",
     "positions_of",
     "read_position_deletes",
     "write_position_deletes",

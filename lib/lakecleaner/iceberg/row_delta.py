@@ -40,7 +40,7 @@ from pyiceberg.table.update.snapshot import _ManifestMergeManager, _SnapshotProd
 from pyiceberg.typedef import EMPTY_DICT
 from pyiceberg.utils.properties import property_as_bool, property_as_int
 
-from lakecleaner.iceberg.sync import of_partitions
+from lakecleaner.iceberg.entries import of_partitions
 
 
 class _DeleteManifestWriter(ManifestWriterV2):
@@ -66,6 +66,13 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
         super().__init__(Operation.APPEND, transaction, transaction._table.io)
         self._added_deletes: list[DataFile] = []
         self._removed: dict[str, DataFile] = {}
+
+    def add(self, file: DataFile) -> RowDelta:
+        """A data file or a position-delete file the snapshot adds, by its content."""
+        if file.content == DataFileContent.POSITION_DELETES:
+            return self.add_deletes(file)
+        self.append_data_file(file)
+        return self
 
     def add_deletes(self, delete_file: DataFile) -> RowDelta:
         """A position-delete file (`iceberg.position_deletes`) the snapshot adds."""

@@ -17,9 +17,9 @@ computed anew. The table records the manifest version it reflects per partition
 that partition as it is.
 
 A snapshot registers the segment files where they are, with the Kafka partition as the file's
-partition value and offset bounds from the manifest; no statistics of keys, values or headers.
-The one exception is a file a trim cut, whose records from the log start on the table holds as
-a copy (`iceberg.trimmed`).
+partition value and offset bounds from the manifest; no statistics of keys, values or headers. A
+file a trim cut is registered with a position-delete file of its records below the log start
+(`iceberg.trims`); the snapshot is a row delta (`iceberg.row_delta`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,19 +40,21 @@ from pyiceberg.exceptions import (
     NoSuchTableError,
     ValidationException,
 )
-from pyiceberg.expressions import In
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType
 
 from lakecleaner.clock import wall_clock_ms
-from lakecleaner.errors import LakeCleanerError, TableOfAnotherLake, TableUnreadable
+from lakecleaner.errors import LakeCleanerError, TableOfAnotherLake
+from lakecleaner.faults import crash_point
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_exists, open_catalog
+from lakecleaner.iceberg.entries import table_entries
 from lakecleaner.iceberg.naming import LAKE_ID_PROPERTY, LAKE_URI_PROPERTY, TOPIC_PROPERTY, table_identifier
+from lakecleaner.iceberg.row_delta import RowDelta
 from lakecleaner.iceberg.schema import COMMIT_PROPERTIES, LATEST_TABLE, LOG_TABLE, OFFSET_ID, TableKind, table_folder
 from lakecleaner.iceberg.snapshots import expire_released
 from lakecleaner.iceberg.transactions import open_transaction
-from lakecleaner.iceberg.trimmed import TrimmedCopy, is_cut, write_copy
+from lakecleaner.iceberg.trims import TrimDeletes, is_cut, write_trim_deletes
 from lakecleaner.lake_id import stored_lake_id
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import Manifest, SegmentFile
@@ -169,25 +171,28 @@ def drop_tables(lake: Lake, topic: str) -> None:
             catalog.drop_table(identifier)
 
 
-def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> dict[str, DataFile | TrimmedCopy]:
+#: A file a sync plans for the table: a data file registered in place, or a trim's delete file to write.
+Planned = DataFile | TrimDeletes
+
+
+def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> dict[str, Planned]:
     """The segment files of a committed manifest as the table holds them, by location: each as
-    an Iceberg data file, registered in place, but a file the log start cuts (a trim inside it)
-    as the copy of its records from the log start on (`iceberg.trimmed`), which a sync writes,
-    and none of a file wholly below the log start (its segment stays in the manifest until
+    an Iceberg data file, registered in place, with, for a file the log start cuts (a trim inside
+    it), the position-delete file of its records below the log start (`iceberg.trims`), which a
+    sync writes; none of a file wholly below the log start (its segment stays in the manifest until
     retention takes it, but no reader of the log reads it, and an erasure must not wait for that)."""
     prefix = partition_prefix(topic, partition)
-    out: dict[str, DataFile | TrimmedCopy] = {}
+    out: dict[str, Planned] = {}
     start = manifest.log_start_offset
     for segment in manifest.segments:
         for file in segment.files:
             if file.base_offset < start and file.next_offset <= start:
                 continue
+            path = lake.store.location(prefix + file.path)
+            out[path] = data_file(path, partition, file)
             if is_cut(file, start):
-                copy = TrimmedCopy(topic, partition, file, start)
-                out[lake.store.location(copy.key)] = copy
-            else:
-                path = lake.store.location(prefix + file.path)
-                out[path] = data_file(path, partition, file)
+                trim = TrimDeletes(topic, partition, file, start)
+                out[lake.store.location(trim.key)] = trim
     return out
 
 
@@ -205,48 +210,6 @@ def data_file(location: str, partition: int, file: SegmentFile) -> DataFile:
         lower_bounds={OFFSET_ID: to_bytes(LongType(), file.base_offset)} if bounds else {},
         upper_bounds={OFFSET_ID: to_bytes(LongType(), file.next_offset - 1)} if bounds else {},
     )
-
-
-def _written(lake: Lake, planned: DataFile | TrimmedCopy) -> DataFile:
-    """A planned file of the table as a data file, its trimmed copy written first."""
-    if isinstance(planned, DataFile):
-        return planned
-    copy = write_copy(lake.store, planned)
-    return data_file(lake.store.location(copy.path), planned.partition, copy)
-
-
-def of_partitions(partitions: Iterable[int]) -> Any:
-    """The row filter of the Kafka partitions `partitions`."""
-    # In's __new__ takes (term, literals); mypy reads its pydantic fields instead
-    return In("partition", set(partitions))  # type: ignore[call-arg, arg-type]
-
-
-def table_entries(table: Any, partitions: Iterable[int]) -> list[DataFile]:
-    """The data files the table's current snapshot holds for `partitions`, an entry per
-    registration (a file registered twice is there twice); TableUnreadable when a file the
-    snapshot's metadata reaches is gone."""
-    if table.current_snapshot() is None:
-        return []
-    with unreadable_as(table):
-        return [task.file for task in table.scan(row_filter=of_partitions(partitions)).plan_files()]
-
-
-@contextlib.contextmanager
-def unreadable_as(table: Any) -> Iterator[None]:
-    """A file of the table's that is gone, as TableUnreadable naming the table and the fix."""
-    try:
-        yield
-    except FileNotFoundError as exc:
-        name = ".".join(table.name())
-        raise TableUnreadable(
-            f"Iceberg table {name}: its current snapshot cannot be read ({exc.filename or exc}); "
-            "`lakecleaner iceberg sync --rebuild` makes it anew from the manifests"
-        ) from exc
-
-
-def table_files(table: Any, partitions: Iterable[int]) -> dict[str, DataFile]:
-    """The data files the table's current snapshot holds for `partitions`, by path."""
-    return {file.file_path: file for file in table_entries(table, partitions)}
 
 
 def reflected_version(table: Any, partition: int) -> int | None:
@@ -279,12 +242,10 @@ def sync_partitions(lake: Lake, topic: str, manifests: Mapping[int, Manifest], d
         try:
             with open_transaction(table) as transaction:
                 expire_released(transaction, table, wall_clock_ms() - delay_ms)
-                snapshot = transaction.update_snapshot()
-                with snapshot.overwrite() if removed else snapshot.merge_append() as update:
-                    for file in removed:
-                        update.delete_data_file(file)
+                with RowDelta(transaction) as delta:
+                    delta.remove(removed)
                     for file in added:
-                        update.append_data_file(file)
+                        delta.add(file)
                 transaction.set_properties({f"{VERSION_PREFIX}{p}": str(m.version) for p, m in current.items()})
         except (CommitFailedException, ValidationException):
             log.info("Iceberg table %s: another writer committed first (attempt %d); syncing again", name, attempt + 1)
@@ -299,32 +260,48 @@ def sync_partitions(lake: Lake, topic: str, manifests: Mapping[int, Manifest], d
 
 
 def _difference(
-    lake: Lake, table: Any, wanted: Mapping[int, dict[str, DataFile | TrimmedCopy]]
+    lake: Lake, table: Any, wanted: Mapping[int, dict[str, Planned]]
 ) -> tuple[list[DataFile], list[DataFile]] | None:
     """What makes the table's files of these partitions the wanted ones, each once: (added,
-    removed), a file held twice removed and added once; None when nothing is to change. A
-    trimmed copy is written when first added, and `wanted` then holds it as written (a lost race
-    does not write it again)."""
+    removed), a file held twice removed and added once; None when nothing is to change. A trim's
+    delete file is written when first added, and `wanted` then holds it as written (a lost race
+    does not write it again), or no longer holds it when the cut file has no record to delete."""
     if not wanted:
         return None
     held = table_entries(table, wanted)
     counts = Counter(file.file_path for file in held)
     by_path = {file.file_path: file for file in held}
-    planned = {path for files in wanted.values() for path in files}
-    twice = [by_path[path] for path, n in counts.items() if n > 1 and path in planned]
-    added = list(twice)
+    planned: set[str] = set()
+    added: list[DataFile] = []
     for files in wanted.values():
         for path in files.keys() - by_path.keys():
-            written = _written(lake, files[path])
-            files[path] = written
-            added.append(written)
+            written = _written(lake, table, files[path])
+            if written is None:
+                del files[path]
+            else:
+                files[path] = written
+                added.append(written)
+        planned |= files.keys()
+    twice = [by_path[path] for path, n in counts.items() if n > 1 and path in planned]
+    added += twice
     removed = [file for path, file in by_path.items() if path not in planned] + twice
     return (added, removed) if added or removed else None
+
+
+def _written(lake: Lake, table: Any, planned: Planned) -> DataFile | None:
+    """A planned file of the table as a data or delete file, a trim's delete file written first
+    (None when the cut file holds nothing below the log start)."""
+    if isinstance(planned, DataFile):
+        return planned
+    written = write_trim_deletes(lake.store, planned, table.spec().spec_id)
+    crash_point("sync.after_trim_deletes_write")
+    return written
 
 
 __all__ = [
     "COMMIT_ATTEMPTS",
     "VERSION_PREFIX",
+    "Planned",
     "SyncResult",
     "data_file",
     "data_files",
@@ -332,11 +309,7 @@ __all__ = [
     "find_table",
     "log_table",
     "not_older",
-    "of_partitions",
     "open_table",
     "reflected_version",
     "sync_partitions",
-    "table_entries",
-    "table_files",
-    "unreadable_as",
 ]

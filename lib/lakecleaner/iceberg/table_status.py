@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from lakecleaner.iceberg import latest
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
-from lakecleaner.iceberg.located import partition_files
+from lakecleaner.iceberg.entries import partition_files, table_entries
 from lakecleaner.iceberg.naming import table_identifier
 from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE
 from lakecleaner.iceberg.shown import shown
 from lakecleaner.iceberg.spark_catalog import SPARK_PACKAGES, NoSparkEquivalent, spark_catalog_conf
-from lakecleaner.iceberg.sync import data_files, find_table, table_entries
+from lakecleaner.iceberg.sync import Planned, data_files, find_table
+from lakecleaner.iceberg.trims import TrimDeletes, positions_below
 
 if TYPE_CHECKING:
     from lakecleaner.lake import Lake
@@ -95,6 +96,11 @@ def reader_spark(lake: Lake) -> dict[str, Any]:
     return {"packages": list(SPARK_PACKAGES), "conf": shown(conf)}
 
 
+def _nothing_to_delete(lake: Lake, planned: Planned) -> bool:
+    """Whether a planned file is a trim's delete file with no record to delete (none is written)."""
+    return isinstance(planned, TrimDeletes) and not len(positions_below(lake.store, planned))
+
+
 def table_status(lake: Lake, topic: str) -> TableStatus:
     """The topic's tables compared with its committed manifests, as they are (`find_table`: a
     table not made yet holds no file and reflects nothing)."""
@@ -104,13 +110,14 @@ def table_status(lake: Lake, topic: str) -> TableStatus:
         (".".join(table_identifier(lake.config.iceberg.namespace, topic, k.suffix)), find_table(lake, topic, k))
         for k in kinds
     ]
-    wanted: set[str] = set()
-    for partition, manifest in read.manifests.items():
-        wanted |= data_files(lake, topic, partition, manifest).keys()
     table = found[0][1]
     entries = [] if table is None else table_entries(table, read.manifests)
     registered = Counter(file.file_path for file in entries)
     held = registered.keys()
+    wanted: set[str] = set()
+    for partition, manifest in read.manifests.items():
+        planned = data_files(lake, topic, partition, manifest)
+        wanted |= {path for path, file in planned.items() if path in held or not _nothing_to_delete(lake, file)}
     duplicate = sum(1 for n in registered.values() if n > 1)
     snapshot = None if table is None else table.current_snapshot()
     latest_in_step = all(t is not None and latest.in_step(t, read.manifests) for _, t in found[1:])
