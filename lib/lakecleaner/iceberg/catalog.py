@@ -90,12 +90,14 @@ def _database_file(properties: dict[str, str]) -> tuple[int, int] | None:
 def _load(properties: dict[str, str]) -> Any:
     try:
         from pyiceberg.catalog import load_catalog
+
+        from lakecleaner.iceberg.parsed_metadata import keep_parsed_metadata
     except ImportError as exc:
         raise LakeCleanerError(
             "Iceberg tables need pyiceberg: install lakecleaner with the `iceberg` extra "
             "(pip install 'lakecleaner[iceberg]')"
         ) from exc
-    return load_catalog(CATALOG_NAME, **properties)
+    return keep_parsed_metadata(load_catalog(CATALOG_NAME, **properties))
 
 
 __all__ = ["CATALOG_NAME", "catalog_exists", "catalog_properties", "open_catalog"]
