@@ -11,7 +11,7 @@ from pyiceberg.catalog import load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.serializers import FromInputFile
 
-from lakecleaner.iceberg.parsed_metadata import KEPT, KeptMetadata, keep_parsed_metadata
+from lakecleaner.iceberg.parsed_metadata import keep_parsed_metadata
 
 ROWS = pa.table({"n": pa.array([1, 2, 3], pa.int64())})
 
@@ -69,15 +69,3 @@ def test_another_writers_commit_is_seen(tmp_path: Path) -> None:
     theirs.load_table(("ns", "t")).append(ROWS)  # another process's catalog
     loaded = ours.load_table(("ns", "t"))
     assert len(loaded.snapshots()) == 2 and loaded.metadata == _parsed(loaded)
-
-
-def test_the_kept_metadata_is_the_last_used_and_bounded(tmp_path: Path) -> None:
-    catalog = _catalog(tmp_path, kept=True)
-    catalog.create_namespace("ns")
-    first = catalog.create_table(("ns", "t"), ROWS.schema)
-    kept = KeptMetadata()
-    for i in range(KEPT + 2):
-        kept.put(f"m{i}", first.metadata)
-        assert kept.get("m0") is first.metadata  # used each time: never the least recently used
-    assert len(kept) == KEPT and kept.get("m1") is None and kept.get("m2") is None  # the two least recently used
-    assert kept.get(f"m{KEPT + 1}") is first.metadata

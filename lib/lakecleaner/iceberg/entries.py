@@ -15,6 +15,7 @@ from pyiceberg.manifest import DataFile, DataFileContent, ManifestEntry, Manifes
 from pyiceberg.types import IntegerType
 
 from lakecleaner.errors import TableUnreadable
+from lakecleaner.iceberg.manifest_entries import manifest_entries
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def _live_entries(table: Any, partitions: set[int]) -> list[ManifestEntry]:
     low, high = min(partitions), max(partitions)
     with unreadable_as(table):
         manifests = [m for m in snapshot.manifests(table.io) if _may_hold(m, low, high)]
-        entries = [e for m in manifests for e in m.fetch_manifest_entry(table.io, discard_deleted=True)]
+        entries = [e for m in manifests for e in manifest_entries(table.io, m)]
     return [e for e in entries if e.data_file.partition[0] in partitions]
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.manifest import DataFile, DataFileContent
 
 from lakecleaner.clock import wall_clock_ms
+from lakecleaner.iceberg.manifest_entries import manifest_entries
 from lakecleaner.iceberg.position_deletes import covers
 from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE, TableKind, table_folder
 from lakecleaner.iceberg.snapshots import FOREVER, expired_snapshots, snapshot_releases
@@ -136,7 +137,7 @@ def reach_of(table: Any) -> Reach:
         files: list[DataFile] = []
         for manifest in snapshot.manifests(table.io):
             reached.add(manifest.manifest_path)
-            files += [e.data_file for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
+            files += [e.data_file for e in manifest_entries(table.io, manifest)]
         reached.update(f.file_path for f in files)
         for location in reached:
             released[location] = max(released.get(location, 0), snapshot_released[snapshot.snapshot_id])

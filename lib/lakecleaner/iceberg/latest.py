@@ -175,7 +175,8 @@ def _upserted(topic: Topic, table: Any, partition: int, manifest: Manifest, sinc
     start = min(max(since, manifest.log_start_offset), manifest.next_offset)
     batch = topic.partition(partition).read(start, manifest=manifest).select(_COLUMNS)
     columns = source_columns(topic.config.compaction_strategy)
-    live = locate(table, partition, columns, topic.lake.config.storage.max_concurrency)
+    workers = topic.lake.config.storage.max_concurrency
+    live = locate(table, partition, columns, batch.column("key"), manifest.log_start_offset, workers)
     earlier = None
     if needs_earlier(topic.config):
         read = topic.partition(partition).read(manifest.log_start_offset, columns=columns, manifest=manifest)

@@ -16,8 +16,6 @@ its server and is left as it is.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
@@ -36,33 +34,10 @@ from pyiceberg.table.update import (
 from pyiceberg.typedef import Identifier
 from pyiceberg.utils.datetime import datetime_to_millis
 
+from lakecleaner.io.kept import Kept
+
 #: How many parsed metadata files a catalog keeps (the latest of each table it commits to).
 KEPT = 32
-
-
-class KeptMetadata:
-    """Parsed table metadata by location, the last `KEPT` used."""
-
-    def __init__(self) -> None:
-        self._by_location: OrderedDict[str, TableMetadata] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, location: str) -> TableMetadata | None:
-        with self._lock:
-            metadata = self._by_location.get(location)
-            if metadata is not None:
-                self._by_location.move_to_end(location)
-            return metadata
-
-    def put(self, location: str, metadata: TableMetadata) -> None:
-        with self._lock:
-            self._by_location[location] = metadata
-            self._by_location.move_to_end(location)
-            while len(self._by_location) > KEPT:
-                self._by_location.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._by_location)
 
 
 def keep_parsed_metadata(catalog: Any) -> Any:
@@ -70,7 +45,7 @@ def keep_parsed_metadata(catalog: Any) -> Any:
     without copying the metadata whole (the module's docstring); another as it is."""
     if not isinstance(catalog, SqlCatalog):
         return catalog
-    kept = KeptMetadata()
+    kept: Kept[str, TableMetadata] = Kept(KEPT)
     write, convert = catalog._write_metadata, catalog._convert_orm_to_iceberg
 
     def written(metadata: TableMetadata, io: Any, metadata_path: str) -> None:
@@ -142,4 +117,4 @@ def _updated(base: TableMetadata, updates: tuple[TableUpdate, ...], base_locatio
     return metadata
 
 
-__all__ = ["KEPT", "KeptMetadata", "keep_parsed_metadata"]
+__all__ = ["KEPT", "keep_parsed_metadata"]

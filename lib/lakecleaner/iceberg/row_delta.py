@@ -41,6 +41,7 @@ from pyiceberg.typedef import EMPTY_DICT
 from pyiceberg.utils.properties import property_as_bool, property_as_int
 
 from lakecleaner.iceberg.entries import of_partitions
+from lakecleaner.iceberg.manifest_entries import manifest_entries
 
 
 class _DeleteManifestWriter(ManifestWriterV2):
@@ -89,6 +90,10 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
             self.delete_by_predicate(of_partitions([file.partition[0]]))
             self._operation = Operation.OVERWRITE
         return self
+
+    def fetch_manifest_entry(self, manifest: ManifestFile, discard_deleted: bool = True) -> list[ManifestEntry]:
+        """The manifest's entries (what the merge of data manifests reads), read once per process."""
+        return manifest_entries(self._io, manifest, discard_deleted)
 
     def _validate_concurrency(self) -> None:
         """None: a lost race is redone by the caller from the table read again (module docstring)."""
@@ -144,7 +149,7 @@ class RowDelta(_SnapshotProducer["RowDelta"]):
         return out
 
     def _without_removed(self, manifest: ManifestFile) -> list[ManifestFile]:
-        entries = manifest.fetch_manifest_entry(io=self._io, discard_deleted=True)
+        entries = manifest_entries(self._io, manifest)
         gone = [e for e in entries if e.data_file.file_path in self._removed]
         if not gone:
             return [manifest]

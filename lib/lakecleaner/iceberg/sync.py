@@ -171,13 +171,24 @@ def drop_tables(lake: Lake, topic: str) -> None:
             catalog.drop_table(identifier)
 
 
-#: A file a sync plans for the table: a data file registered in place, or a trim's delete file to write.
-Planned = DataFile | TrimDeletes
+@dataclass(frozen=True)
+class InPlace:
+    """A segment file a sync plans to register in place as a data file of the Kafka partition
+    (made into one, `data_file`, only when the table does not hold it yet)."""
+
+    location: str
+    partition: int
+    file: SegmentFile
+
+
+#: A file a sync plans for the table: a segment file registered in place, a trim's delete file to
+#: write, or either as the table holds it once made (a lost race does not make it again).
+Planned = InPlace | TrimDeletes | DataFile
 
 
 def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> dict[str, Planned]:
-    """The segment files of a committed manifest as the table holds them, by location: each as
-    an Iceberg data file, registered in place, with, for a file the log start cuts (a trim inside
+    """The segment files of a committed manifest as the table holds them, by location: each
+    registered in place as an Iceberg data file, with, for a file the log start cuts (a trim inside
     it), the position-delete file of its records below the log start (`iceberg.trims`), which a
     sync writes; none of a file wholly below the log start (its segment stays in the manifest until
     retention takes it, but no reader of the log reads it, and an erasure must not wait for that)."""
@@ -189,7 +200,7 @@ def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> di
             if file.base_offset < start and file.next_offset <= start:
                 continue
             path = lake.store.location(prefix + file.path)
-            out[path] = data_file(path, partition, file)
+            out[path] = InPlace(path, partition, file)
             if is_cut(file, start):
                 trim = TrimDeletes(topic, partition, file, start)
                 out[lake.store.location(trim.key)] = trim
@@ -293,6 +304,8 @@ def _written(lake: Lake, table: Any, planned: Planned) -> DataFile | None:
     (None when the cut file holds nothing below the log start)."""
     if isinstance(planned, DataFile):
         return planned
+    if isinstance(planned, InPlace):
+        return data_file(planned.location, planned.partition, planned.file)
     written = write_trim_deletes(lake.store, planned, table.spec().spec_id)
     crash_point("sync.after_trim_deletes_write")
     return written
@@ -301,6 +314,7 @@ def _written(lake: Lake, table: Any, planned: Planned) -> DataFile | None:
 __all__ = [
     "COMMIT_ATTEMPTS",
     "VERSION_PREFIX",
+    "InPlace",
     "Planned",
     "SyncResult",
     "data_file",
