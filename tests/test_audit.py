@@ -294,6 +294,7 @@ WRITERS = {
     ("log/partition.py", "_acknowledged"): ("metadata", CommitRecord(new_segment_path(0), 3).name),
     ("log/commits.py", "write_commit_records"): ("metadata", CommitRecord(new_segment_path(0), 3).name),
     ("log/leases.py", "_write_all"): ("metadata", "_staging/r.lease"),
+    ("log/deletion_vectors.py", "write_vector"): ("metadata", "segments/x.parquet.dv-3-0123456789ab.bin"),
     ("lake.py", "_put_metadata"): ("lake", "topics/users/topic.json"),
     ("runs/reports.py", "store_report"): ("lake", "_lakecleaner/runs/users/r/report.json"),
     ("engine/report.py", "save"): ("lake", "_lakecleaner/runs/users/r/report.json"),
@@ -304,7 +305,10 @@ WRITERS = {
     ("retention/gc.py", "gc_topic"): ("lake", "_lakecleaner/runs/users/r/gc.json"),
     ("cli/demo.py", "demo"): ("lake", "_lakecleaner/report.html"),
     ("demo.py", "mark_sample_topics"): ("lake", "_lakecleaner/demo.json"),
-    ("iceberg/trims.py", "write_trim_deletes"): ("table", "topics/users/data/partition=0/x.below-3.deletes.parquet"),
+    ("iceberg/hidden_rows.py", "write_hidden_rows"): (
+        "table",
+        "topics/users/data/partition=0/x.below-3.deletes.parquet",
+    ),
     ("lake_id.py", "lake_id_of"): ("lake", "_lakecleaner/lake-id"),
 }
 

@@ -33,9 +33,10 @@ from lakecleaner.io import ObjectInfo, UnfinishedWrite
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.commits import CommitRecord
+from lakecleaner.log.deletion_vectors import VECTOR_PATH, read_vector
 from lakecleaner.log.layout import MANIFEST_NAME, by_partition, partition_prefix, topic_prefix
 from lakecleaner.log.leases import LEASE_SUFFIX
-from lakecleaner.log.manifest import Manifest, Segment
+from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
 from lakecleaner.log.partition import unfinished_by_partition
 from lakecleaner.log.segment_files import check_schema
 from lakecleaner.offsets import OFFSETS_PREFIX
@@ -132,6 +133,8 @@ class _Found:
     offsets: tuple[int, ...]
     tombstones: tuple[bool, ...]
     horizons: tuple[int | None, ...]
+    #: Each row's position in a segment file (empty for a spill).
+    positions: tuple[int, ...] = ()
 
 
 def topic_context(lake: Lake, topic: Topic, now_ms: int, cleaner: CleanerState) -> ErasureContext:
@@ -154,15 +157,17 @@ def partition_context(ctx: ErasureContext, cleaner: CleanerState, manifest: Mani
 def holds_no_records(path: str) -> bool:
     """Whether an object of a partition (path relative to it) is one of the few that lakecleaner
     writes from metadata alone — the manifest, a run's lease, a commit record, pass 1's winning
-    offsets, its groups' shares and their expected offsets (`engine.offsets_file`) — and so cannot
-    hold a key or a value. Every other object is searched: segment files, staged outputs, the
-    offset map's and the quality gate's key spills, and whatever a later writer adds (an object
-    the audit cannot parse is reported unreadable, and that is overdue, never silence)."""
+    offsets, its groups' shares and their expected offsets (`engine.offsets_file`), a file's
+    deletion vector (row positions, `log.deletion_vectors`) — and so cannot hold a key or a value.
+    Every other object is searched: segment files, staged outputs, the offset map's and the
+    quality gate's key spills, and whatever a later writer adds (an object the audit cannot parse
+    is reported unreadable, and that is overdue, never silence)."""
     return (
         path == MANIFEST_NAME
         or path.endswith(LEASE_SUFFIX)
         or CommitRecord.parse(path) is not None
         or is_offsets_path(path)
+        or VECTOR_PATH.match(path) is not None
     )
 
 
@@ -361,6 +366,7 @@ def _search(lake: Lake, obj: ObjectInfo, key: bytes) -> _Found | str:
                     tuple(rows.column("offset").to_pylist()),
                     tuple(v is None for v in rows.column("value").to_pylist()),
                     tuple(rows.column("delete_horizon_ms").to_pylist()),
+                    tuple(np.flatnonzero(matches.to_numpy(zero_copy_only=False)).tolist()),
                 )
             spill = pa.ipc.open_file(source).read_all()
             if "key" not in spill.column_names:
@@ -382,15 +388,22 @@ def _judge(
 ) -> Iterator[KeyCopy]:
     """Each copy's kind and deadline within one partition; a file that left the log waits for the
     readers of the Iceberg log table's snapshots that reference it (`log_reach`, None without one)."""
-    live_files = {f.path: s for s in manifest.segments for f in s.files}
+    live_files = {f.path: (s, f) for s in manifest.segments for f in s.files}
     pending = {p.path: p.delete_after_ms for p in manifest.pending_deletes}
     prefix = partition_prefix(manifest.topic, partition)
     live: list[tuple[int, Segment, bool, int | None, str]] = []
+    removed: list[tuple[int, Segment, str]] = []
     for obj, hit in hits:
         path = obj.key[len(prefix) :]
-        for offset, tombstone, horizon in zip(hit.offsets, hit.tombstones, hit.horizons, strict=True):
-            if path in live_files:
-                live.append((offset, live_files[path], tombstone, horizon, obj.key))
+        gone = _removed_positions(lake, prefix, live_files[path][1]) if path in live_files else frozenset()
+        positions = hit.positions or (-1,) * len(hit.offsets)
+        for offset, tombstone, horizon, position in zip(
+            hit.offsets, hit.tombstones, hit.horizons, positions, strict=True
+        ):
+            if path in live_files and position in gone:
+                removed.append((offset, live_files[path][0], obj.key))
+            elif path in live_files:
+                live.append((offset, live_files[path][0], tombstone, horizon, obj.key))
             elif path in pending:
                 yield KeyCopy(
                     partition,
@@ -403,6 +416,8 @@ def _judge(
                 yield KeyCopy(partition, obj.key, offset, UNREFERENCED, unreferenced_deadline(obj.mtime_ms, ctx))
     live.sort()
     in_log = [entry for entry in live if entry[0] >= manifest.log_start_offset]
+    for offset, segment, name in removed:
+        yield KeyCopy(partition, name, offset, HIDDEN, _removed_deadline(offset, segment, in_log, ctx))
     for offset, segment, tombstone, horizon, name in live:
         if offset < manifest.log_start_offset:
             yield KeyCopy(partition, name, offset, BELOW_LOG_START, _below_log_start(segment, manifest, ctx))
@@ -414,6 +429,27 @@ def _judge(
         else:
             superseder = next(e[1] for e in in_log if e[0] > offset)
             yield KeyCopy(partition, name, offset, SUPERSEDED, superseded_deadline(segment, superseder, ctx))
+
+
+def _removed_positions(lake: Lake, prefix: str, file: SegmentFile) -> frozenset[int]:
+    """The positions a live file's deletion vector removes (none without one; the rows are read
+    as stored, so a vector that cannot be read hides nothing from the audit)."""
+    if file.deletion_vector is None:
+        return frozenset()
+    try:
+        return frozenset(read_vector(lake.store, prefix, file.deletion_vector, file.record_count).tolist())
+    except LakeCleanerError:
+        return frozenset()
+
+
+def _removed_deadline(
+    offset: int, segment: Segment, in_log: list[tuple[int, Segment, bool, int | None, str]], ctx: ErasureContext
+) -> Deadline:
+    """A row a deletion vector removed (logically deleted, issue 79) is physically present until
+    a clean rewrites its file, which KIP-354's bound for a superseded record bounds: from the
+    record of its key that superseded it (its own segment's when none is in the log)."""
+    superseder = next((e[1] for e in in_log if e[0] > offset), segment)
+    return superseded_deadline(segment, superseder, ctx)
 
 
 def _pending_deadline(

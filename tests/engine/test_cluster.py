@@ -31,7 +31,7 @@ from tests.support.samples import write_sample
 pytestmark = [pytest.mark.slow, pytest.mark.classic_only]
 REPO = Path(__file__).resolve().parents[2]
 LATEST = {f"k{i % 7}".encode(): f"v{i}".encode() for i in range(200)}  # each key's last value
-CORE_DEPENDENCIES = ["pyarrow", "numpy", "xxhash", "boto3", "pyyaml", "click", "rich"]
+CORE_DEPENDENCIES = ["pyarrow", "numpy", "xxhash", "pyroaring", "boto3", "pyyaml", "click", "rich"]
 
 
 @pytest.fixture(scope="module")

@@ -610,7 +610,7 @@ APPEND = {"action": "append", "tag": "a", "batches": 1, "batch_size": 4}
 
 @pytest.mark.parametrize(
     ("point", "action"),
-    [("latest.after_deletes_write", APPEND), ("sync.after_trim_deletes_write", {"action": "trim", "offset": 2})],
+    [("latest.after_deletes_write", APPEND), ("sync.after_hidden_rows_write", {"action": "trim", "offset": 2})],
 )
 def test_a_process_killed_between_a_delete_file_and_its_snapshot_leaves_the_table_as_before(
     lake_config: LakeConfig, tmp_path: Path, point: str, action: dict[str, Any]

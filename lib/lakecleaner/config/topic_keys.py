@@ -132,6 +132,14 @@ TOPIC_KEYS: dict[str, ConfigKey] = {
             parse_retention_long,
             "delete consumed segments older than this (KIP-68; -1: off)",
         ),
+        ConfigKey(
+            "lakecleaner.rewrite.dead.ratio",
+            "lakecleaner.rewrite.dead.ratio",
+            0.3,
+            parse_ratio,
+            "a clean removes a group's superseded records by a deletion vector instead of rewriting its files "
+            "while its removed records stay below this share of its stored ones (0: always rewrite; not Kafka's)",
+        ),
     ]
 }
 
@@ -173,6 +181,7 @@ class TopicConfig:
     compaction_strategy: str = "offset"
     compaction_strategy_header: str = ""
     retention_commitoffset_ms: int = -1
+    lakecleaner_rewrite_dead_ratio: float = 0.3
 
     @property
     def compact(self) -> bool:

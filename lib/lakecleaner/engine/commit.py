@@ -65,8 +65,8 @@ def apply_compaction(
             )
     first, last = index[inputs[0].id], index[inputs[-1].id]
     segments = (*current.segments[:first], *outputs, *current.segments[last + 1 :])
-    kept = {f.path for s in outputs for f in s.files}
-    removed = [f.path for s in inputs for f in s.files if f.path not in kept]
+    kept = {path for s in outputs for f in s.files for path in f.paths()}
+    removed = [path for s in inputs for f in s.files for path in f.paths() if path not in kept]
     u = plan.first_uncleanable_offset
     checkpoint = current.cleaner_checkpoint
     if checkpoint is None or not u <= checkpoint <= current.next_offset:

@@ -47,6 +47,11 @@ class Group:
         return sum(s.record_count for s in self.segments)
 
     @property
+    def live_count(self) -> int:
+        """The records readers read: the files' own, but those their deletion vectors remove."""
+        return sum(f.live_count for f in self.files)
+
+    @property
     def size_bytes(self) -> int:
         return sum(s.size_bytes for s in self.segments)
 

@@ -61,11 +61,12 @@ from lakecleaner.errors import CorruptSegment, LakeCleanerError, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.base import ObjectInfo
 from lakecleaner.io.concurrent import map_ordered
+from lakecleaner.log.deletion_vectors import write_vector
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES, FetchedFiles, read_segment_file, read_segment_row_groups
 
-UNCHANGED, REWRITTEN, CORRUPT, ERROR = "unchanged", "rewritten", "corrupt", "error"
+UNCHANGED, VECTORED, REWRITTEN, CORRUPT, ERROR = "unchanged", "vectored", "rewritten", "corrupt", "error"
 
 #: Bytes of small files a partition's task keeps between pass 1 and pass 2 (`FetchedFiles`): a
 #: partition of files this small is cleaned with one GET per file; larger ones read them twice.
@@ -84,6 +85,7 @@ class RecopyTask:
     partition: int
     log_start_offset: int
     files: tuple[SegmentFile, ...]
+    #: The records the group's files hold for readers (without those their deletion vectors remove).
     record_count: int
     tombstone_count: int
     target: OutputTarget
@@ -92,6 +94,8 @@ class RecopyTask:
     #: Where the task writes what the group must hold, for the gate (`offsets_file.EXPECTED`):
     #: set with a stored share; empty, the expectation comes back with the result.
     expected_path: str = ""
+    #: The topic's `lakecleaner.rewrite.dead.ratio` where deletion vectors may serve (0: never).
+    dead_ratio: float = 0.0
 
 
 @dataclass
@@ -118,6 +122,15 @@ class GroupResult:
     earliest_delete_horizon_ms: int | None = None
     counts: RowCounts = field(default_factory=RowCounts)
     expected: Expectation = field(default_factory=Expectation)
+    #: A vectored group's files, each with the deletion vector of every record removed from it.
+    vectored: tuple[SegmentFile, ...] = ()
+    #: The deletion vectors the task wrote for them.
+    vectors_written: tuple[str, ...] = ()
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        """The objects the task wrote: the group's new file, or the new deletion vectors of its files."""
+        return self.vectors_written if self.file is None else (self.file.path,)
 
 
 def clean_rows(
@@ -176,10 +189,12 @@ def recopy_group(
     and settle what the group must hold for the quality gate (`fetched`: the small files pass 1
     of this task fetched)."""
     if kept.size == task.record_count and not _tombstones_change(store, task, now_ms, fetched):
-        if fetched is not None:  # its files are not read again: let go what pass 1 parsed of them
-            for file in task.files:
-                fetched.take_columns(task.target.prefix + file.path)
+        _let_go(task, fetched)
         return GroupResult(task.index, UNCHANGED)
+    if _removable_by_vectors(task, kept) and not _tombstones_change(store, task, now_ms, fetched):
+        result = _vectored(store, task, kept, fetched)
+        _let_go(task, fetched)
+        return result
     horizon_ms = min(now_ms + retention_ms, LONG_MAX)
     writer = SegmentWriter(store, task.target, whole=sum(f.size_bytes for f in task.files) <= WHOLE_OBJECT_BYTES)
     counts = RowCounts()
@@ -206,6 +221,64 @@ def recopy_group(
         stats.earliest_delete_horizon_ms,
         counts,
         expected.result(),
+    )
+
+
+def _let_go(task: RecopyTask, fetched: FetchedFiles | None) -> None:
+    """The group's files are not read again: let go what pass 1 parsed of them."""
+    if fetched is not None:
+        for file in task.files:
+            fetched.take_columns(task.target.prefix + file.path)
+
+
+def vector_ratio(config: TopicConfig) -> float:
+    """The share of a group's stored records below which a clean removes its lost records by
+    deletion vectors (`lakecleaner.rewrite.dead.ratio`); 0, always a rewrite, for a topic with a
+    `max.compaction.lag.ms`: KIP-354 promises that a superseded record is gone by then, and a
+    record a vector removed is still stored (forcing the rewrite by each record's deadline instead
+    is not built yet)."""
+    return config.lakecleaner_rewrite_dead_ratio if config.max_compaction_lag_ms == LONG_MAX else 0.0
+
+
+def _removable_by_vectors(task: RecopyTask, kept: NDArray[np.int64]) -> bool:
+    """Whether the clean may remove the group's records that lost by deletion vectors instead of
+    rewriting its files (issue 79): while the records removed, with those its vectors removed
+    before, stay below `dead_ratio` of the records its files store. Delta's and Iceberg's
+    merge-on-read rule; Kafka rewrites every group (its `min.cleanable.dirty.ratio` decides only
+    whether the log is cleaned at all)."""
+    stored = sum(f.record_count for f in task.files)
+    return task.dead_ratio > 0 and stored > 0 and (stored - kept.size) / stored < task.dead_ratio
+
+
+def _vectored(
+    store: ObjectStore, task: RecopyTask, kept: NDArray[np.int64], fetched: FetchedFiles | None
+) -> GroupResult:
+    """The group's files kept, each whose records not kept grew with a new deletion vector of
+    them (a vector names every removed position, those of the file's vector before included: a
+    record that lost stays lost). Reads each file's offsets only."""
+    files: list[SegmentFile] = []
+    written: list[str] = []
+    removed = 0
+    for file in task.files:
+        key = task.target.prefix + file.path
+        stored = read_segment_file(store, key, columns=["offset"], expected=file, fetched=fetched, physical=True)
+        dead = np.flatnonzero(~in_sorted(stored.column("offset").to_numpy(), kept))
+        before = file.deletion_vector.cardinality if file.deletion_vector is not None else 0
+        if len(dead) == before:
+            files.append(file)
+            continue
+        version = task.target.manifest_version
+        vector = write_vector(store, task.target.prefix, file.path, version, dead)
+        files.append(dataclasses.replace(file, deletion_vector=vector))
+        written.append(vector.path)
+        removed += len(dead) - before
+    return GroupResult(
+        task.index,
+        VECTORED,
+        tombstone_count=task.tombstone_count,
+        counts=RowCounts(superseded=removed),
+        vectored=tuple(files),
+        vectors_written=tuple(written),
     )
 
 
@@ -300,8 +373,8 @@ def gate_groups(tasks: Sequence[RecopyTask], results: Sequence[GroupResult]) -> 
     no record)."""
     groups = []
     for task, result in zip(tasks, results, strict=True):
-        reused = result.status == UNCHANGED
-        files = task.files if reused else tuple(f for f in [result.file] if f is not None)
+        reused = result.status in (UNCHANGED, VECTORED)
+        files = result.vectored or task.files if reused else tuple(f for f in [result.file] if f is not None)
         target = task.target
         groups.append(
             GateGroup(target.base_offset, target.next_offset, files, reused, task.tombstone_count, result.expected)
@@ -327,8 +400,7 @@ def gate_in_task(
     prefix = partition_prefix(task.map.topic, task.map.partition)
     try:
         staged = {
-            path: store.stat_if_present(prefix + path)
-            for path in sorted({r.file.path for r in results if r.file is not None})
+            path: store.stat_if_present(prefix + path) for path in sorted({p for r in results for p in r.written})
         }
     except StorageError:
         return None

@@ -56,6 +56,8 @@ class CleanerStats:
     malformed_version_headers: int = 0
     groups_rewritten: int = 0
     groups_unchanged: int = 0
+    #: Groups whose lost records a deletion vector removed, their files kept (issue 79).
+    groups_vectored: int = 0
 
     @property
     def recopy_percent(self) -> int:

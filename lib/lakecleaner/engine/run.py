@@ -21,6 +21,7 @@ partition's log as it was or as committed; staged files nobody references are or
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -54,6 +55,7 @@ from lakecleaner.engine.quality import CLEAN_KEYS_ONCE, UncleanableSegment, run_
 from lakecleaner.engine.recopy import (
     CORRUPT,
     UNCHANGED,
+    VECTORED,
     GroupResult,
     PartitionOutcome,
     PartitionTask,
@@ -63,6 +65,7 @@ from lakecleaner.engine.recopy import (
     offsets_files,
     run_recopy,
     stored_group_tasks,
+    vector_ratio,
 )
 from lakecleaner.engine.report import (
     ABORTED,
@@ -136,7 +139,7 @@ class _Partition:
 
     @property
     def written(self) -> list[str]:
-        return [r.file.path for r in self.results if r.file is not None]
+        return [path for r in self.results for path in r.written]
 
 
 class _Run:
@@ -391,15 +394,22 @@ class _Run:
             plan.partition,
             plan.log_start_offset,
             group.files,
-            group.record_count,
+            group.live_count,
             group.tombstone_count,
             target,
+            dead_ratio=vector_ratio(self.topic.config),
         )
 
     def _outputs(self, group: Group, result: GroupResult) -> tuple[Segment, ...]:
-        """The segment(s) a group becomes: its own when unchanged, else one new sealed segment."""
+        """The segment(s) a group becomes: its own when unchanged, its own with its files' new
+        deletion vectors when vectored, else one new sealed segment."""
         if result.status == UNCHANGED:
             return group.segments
+        if result.status == VECTORED:
+            by_path = {f.path: f for f in result.vectored}
+            return tuple(
+                dataclasses.replace(s, files=tuple(by_path.get(f.path, f) for f in s.files)) for s in group.segments
+            )
         file = result.file
         return (
             Segment(
@@ -427,6 +437,10 @@ class _Run:
             stats.bytes_written += sum(s.size_bytes for s in outputs)
             if result.status == UNCHANGED:
                 stats.groups_unchanged += 1
+                continue
+            if result.status == VECTORED:
+                stats.groups_vectored += 1
+                stats.records_superseded += result.counts.superseded
                 continue
             stats.groups_rewritten += 1
             stats.bytes_rewritten += 0 if result.file is None else result.file.size_bytes

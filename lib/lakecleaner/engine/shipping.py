@@ -13,7 +13,7 @@ from pathlib import Path
 def package_zip() -> Path:
     """The installed lakecleaner package as a zip for spark.submit.pyFiles, so that executors whose
     Python lacks lakecleaner still import it (they need its core dependencies: pyarrow, numpy,
-    boto3, pyyaml, click, rich). Made once per content, under the user's cache folder."""
+    xxhash, pyroaring, boto3, pyyaml, click, rich). Made once per content, under the user's cache folder."""
     package = Path(str(files("lakecleaner")))
     sources = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     digest = hashlib.sha256()

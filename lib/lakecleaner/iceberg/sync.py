@@ -19,7 +19,7 @@ that partition as it is.
 A snapshot registers the segment files where they are, with the Kafka partition as the file's
 partition value and offset bounds from the manifest; no statistics of keys, values or headers. A
 file a trim cut is registered with a position-delete file of its records below the log start
-(`iceberg.trims`); the snapshot is a row delta (`iceberg.row_delta`).
+(`iceberg.hidden_rows`); the snapshot is a row delta (`iceberg.row_delta`).
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ from lakecleaner.errors import LakeCleanerError, TableOfAnotherLake
 from lakecleaner.faults import crash_point
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_exists, open_catalog
 from lakecleaner.iceberg.entries import table_entries
+from lakecleaner.iceberg.hidden_rows import HiddenRows, hides_rows, write_hidden_rows
 from lakecleaner.iceberg.naming import LAKE_ID_PROPERTY, LAKE_URI_PROPERTY, TOPIC_PROPERTY, table_identifier
 from lakecleaner.iceberg.row_delta import RowDelta
 from lakecleaner.iceberg.schema import COMMIT_PROPERTIES, LATEST_TABLE, LOG_TABLE, OFFSET_ID, TableKind, table_folder
 from lakecleaner.iceberg.snapshots import expire_released
 from lakecleaner.iceberg.transactions import open_transaction
-from lakecleaner.iceberg.trims import TrimDeletes, is_cut, write_trim_deletes
 from lakecleaner.lake_id import stored_lake_id
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import Manifest, SegmentFile
@@ -181,17 +181,19 @@ class InPlace:
     file: SegmentFile
 
 
-#: A file a sync plans for the table: a segment file registered in place, a trim's delete file to
-#: write, or either as the table holds it once made (a lost race does not make it again).
-Planned = InPlace | TrimDeletes | DataFile
+#: A file a sync plans for the table: a segment file registered in place, the delete file of its
+#: hidden rows to write, or either as the table holds it once made (a lost race does not make it
+#: again).
+Planned = InPlace | HiddenRows | DataFile
 
 
 def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> dict[str, Planned]:
     """The segment files of a committed manifest as the table holds them, by location: each
     registered in place as an Iceberg data file, with, for a file the log start cuts (a trim inside
-    it), the position-delete file of its records below the log start (`iceberg.trims`), which a
-    sync writes; none of a file wholly below the log start (its segment stays in the manifest until
-    retention takes it, but no reader of the log reads it, and an erasure must not wait for that)."""
+    it) or whose deletion vector removes rows, the position-delete file of those rows
+    (`iceberg.hidden_rows`), which a sync writes; none of a file wholly below the log start (its
+    segment stays in the manifest until retention takes it, but no reader of the log reads it,
+    and an erasure must not wait for that)."""
     prefix = partition_prefix(topic, partition)
     out: dict[str, Planned] = {}
     start = manifest.log_start_offset
@@ -201,9 +203,9 @@ def data_files(lake: Lake, topic: str, partition: int, manifest: Manifest) -> di
                 continue
             path = lake.store.location(prefix + file.path)
             out[path] = InPlace(path, partition, file)
-            if is_cut(file, start):
-                trim = TrimDeletes(topic, partition, file, start)
-                out[lake.store.location(trim.key)] = trim
+            if hides_rows(file, start):
+                hidden = HiddenRows(topic, partition, file, start)
+                out[lake.store.location(hidden.key)] = hidden
     return out
 
 
@@ -306,8 +308,8 @@ def _written(lake: Lake, table: Any, planned: Planned) -> DataFile | None:
         return planned
     if isinstance(planned, InPlace):
         return data_file(planned.location, planned.partition, planned.file)
-    written = write_trim_deletes(lake.store, planned, table.spec().spec_id)
-    crash_point("sync.after_trim_deletes_write")
+    written = write_hidden_rows(lake.store, planned, table.spec().spec_id)
+    crash_point("sync.after_hidden_rows_write")
     return written
 
 

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 from lakecleaner.iceberg import latest
 from lakecleaner.iceberg.catalog import CATALOG_NAME, catalog_properties
 from lakecleaner.iceberg.entries import partition_files, table_entries
+from lakecleaner.iceberg.hidden_rows import HiddenRows, hidden_positions
 from lakecleaner.iceberg.naming import table_identifier
 from lakecleaner.iceberg.schema import LATEST_TABLE, LOG_TABLE
 from lakecleaner.iceberg.shown import shown
 from lakecleaner.iceberg.spark_catalog import SPARK_PACKAGES, NoSparkEquivalent, spark_catalog_conf
 from lakecleaner.iceberg.sync import Planned, data_files, find_table
-from lakecleaner.iceberg.trims import TrimDeletes, positions_below
 
 if TYPE_CHECKING:
     from lakecleaner.lake import Lake
@@ -98,7 +98,7 @@ def reader_spark(lake: Lake) -> dict[str, Any]:
 
 def _nothing_to_delete(lake: Lake, planned: Planned) -> bool:
     """Whether a planned file is a trim's delete file with no record to delete (none is written)."""
-    return isinstance(planned, TrimDeletes) and not len(positions_below(lake.store, planned))
+    return isinstance(planned, HiddenRows) and not len(hidden_positions(lake.store, planned))
 
 
 def table_status(lake: Lake, topic: str) -> TableStatus:

@@ -18,8 +18,13 @@ from typing import Any
 from lakecleaner.config import LONG_MAX
 from lakecleaner.errors import CorruptManifest
 from lakecleaner.io.strict_json import Fields, Malformed, load_object
+from lakecleaner.log.deletion_vectors import VECTOR_PATH, DeletionVector
 
-FORMAT_VERSION = 1
+#: The format this lakecleaner writes and reads: 2 once a file carries a deletion vector (issue
+#: 79), which a lakecleaner that knows only 1 must not read as if its rows were all live; a
+#: manifest without one is written as 1, as before, so older readers still read it.
+FORMAT_VERSION = 2
+BASE_FORMAT_VERSION = 1
 #: A data file's path relative to its partition: a Parquet file directly inside `segments/`
 #: (`segment_files.new_segment_path`). Anything else (absolute, `..`, another folder, the manifest)
 #: in a manifest is corruption, and acting on it could read or delete the wrong object.
@@ -38,31 +43,49 @@ def new_commit_id() -> str:
 
 @dataclass(frozen=True)
 class SegmentFile:
-    """One immutable Parquet file of a segment, covering offsets [base_offset, next_offset)."""
+    """One immutable Parquet file of a segment, covering offsets [base_offset, next_offset).
+    `record_count` and `size_bytes` are the file's own; a `deletion_vector` removes some of its
+    rows without rewriting it (`log.deletion_vectors`, issue 79), and every reader reads the
+    others only (`live_count`)."""
 
     path: str
     base_offset: int
     next_offset: int
     record_count: int
     size_bytes: int
+    deletion_vector: DeletionVector | None = None
+
+    @property
+    def live_count(self) -> int:
+        """The rows readers read: the file's, but those its deletion vector removes."""
+        return self.record_count - (self.deletion_vector.cardinality if self.deletion_vector else 0)
+
+    def paths(self) -> tuple[str, ...]:
+        """The objects the entry references: the file, and its deletion vector."""
+        return (self.path,) if self.deletion_vector is None else (self.path, self.deletion_vector.path)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "path": self.path,
             "base_offset": self.base_offset,
             "next_offset": self.next_offset,
             "record_count": self.record_count,
             "size_bytes": self.size_bytes,
         }
+        if self.deletion_vector is not None:
+            out["deletion_vector"] = self.deletion_vector.to_dict()
+        return out
 
     @staticmethod
     def from_fields(f: Fields) -> SegmentFile:
+        vector = f.optional_object("deletion_vector")
         return SegmentFile(
             f.text("path", max_chars=1024),
             f.integer("base_offset"),
             f.integer("next_offset"),
             f.integer("record_count"),
             f.integer("size_bytes"),
+            None if vector is None else DeletionVector.from_fields(vector),
         )
 
 
@@ -225,8 +248,12 @@ class Manifest:
         return replace(self, properties={**self.properties, COMMIT_ID: commit_id})
 
     def live_paths(self) -> set[str]:
-        """The file paths of the log's segments."""
-        return {f.path for s in self.segments for f in s.files}
+        """The objects of the log's segments: their files and the files' deletion vectors."""
+        return {path for s in self.segments for f in s.files for path in f.paths()}
+
+    @property
+    def has_deletion_vectors(self) -> bool:
+        return any(f.deletion_vector is not None for s in self.segments for f in s.files)
 
     def referenced_paths(self) -> set[str]:
         """Every file path the log references (segments and pending deletes)."""
@@ -258,7 +285,7 @@ class Manifest:
     # -- (de)serialisation -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {
-            "format_version": self.format_version,
+            "format_version": FORMAT_VERSION if self.has_deletion_vectors else BASE_FORMAT_VERSION,
             "topic": self.topic,
             "partition": self.partition,
             "version": self.version,
@@ -333,6 +360,8 @@ class Manifest:
             for f in seg.files:
                 if not SEGMENT_PATH.match(f.path) or ".." in f.path:
                     out.append(f"segment {seg.id} names the file {f.path!r}, which is not a file in segments/")
+                if f.deletion_vector is not None:
+                    out += [f"segment {seg.id}: {p}" for p in f.deletion_vector.problems(f.path, f.record_count)]
                 if not seg.base_offset <= f.base_offset <= f.next_offset <= seg.next_offset:
                     out.append(
                         f"segment {seg.id} [{seg.base_offset}, {seg.next_offset}) holds the file {f.path} covering "
@@ -340,9 +369,9 @@ class Manifest:
                     )
             if seg.record_count < 0 or seg.size_bytes < 0:
                 out.append(f"segment {seg.id} has a negative record count or size")
-        live = {f.path for s in segs for f in s.files}
+        live = self.live_paths()
         for pending in self.pending_deletes:
-            if not SEGMENT_PATH.match(pending.path) or ".." in pending.path:
+            if not (SEGMENT_PATH.match(pending.path) or VECTOR_PATH.match(pending.path)) or ".." in pending.path:
                 out.append(f"pending delete {pending.path!r} is not a file in segments/")
             elif pending.path in live:
                 out.append(f"pending delete {pending.path} is a file of a live segment")

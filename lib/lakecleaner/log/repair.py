@@ -54,6 +54,7 @@ from lakecleaner.errors import (
 from lakecleaner.io import ObjectInfo, ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.log.commits import COMMITS, acknowledged_files
+from lakecleaner.log.deletion_vectors import VECTOR_PATH, DeletionVector, blob_crc, decode_vector
 from lakecleaner.log.layout import partition_marker_key
 from lakecleaner.log.leases import leases_on
 from lakecleaner.log.manifest import (
@@ -262,14 +263,51 @@ def _ambiguity(log: PartitionLog, candidates: Mapping[str, Candidate], conflicts
     )
 
 
-def _segments_from(paths: list[str], metas: Mapping[str, Candidate]) -> list[Segment]:
-    """Group kept files into segments by the segment they were written for; fill offset gaps
-    (compacted-away ranges) with empty sealed segments so that ranges touch."""
+def _vectors(
+    store: ObjectStore, log: PartitionLog, metas: Mapping[str, Candidate], left_out: dict[str, str]
+) -> dict[str, DeletionVector]:
+    """The deletion vector each file of `metas` gets back: its largest readable one (a file's
+    vectors only grow, `log.deletion_vectors`; a smaller one is an earlier clean's, left for gc);
+    an unreadable one is put in `left_out` with the reason."""
+    found: dict[str, DeletionVector] = {}
+    for obj in store.list(log.prefix + "segments/"):
+        path = obj.key[len(log.prefix) :]
+        named = VECTOR_PATH.match(path)
+        if named is None or named.group(1) not in metas:
+            continue
+        file = named.group(1)
+        try:
+            blob = store.read(obj.key)
+            positions = decode_vector(blob, store.location(obj.key))
+        except (CorruptSegment, ObjectNotFound) as exc:
+            left_out[path] = f"unreadable, left where it is: {exc}"
+            continue
+        if not len(positions) or positions[-1] >= metas[file].meta.stats.record_count:
+            left_out[path] = f"unreadable, left where it is: not a vector of {file}'s rows"
+            continue
+        vector = DeletionVector(path, len(blob), blob_crc(blob), len(positions))
+        held = found.get(file)
+        if held is None or (vector.cardinality, _version(vector)) > (held.cardinality, _version(held)):
+            found[file] = vector
+    return found
+
+
+def _version(vector: DeletionVector) -> int:
+    named = VECTOR_PATH.match(vector.path)
+    return int(named.group(2)) if named else 0
+
+
+def _segments_from(
+    paths: list[str], metas: Mapping[str, Candidate], vectors: Mapping[str, DeletionVector]
+) -> list[Segment]:
+    """Group kept files into segments by the segment they were written for, each with the
+    deletion vector it gets back; fill offset gaps (compacted-away ranges) with empty sealed
+    segments so that ranges touch."""
     segments: list[Segment] = []
     for path in paths:
         meta, size = metas[path].meta, metas[path].size
         s = meta.stats
-        file = SegmentFile(path, s.base_offset, s.next_offset, s.record_count, size)
+        file = SegmentFile(path, s.base_offset, s.next_offset, s.record_count, size, vectors.get(path))
         last = segments[-1] if segments else None
         if last is not None and last.next_offset < s.base_offset:
             segments.append(Segment(uuid.uuid4().hex[:16], last.next_offset, s.base_offset, sealed=True))
@@ -370,7 +408,8 @@ def repair_partition(
     if choice.conflicts:
         raise RepairAmbiguous(_ambiguity(log, candidates, choice.conflicts))
     left_out.update(choice.left_out)
-    segments = _segments_from(choice.kept, candidates)
+    kept = {path: candidates[path] for path in choice.kept}
+    segments = _segments_from(choice.kept, candidates, _vectors(store, log, kept, left_out))
     next_offset = segments[-1].next_offset if segments else 0
     start = segments[0].base_offset if segments else next_offset
     if log_start_offset is not None:

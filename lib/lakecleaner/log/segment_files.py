@@ -19,12 +19,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from numpy.typing import NDArray
 
 from lakecleaner.errors import CorruptSegment, LakeCleanerError, ObjectNotFound, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_bounded
-from lakecleaner.log.manifest import FORMAT_VERSION, SegmentFile
+from lakecleaner.log.deletion_vectors import read_vector
+from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.records import SEGMENT_SCHEMA
+
+#: The format of a segment file's own metadata (its footer's `format_version`).
+FILE_FORMAT_VERSION = 1
 
 META_PREFIX = "lakecleaner."
 KIND_APPEND = "append"
@@ -124,7 +129,7 @@ class FileMeta:
     manifest_version: int
     first_batch_max_timestamp: int
     stats: FileStats
-    format_version: int = FORMAT_VERSION
+    format_version: int = FILE_FORMAT_VERSION
     #: A compacted file's segment times, which are its inputs' rather than its records' or its
     #: writing's: the inputs' largest timestamp and the last input's lastModified (None in an
     #: appended file, and in compacted files of earlier versions), so `repair` rebuilds the segment
@@ -328,15 +333,19 @@ def read_segment_file(
     expected: SegmentFile | None = None,
     size_bytes: int | None = None,
     fetched: FetchedFiles | None = None,
+    physical: bool = False,
 ) -> pa.Table:
     """Read a segment file whole (optionally only some columns), as `read_segment_row_groups`
-    reads it a row group at a time, with the same checks. Some columns read through `fetched`
-    are kept there for the task's next read of the file (`FetchedFiles.keep_columns`)."""
+    reads it a row group at a time, with the same checks: the rows its entry's deletion vector
+    removes are left out unless `physical` (every row stored, at its position). Some columns read
+    through `fetched` are kept there for the task's next read of the file
+    (`FetchedFiles.keep_columns`)."""
+    dead = None if physical else _removed(store, key, expected)
     with _segment_file(store, key, expected, size_bytes, fetched) as parquet:
         table = parquet.read(columns=columns)
     if fetched is not None and columns is not None:
         fetched.keep_columns(key, table)
-    return table
+    return _without(table, dead, 0)
 
 
 def read_segment_row_groups(
@@ -350,15 +359,40 @@ def read_segment_row_groups(
 ) -> Iterator[pa.Table]:
     """A segment file's rows a row group at a time (at most `ROW_GROUP_SIZE` rows in the files
     lakecleaner writes), so that a task holds one row group of a file however large the file is;
-    with the checks of `_segment_file`, all made before the first row group is yielded. Columns
-    the task parsed before (`FetchedFiles.keep_columns`) are not parsed again."""
+    with the checks of `_segment_file`, all made before the first row group is yielded, and
+    without the rows its entry's deletion vector removes. Columns the task parsed before
+    (`FetchedFiles.keep_columns`) are not parsed again."""
+    dead = _removed(store, key, expected)
     with _segment_file(store, key, expected, size_bytes, fetched) as parquet:
         kept = fetched.take_columns(key) if fetched is not None and columns is None else None
         if kept is not None and kept.num_rows == parquet.metadata.num_rows:
-            yield from _joined_row_groups(parquet, kept)
-            return
-        for index in range(parquet.num_row_groups):
-            yield parquet.read_row_group(index, columns=columns)
+            groups = _joined_row_groups(parquet, kept)
+        else:
+            groups = (parquet.read_row_group(index, columns=columns) for index in range(parquet.num_row_groups))
+        start = 0
+        for rows in groups:
+            yield _without(rows, dead, start)
+            start += rows.num_rows
+
+
+def _removed(store: ObjectStore, key: str, expected: SegmentFile | None) -> NDArray[np.int64] | None:
+    """The positions the entry's deletion vector removes from the file at `key` (None without one)."""
+    if expected is None or expected.deletion_vector is None:
+        return None
+    prefix = key.removesuffix(expected.path)
+    return read_vector(store, prefix, expected.deletion_vector, expected.record_count)
+
+
+def _without(rows: pa.Table, dead: NDArray[np.int64] | None, start: int) -> pa.Table:
+    """`rows` (the file's from position `start`) without those at the ascending positions `dead`."""
+    if dead is None or not len(dead):
+        return rows
+    low, high = np.searchsorted(dead, [start, start + rows.num_rows])
+    if low == high:
+        return rows
+    alive = np.ones(rows.num_rows, bool)
+    alive[dead[low:high] - start] = False
+    return rows.take(pa.array(np.flatnonzero(alive)))
 
 
 def _joined_row_groups(parquet: pq.ParquetFile, kept: pa.Table) -> Iterator[pa.Table]:

@@ -65,7 +65,9 @@ SUPERSEDED = "superseded"  # a later record of the key is in the log
 BELOW_LOG_START = "below-log-start"  # below the log start offset (trim, DeleteRecords)
 LEFT_THE_LOG = "left-the-log"  # in a file awaiting physical deletion (pending_deletes)
 UNREFERENCED = "unreferenced"  # in a file no manifest references (a crashed run's output, a spill)
-HIDDEN = "hidden"  # in a table's data file, its row hidden by a position-delete file (issue 80)
+HIDDEN = (
+    "hidden"  # logically deleted, physically present: a position-delete file (a table) or a deletion vector (the log)
+)
 UNFINISHED = "unfinished"  # maybe in a write its writer never finished (unreadable: S3 upload parts)
 
 

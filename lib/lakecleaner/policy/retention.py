@@ -223,7 +223,7 @@ def apply_retention(manifest: Manifest, plan: RetentionPlan, now_ms: int) -> Man
     delete_after_ms = now_ms + plan.file_delete_delay_ms
     pending = manifest
     for deletion, segment in zip(plan.deletions, manifest.segments, strict=False):
-        paths = (f.path for f in segment.files)
+        paths = (path for f in segment.files for path in f.paths())
         pending = replace(
             pending, pending_deletes=pending.with_pending_deletes(paths, delete_after_ms, f"retention: {deletion.rule}")
         )
