@@ -5,8 +5,8 @@ The counters follow Kafka's CleanerStats (kafka-cleaner-semantics.md section 1.1
 records and bytes read are those of the cleaned range [log start, U) — Kafka recopies the whole
 range — and records and bytes written are what the range holds after the pass, counting a group
 that kept its files (★ no rewrite) as written unchanged. `bytes_rewritten` is what was
-physically written. `recopy_percent` = floor(100 × bytes written / max(bytes read, 1)), Kafka's
-cleaner-recopy-percent.
+physically written (new files, and deletion vectors of kept ones). `recopy_percent` =
+floor(100 × bytes written / max(bytes read, 1)), Kafka's cleaner-recopy-percent.
 """
 
 from __future__ import annotations

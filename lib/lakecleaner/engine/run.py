@@ -441,6 +441,9 @@ class _Run:
             if result.status == VECTORED:
                 stats.groups_vectored += 1
                 stats.records_superseded += result.counts.superseded
+                written = set(result.vectors_written)
+                vectors = [f.deletion_vector for f in result.vectored if f.deletion_vector is not None]
+                stats.bytes_rewritten += sum(v.size_bytes for v in vectors if v.path in written)
                 continue
             stats.groups_rewritten += 1
             stats.bytes_rewritten += 0 if result.file is None else result.file.size_bytes
