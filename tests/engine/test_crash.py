@@ -28,6 +28,7 @@ from lakecleaner.config import LakeConfig
 from lakecleaner.engine import CompactionRequest, EngineOptions, compact_topic
 from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT, on_crash_point
 from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.deletion_vectors import VECTOR_PATH
 from lakecleaner.log.records import Record
 from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES
 from lakecleaner.retention import gc_topic
@@ -294,3 +295,44 @@ def test_a_compaction_whose_commit_reply_is_lost_commits_once_and_keeps_its_file
         assert len(proxy.lost) == 1
     assert report.partitions[0].status == "committed"
     assert rows(topic) == expected.rows  # every file the manifest references is there
+
+
+def _lightly_dirty_topic(spark: SparkSession, lake: Lake) -> Topic:
+    """A topic compacted once (100 keys), then 10 of its keys updated: its next clean keeps the
+    group's file and writes a deletion vector (issue 79)."""
+    topic = new_topic(lake)
+    log = topic.partition(0)
+    log.append(keyed({f"k{i:03d}": "1" for i in range(100)}), now_ms=100)
+    log.roll(now_ms=100)
+    compact(spark, lake, topic, NOW - 100)
+    log.append(keyed({f"k{i:03d}": "2" for i in range(10)}), now_ms=200)
+    log.roll(now_ms=200)
+    return topic
+
+
+def test_a_crash_between_a_deletion_vector_and_its_commit_leaves_the_old_or_the_new_log(
+    spark: SparkSession, lake: Lake, lake_config: LakeConfig, backend: str, tmp_path: Path, job_spark_args: list[str]
+) -> None:
+    points = POINTS[backend]
+    config_file = _config_file(lake_config, tmp_path / "lakecleaner.yaml")
+    topics = {point: _lightly_dirty_topic(spark, lake) for point in points}
+    before = {point: rows(t) for point, t in topics.items()}
+    children = {point: _run_job(config_file, t, point, job_spark_args) for point, t in topics.items()}
+    for point, child in children.items():
+        _, err = child.communicate(timeout=300)
+        assert child.returncode == CRASH_EXIT_STATUS, f"{point}: {err.decode()[-2000:]}"
+    for point, t in topics.items():
+        vectors = [f.deletion_vector for s in t.partition(0).manifest().segments for f in s.files if f.deletion_vector]
+        assert len(vectors) == (1 if points[point] else 0), point  # the new log, or the old one: never a mix
+        latest = {r["key"]: r["value"] for r in rows(t)}
+        assert len(rows(t)) == (100 if points[point] else 110) and latest[b"k001"] == b"2", point
+    from lakecleaner.spark_jobs.compact_topic import main
+
+    crashed = next(point for point, done in points.items() if not done)
+    recovery = topics[crashed]
+    assert main(["--config", str(config_file), "--topic", recovery.name, "--now", str(NOW)], spark=spark) == 0
+    assert len(rows(recovery)) == 100 and rows(recovery) != before[crashed]
+    log = recovery.partition(0)
+    stored = {o.key[len(log.prefix) :] for o in lake.store.list(log.prefix + "segments/")}
+    orphans = {p for p in stored if VECTOR_PATH.match(p)} - log.manifest().referenced_paths()
+    assert len(orphans) == 1  # the crashed run's vector, referenced by nothing: gc's, by its age
