@@ -107,20 +107,24 @@ def _check_pass(
         assert after.cleaner_checkpoint == request.first_uncleanable_offset or part.status == NOTHING_TO_DO
         u = request.first_uncleanable_offset
         assert [s for s in after.segments if s.base_offset >= u] == [s for s in before.segments if s.base_offset >= u]
-        stats = part.stats
-        counts = (stats.records_superseded, stats.unkeyed_dropped, stats.tombstones_stamped, stats.tombstones_removed)
         if kafkas_layout:
             _check_kafkas_layout(part, before, after, expected)
         else:  # a vectored group's lost records count as superseded, whatever made them lose
-            assert sum(counts) == sum((expected.superseded, expected.unkeyed, expected.stamped, expected.removed))
+            assert sum(_counts(part.stats)) == sum(
+                (expected.superseded, expected.unkeyed, expected.stamped, expected.removed)
+            )
+
+
+def _counts(stats: Any) -> tuple[int, int, int, int]:
+    """What the record rule did: superseded, unkeyed dropped, tombstones stamped and removed."""
+    return (stats.records_superseded, stats.unkeyed_dropped, stats.tombstones_stamped, stats.tombstones_removed)
 
 
 def _check_kafkas_layout(part: Any, before: Any, after: Any, expected: Expected) -> None:
     """Kafka's segments after the pass, its counters, and the files replaced pending deletion."""
     stats = part.stats
     assert [(s.base_offset, s.next_offset, s.record_count) for s in after.segments] == expected.segments
-    counts = (stats.records_superseded, stats.unkeyed_dropped, stats.tombstones_stamped, stats.tombstones_removed)
-    assert counts == (expected.superseded, expected.unkeyed, expected.stamped, expected.removed)
+    assert _counts(stats) == (expected.superseded, expected.unkeyed, expected.stamped, expected.removed)
     assert stats.malformed_version_headers == expected.malformed
     assert stats.groups_rewritten == sum(expected.changed_groups) and stats.groups_vectored == 0
     live = {f.path for s in after.segments for f in s.files}
@@ -141,6 +145,14 @@ def _check_kafkas_layout(part: Any, before: Any, after: Any, expected: Expected)
 @given(scenario=scenarios)
 def test_engine_matches_reference_model(spark: SparkSession, lake: Lake, scenario: Scenario) -> None:
     """Kafka's cleaner exactly: every group that changes is rewritten (no deletion vectors)."""
+    _scenario_passes(spark, lake, scenario, dead_ratio=0, kafkas_layout=True)
+
+
+def _scenario_passes(
+    spark: SparkSession, lake: Lake, scenario: Scenario, *, dead_ratio: float, kafkas_layout: bool
+) -> tuple[Topic, EngineOptions]:
+    """The scenario's two passes, each checked (`_check_pass`), on a new two-partition topic
+    whose `lakecleaner.rewrite.dead.ratio` is `dead_ratio`; the topic after them."""
     topic = new_topic(
         lake,
         partitions=2,
@@ -148,13 +160,14 @@ def test_engine_matches_reference_model(spark: SparkSession, lake: Lake, scenari
         delete_retention_ms=RETENTION_MS,
         compaction_strategy=scenario.strategy,
         compaction_strategy_header=HEADER,
-        lakecleaner_rewrite_dead_ratio=0,
+        lakecleaner_rewrite_dead_ratio=dead_ratio,
     )
     options = EngineOptions(dedupe_buffer_size=scenario.dedupe_buffer_size)
     topic = _append(lake, topic, scenario.first, now=500)
-    _check_pass(spark, lake, topic, now=1000, options=options)
+    _check_pass(spark, lake, topic, now=1000, options=options, kafkas_layout=kafkas_layout)
     topic = _append(lake, topic, scenario.more, now=1000)
-    _check_pass(spark, lake, topic, now=1000 + scenario.gap_ms, options=options)
+    _check_pass(spark, lake, topic, now=1000 + scenario.gap_ms, options=options, kafkas_layout=kafkas_layout)
+    return topic, options
 
 
 @settings(
@@ -171,20 +184,7 @@ def test_with_deletion_vectors_every_reader_reads_what_the_reference_model_keeps
     the reference model keeps, to every reader of the log: after the scenario's two passes, a
     third over updates without tombstones (so groups keep their files), and a fourth over more
     (the vectors grow, or their groups are rewritten)."""
-    topic = new_topic(
-        lake,
-        partitions=2,
-        segment_bytes=scenario.segment_bytes,
-        delete_retention_ms=RETENTION_MS,
-        compaction_strategy=scenario.strategy,
-        compaction_strategy_header=HEADER,
-        lakecleaner_rewrite_dead_ratio=0.99,
-    )
-    options = EngineOptions(dedupe_buffer_size=scenario.dedupe_buffer_size)
-    topic = _append(lake, topic, scenario.first, now=500)
-    _check_pass(spark, lake, topic, now=1000, options=options, kafkas_layout=False)
-    topic = _append(lake, topic, scenario.more, now=1000)
-    _check_pass(spark, lake, topic, now=1000 + scenario.gap_ms, options=options, kafkas_layout=False)
+    topic, options = _scenario_passes(spark, lake, scenario, dead_ratio=0.99, kafkas_layout=False)
     for step in (1, 2):
         topic = _append(lake, topic, _values_only(scenario.more), now=1000 + scenario.gap_ms)
         _check_pass(spark, lake, topic, now=1000 + scenario.gap_ms + step, options=options, kafkas_layout=False)
