@@ -54,6 +54,11 @@ class DeletionVector:
     crc: int
     cardinality: int
 
+    @staticmethod
+    def of_blob(path: str, blob: bytes, cardinality: int) -> DeletionVector:
+        """The entry of the vector `blob` stored at `path`, removing `cardinality` rows."""
+        return DeletionVector(path, len(blob), blob_crc(blob), cardinality)
+
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "size_bytes": self.size_bytes, "crc": self.crc, "cardinality": self.cardinality}
 
@@ -143,10 +148,11 @@ def write_vector(
 ) -> DeletionVector:
     """Store the vector of `positions` of the segment file `file_path` (relative to the
     partition's `prefix`) for manifest `version`, and return its entry."""
-    blob = encode_vector(positions)
+    values = np.unique(np.asarray(positions, np.int64))
+    blob = encode_vector(values)
     path = vector_path(file_path, version)
     store.write(prefix + path, blob)
-    return DeletionVector(path, len(blob), blob_crc(blob), len(np.unique(np.asarray(positions))))
+    return DeletionVector.of_blob(path, blob, len(values))
 
 
 def read_vector(store: ObjectStore, prefix: str, vector: DeletionVector, record_count: int) -> NDArray[np.int64]:

@@ -54,7 +54,7 @@ from lakecleaner.errors import (
 from lakecleaner.io import ObjectInfo, ObjectStore
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.log.commits import COMMITS, acknowledged_files
-from lakecleaner.log.deletion_vectors import VECTOR_PATH, DeletionVector, blob_crc, decode_vector
+from lakecleaner.log.deletion_vectors import VECTOR_PATH, DeletionVector, decode_vector
 from lakecleaner.log.layout import partition_marker_key
 from lakecleaner.log.leases import leases_on
 from lakecleaner.log.manifest import (
@@ -285,7 +285,7 @@ def _vectors(
         if not len(positions) or positions[-1] >= metas[file].meta.stats.record_count:
             left_out[path] = f"unreadable, left where it is: not a vector of {file}'s rows"
             continue
-        vector = DeletionVector(path, len(blob), blob_crc(blob), len(positions))
+        vector = DeletionVector.of_blob(path, blob, len(positions))
         held = found.get(file)
         if held is None or (vector.cardinality, _version(vector)) > (held.cardinality, _version(held)):
             found[file] = vector
