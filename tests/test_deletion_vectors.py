@@ -19,8 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.table.deletion_vector import DeletionVector as IcebergVector
 
-from lakecleaner.audit import audit_key
-from lakecleaner.config import LakeConfig
+from lakecleaner.audit import audit_key, audit_topic
+from lakecleaner.cli.audit import kind_words
+from lakecleaner.config import LakeConfig, TopicSpec
 from lakecleaner.errors import CorruptManifest, CorruptSegment
 from lakecleaner.extras import open_lake
 from lakecleaner.lake import Lake
@@ -71,12 +72,12 @@ def test_a_damaged_blob_is_corrupt_naming_it_and_the_fix(damage: object, reason:
 
 
 # -- the log ---------------------------------------------------------------------------------
-def with_vector(log: PartitionLog, positions: list[int], now_ms: int = T0) -> Manifest:
+def with_vector(log: PartitionLog, positions: list[int], now_ms: int = T0, erase_by_ms: int | None = None) -> Manifest:
     """Commit a vector of `positions` on the partition's first file, replacing (pending delete)
     the one it had, as a clean that removes those rows without rewriting the file would."""
     current = log.manifest()
     file = current.segments[0].files[0]
-    vector = write_vector(log.store, log.prefix, file.path, current.version + 1, np.array(positions))
+    vector = write_vector(log.store, log.prefix, file.path, current.version + 1, np.array(positions), erase_by_ms)
 
     def change(m: Manifest) -> Manifest:
         first = m.segments[0]
@@ -195,3 +196,26 @@ def test_the_erasure_audit_reports_a_row_a_vector_removed_as_hidden_not_gone(lak
     with_vector(log, [1])  # k1's first value: logically deleted, still in the file
     audit = audit_key(lake, "accounts", b"k1", T0)
     assert sorted((c.offset, c.kind) for c in audit.copies) == [(1, HIDDEN), (8, LIVE)]
+
+
+def test_a_vectors_erasure_deadline_is_when_the_audit_says_its_rows_are_physically_gone(lake: Lake) -> None:
+    """KIP-354 with vectors: the rows a vector hides are physically present until the first run
+    after its erase_by_ms rewrites the file, then file.delete.delay.ms, then the next run's delete;
+    `audit key` says so in words, and `audit topic` names the vector."""
+    hour = 3_600_000
+    topics = {**lake.config.topics, "accounts": TopicSpec("accounts", 1, "@hourly")}
+    lake = Lake(lake.store, dataclasses.replace(lake.config, topics=topics))
+    config = {"cleanup.policy": "compact", "max.compaction.lag.ms": 2 * hour, "file.delete.delay.ms": 60_000}
+    log = lake.create_topic("accounts", 1, config).partition(0)
+    log.append(keyed({f"k{i}": f"v{i}" for i in range(8)}, T0), now_ms=T0)
+    log.append(keyed({"k1": "v1b"}, T0), now_ms=T0)
+    with_vector(log, [1], erase_by_ms=T0 + hour)  # ahead of the dirty records' own T0 + 2 hours
+    audit = audit_key(lake, "accounts", b"k1", T0)
+    hidden = next(c for c in audit.copies if c.kind == HIDDEN)
+    assert hidden.deadline is not None and hidden.deadline.gone_by_ms == T0 + hour + hour + 60_000 + hour
+    assert not audit.unreadable  # the commit record of the vector is metadata, not an unreadable segment
+    assert not audit.overdue and audit_key(lake, "accounts", b"k1", T0 + 5 * hour).overdue
+    words = kind_words(hidden)
+    assert words.startswith("hidden: logically deleted, physically present until ") and "T" in words
+    (partition,) = audit_topic(lake, "accounts", T0)
+    assert partition.what is not None and "1 records a deletion vector hides" in partition.what

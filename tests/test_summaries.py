@@ -245,6 +245,16 @@ def test_the_stored_form_round_trips(built: Lake) -> None:
     assert again == summary
 
 
+def test_a_summary_stored_before_dead_bytes_reads_them_as_zero(built: Lake) -> None:
+    """Issue 79 added the column of the bytes deletion vectors remove: a summary written before
+    lacks it, and reads as it was written (no vector then)."""
+    summary = build_summary(built, "orders", NOW)
+    stored = json.loads(summary.to_json())
+    assert stored["partitions"].pop("dead_bytes") == [0] * len(summary.partitions)
+    again = TopicSummary.from_json(json.dumps(stored).encode(), "orders", "here")
+    assert again == summary
+
+
 @pytest.mark.backends("local")
 def test_the_control_plane_benchmarks_topics_shape_runs(
     backend: str, seaweedfs_endpoint: S3Endpoint, tmp_path: Path

@@ -61,6 +61,7 @@ from lakecleaner.policy.erasure import (
     superseded_deadline,
     tombstone_deadline,
     unreferenced_deadline,
+    vectored_deadline,
 )
 from lakecleaner.policy.key_mentions import mentions_key
 from lakecleaner.policy.metrics import deletion_deadline
@@ -392,7 +393,7 @@ def _judge(
     pending = {p.path: p.delete_after_ms for p in manifest.pending_deletes}
     prefix = partition_prefix(manifest.topic, partition)
     live: list[tuple[int, Segment, bool, int | None, str]] = []
-    removed: list[tuple[int, Segment, str]] = []
+    removed: list[tuple[int, Segment, SegmentFile, str]] = []
     for obj, hit in hits:
         path = obj.key[len(prefix) :]
         gone = _removed_positions(lake, prefix, live_files[path][1]) if path in live_files else frozenset()
@@ -401,7 +402,7 @@ def _judge(
             hit.offsets, hit.tombstones, hit.horizons, positions, strict=True
         ):
             if path in live_files and position in gone:
-                removed.append((offset, live_files[path][0], obj.key))
+                removed.append((offset, *live_files[path], obj.key))
             elif path in live_files:
                 live.append((offset, live_files[path][0], tombstone, horizon, obj.key))
             elif path in pending:
@@ -416,8 +417,8 @@ def _judge(
                 yield KeyCopy(partition, obj.key, offset, UNREFERENCED, unreferenced_deadline(obj.mtime_ms, ctx))
     live.sort()
     in_log = [entry for entry in live if entry[0] >= manifest.log_start_offset]
-    for offset, segment, name in removed:
-        yield KeyCopy(partition, name, offset, HIDDEN, _removed_deadline(offset, segment, in_log, ctx))
+    for offset, segment, file, name in removed:
+        yield KeyCopy(partition, name, offset, HIDDEN, _removed_deadline(offset, segment, file, in_log, ctx))
     for offset, segment, tombstone, horizon, name in live:
         if offset < manifest.log_start_offset:
             yield KeyCopy(partition, name, offset, BELOW_LOG_START, _below_log_start(segment, manifest, ctx))
@@ -429,6 +430,23 @@ def _judge(
         else:
             superseder = next(e[1] for e in in_log if e[0] > offset)
             yield KeyCopy(partition, name, offset, SUPERSEDED, superseded_deadline(segment, superseder, ctx))
+
+
+def _vectored_candidates(manifest: Manifest, ctx: ErasureContext) -> list[tuple[Deadline, str]]:
+    """The records the partition's deletion vectors hide, by the vector whose deadline comes first
+    (issue 79: logically deleted, physically present until a clean rewrites the file)."""
+    vectored = [
+        (f.deletion_vector.erase_by_ms, s, f)
+        for s in manifest.segments
+        for f in s.files
+        if f.deletion_vector is not None and f.deletion_vector.erase_by_ms is not None
+    ]
+    if not vectored:
+        return []
+    erase_by, segment, file = min(vectored, key=lambda v: v[0])
+    assert file.deletion_vector is not None
+    what = f"{file.deletion_vector.cardinality} records a deletion vector hides in {file.path}"
+    return [(vectored_deadline(segment, erase_by, ctx), what)]
 
 
 def _removed_positions(lake: Lake, prefix: str, file: SegmentFile) -> frozenset[int]:
@@ -443,11 +461,19 @@ def _removed_positions(lake: Lake, prefix: str, file: SegmentFile) -> frozenset[
 
 
 def _removed_deadline(
-    offset: int, segment: Segment, in_log: list[tuple[int, Segment, bool, int | None, str]], ctx: ErasureContext
+    offset: int,
+    segment: Segment,
+    file: SegmentFile,
+    in_log: list[tuple[int, Segment, bool, int | None, str]],
+    ctx: ErasureContext,
 ) -> Deadline:
     """A row a deletion vector removed (logically deleted, issue 79) is physically present until
-    a clean rewrites its file, which KIP-354's bound for a superseded record bounds: from the
+    a clean rewrites its file: by the vector's `erase_by_ms` (KIP-354's bound, kept by the
+    planner's vector-erasure trigger), else by KIP-354's bound for a superseded record, from the
     record of its key that superseded it (its own segment's when none is in the log)."""
+    vector = file.deletion_vector
+    if vector is not None and vector.erase_by_ms is not None:
+        return vectored_deadline(segment, vector.erase_by_ms, ctx)
     superseder = next((e[1] for e in in_log if e[0] > offset), segment)
     return superseded_deadline(segment, superseder, ctx)
 
@@ -594,6 +620,7 @@ def _partition_erasure(
             horizon = promised.tombstone_horizon_ms
             holding = next(s for s in manifest.segments if s.earliest_delete_horizon_ms == horizon)
             candidates.append((tombstone_deadline(holding, horizon, ctx), f"a tombstone in segment {holding.id}"))
+        candidates += _vectored_candidates(manifest, ctx)
     for pending in manifest.pending_deletes:
         candidates.append((left_the_log_deadline(pending.delete_after_ms, ctx), f"{pending.path} ({pending.reason})"))
     for obj in unreferenced:

@@ -21,8 +21,10 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.config import LakeConfig
 from lakecleaner.engine import EngineOptions
+from lakecleaner.engine.gate_rows import Expectation, GateGroup, GateRules, GateTask, gate_check
 from lakecleaner.engine.quality import CHECKS, READABLE_RULE
 from lakecleaner.engine.report import COMMITTED, FAILED, FAILED_QUALITY
+from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.faults import on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.layout import partition_prefix
@@ -388,3 +390,32 @@ def test_on_a_versioned_bucket_what_a_run_discards_leaves_no_old_version(
     markers = [m["Key"] for m in listed.get("DeleteMarkers", []) if any(d in m["Key"] for d in data)]
     assert staged and old == [] and markers == []
     assert not any(v["Key"].endswith(tuple(staged)) for v in listed.get("Versions", []))
+
+
+def test_a_kept_group_fails_the_gate_for_a_tombstone_without_a_horizon_or_one_past_it(
+    spark: SparkSession, lake: Lake
+) -> None:
+    """A group that keeps its files (unchanged or vectored) is read back without its values: a
+    horizon that has passed is a tombstone that should have gone (KIP-534), and its files must
+    store a horizon for each tombstone the manifest counts."""
+    topic = new_topic(lake)
+    log = topic.partition(0)
+    log.append(keyed({"a": "1", "b": None}), now_ms=100)  # b's tombstone, not stamped: an append
+    log.roll(now_ms=100)
+    (segment,) = log.manifest().segments
+    group = GateGroup(segment.base_offset, segment.next_offset, segment.files, True, 1, Expectation())
+    spec, prefix = StoreSpec.of(lake), partition_prefix(topic.name, 0)
+
+    def checks(now_ms: int) -> set[str]:
+        task = GateTask(0, prefix, (group,), segment.next_offset)
+        outcome = gate_check(spec, GateRules(now_ms, now_ms + 1), task)
+        assert outcome.unreadable is None
+        return set(outcome.violations.column("check").to_pylist())
+
+    assert checks(1_000) == {"horizon_as_expected"}
+    assert compact(spark, lake, topic, 1_000).totals.tombstones_stamped == 1
+    (segment,) = log.manifest().segments
+    group = GateGroup(segment.base_offset, segment.next_offset, segment.files, True, 1, Expectation())
+    horizon = 1_000 + topic.config.delete_retention_ms
+    assert checks(horizon - 1) == set()
+    assert checks(horizon) == {"is_winner"}

@@ -84,6 +84,38 @@ def test_grouping_is_greedy_by_bytes_and_keeps_big_segments_alone() -> None:
     assert [[s.base_offset for s in g] for g in groups] == [[0, 1], [2], [3], [4, 4]]
 
 
+def test_with_vectors_the_cleaned_and_dirty_sections_are_grouped_apart() -> None:
+    """Issue 79: where deletion vectors may serve, no group spans the first dirty offset (a
+    segment holding it counts as dirty); without them Kafka's greedy grouping crosses it."""
+    segments = [seg(0, 10, 30), seg(10, 20, 30), seg(20, 30, 10), seg(30, 40, 10)]
+    m = manifest(*segments, checkpoint=20)
+    request = CompactionRequest("t", 0, 20, 40, 5)
+    kafka = compaction_input(m, request, 100)
+    assert [[s.base_offset for s in g.segments] for g in kafka.groups] == [[0, 10, 20, 30]]
+    apart = compaction_input(m, request, 100, vectors=True)
+    assert [[s.base_offset for s in g.segments] for g in apart.groups] == [[0, 10], [20, 30]]
+    inside = compaction_input(manifest(*segments, checkpoint=15), CompactionRequest("t", 0, 15, 40, 5), 100, True)
+    assert [[s.base_offset for s in g.segments] for g in inside.groups] == [[0], [10, 20, 30]]
+    assert group_segments(segments, 100, apart_at=0) == [tuple(segments)]
+
+
+def test_a_pass_erases_what_it_supersedes_by_its_dirty_sections_earliest_kip_354_deadline() -> None:
+    """The deadline a vector written by the pass carries: the earliest rolling timestamp of the
+    dirty section's segments + max.compaction.lag.ms; now without a dirty segment; None without
+    the lag."""
+    segments = [
+        dataclasses.replace(seg(0, 10), first_batch_max_timestamp=100),
+        dataclasses.replace(seg(10, 20), first_batch_max_timestamp=700),
+        dataclasses.replace(seg(20, 30), first_batch_max_timestamp=500),
+    ]
+    lag = TopicConfig(cleanup_policy=frozenset({"compact"}), max_compaction_lag_ms=1000)
+    plan = compaction_input(manifest(*segments, checkpoint=10), CompactionRequest("t", 0, 10, 30, 5), 100, True)
+    assert plan.erase_by_ms(lag, 9999) == 1500
+    assert plan.erase_by_ms(COMPACT, 9999) is None
+    clean = compaction_input(manifest(*segments, checkpoint=30), CompactionRequest("t", 0, 30, 30, 5), 100, True)
+    assert clean.erase_by_ms(lag, 9999) == 9999
+
+
 def test_plan_rejects_a_first_uncleanable_offset_that_is_no_longer_a_boundary() -> None:
     m = manifest(seg(0, 10), seg(10, 20, sealed=False))
     with pytest.raises(StalePlan, match="not a segment boundary"):

@@ -1,7 +1,9 @@
 """Issue 79: a clean that removes few of a group's records writes a deletion vector beside each
 file instead of rewriting the group (`lakecleaner.rewrite.dead.ratio`); what every reader reads is
-what a rewrite would have left, the quality gate passes, a later clean grows the vector, and a
-group past the ratio, a topic with a KIP-354 deadline or a ratio of 0 is rewritten as before."""
+what a rewrite would have left, the quality gate passes, a later clean grows the vector, a group
+past the ratio or with a ratio of 0 is rewritten as before, the dirty section (new tombstones to
+stamp) is rewritten apart from the cleaned groups that vector, and on a topic with a KIP-354
+deadline a vector carries it and the group is rewritten once it passes."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from lakecleaner.engine.report import COMMITTED, UNCLEANABLE
 from lakecleaner.extras import open_lake
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.manifest import SegmentFile
+from lakecleaner.policy.cleanable import VECTOR_ERASURE, assess_compaction
 from tests.engine.helpers import compact, keyed
 from tests.support.tables import assert_table_is_the_log, with_tables
 
@@ -79,22 +82,65 @@ def test_a_lightly_dirty_group_gets_a_vector_and_readers_see_what_a_rewrite_leav
 
 
 @pytest.mark.parametrize(
-    ("config", "updated", "tombstones"),
+    ("config", "updated"),
     [
-        ({}, range(0, 50), False),  # 50 of the group's 150 records lost: past the default ratio of 0.3
-        ({"lakecleaner.rewrite.dead.ratio": 0}, range(0, 10), False),
-        ({"max.compaction.lag.ms": 3_600_000}, range(0, 10), False),  # KIP-354: superseded records must be gone
-        ({}, range(0, 10), True),  # KIP-534: new tombstones get their horizon written into the file
+        ({}, range(0, 40)),  # 40 of the group's 100 records lost: past the default ratio of 0.3
+        ({"lakecleaner.rewrite.dead.ratio": 0}, range(0, 10)),
+        ({"min.cleanable.dirty.ratio": 0.05}, range(0, 10)),  # vectors never past the dirty ratio
+        ({"max.compaction.lag.ms": 1_000_000}, range(0, 10)),  # KIP-354: the deadline has passed
     ],
 )
-def test_a_group_past_the_ratio_with_a_deadline_or_new_tombstones_is_rewritten(
-    spark: SparkSession, lake: Lake, config: dict[str, Any], updated: range, tombstones: bool
+def test_a_group_past_the_ratio_or_its_deadline_is_rewritten(
+    spark: SparkSession, lake: Lake, config: dict[str, Any], updated: range
 ) -> None:
     topic = _topic(spark, lake, "cdc", **config)
     (first,) = _files(topic)
-    _updated(topic, updated, 2000, tombstones)
+    _updated(topic, updated, 2000)
     report = compact(spark, lake, topic, NOW + 1)
     assert not report.failed and report.totals.groups_vectored == 0
+    assert first.path not in {f.path for f in _files(topic)}
+    assert all(f.deletion_vector is None for f in _files(topic)) and len(_latest(topic)) == 100
+
+
+def test_new_tombstones_are_stamped_by_rewriting_the_dirty_section_apart_from_the_vectored_group(
+    spark: SparkSession, lake: Lake
+) -> None:
+    """KIP-534: a new tombstone's horizon is written into its file; the cleaned group that lost
+    the tombstones' keys is not grouped with the dirty section, and keeps its file."""
+    topic = _topic(spark, lake, "cdc")
+    (first,) = _files(topic)
+    _updated(topic, range(0, 10), 2000, tombstones=True)
+    report = compact(spark, lake, topic, NOW + 1)
+    stats = report.totals
+    assert not report.failed and (stats.groups_vectored, stats.groups_rewritten) == (1, 1)
+    kept = next(f for f in _files(topic) if f.path == first.path)
+    assert kept.deletion_vector is not None and kept.deletion_vector.cardinality == 10
+    rows = topic.partition(0).read(columns=["key", "value", "delete_horizon_ms"]).to_pylist()
+    tombstones = [r for r in rows if r["value"] is None]
+    assert len(rows) == 100 and {r["key"] for r in tombstones} == {b"k000", b"k005"}
+    assert {r["delete_horizon_ms"] for r in tombstones} == {NOW + 1 + topic.config.delete_retention_ms}
+
+
+def test_a_vector_carries_its_records_deadline_and_the_group_is_rewritten_when_it_passes(
+    spark: SparkSession, lake: Lake
+) -> None:
+    """KIP-354 with vectors: a clean ahead of the deadline writes a vector that carries it
+    (the dirty segment's first batch + max.compaction.lag.ms); the plan shows it; once it has
+    passed the partition is due (`vector_erasure`) and the group is rewritten without the rows."""
+    lag = 100_000_000
+    topic = _topic(spark, lake, "gdpr", **{"max.compaction.lag.ms": lag})
+    (first,) = _files(topic)
+    _updated(topic, range(0, 10), 2000)
+    assert compact(spark, lake, topic, NOW + 1).totals.groups_vectored == 1
+    vector = next(f for f in _files(topic) if f.path == first.path).deletion_vector
+    assert vector is not None and vector.erase_by_ms == 2000 + lag
+    log = topic.partition(0)
+    before = assess_compaction(log.manifest(), lake.topic("gdpr").config, 2000 + lag - 1)
+    assert not before.due and before.range is not None and before.range.dead_bytes > 0
+    due = assess_compaction(log.manifest(), lake.topic("gdpr").config, 2000 + lag)
+    assert due.due and due.triggers == (VECTOR_ERASURE,)
+    report = compact(spark, lake, topic, 2000 + lag)
+    assert not report.failed and report.totals.groups_rewritten == 1
     assert first.path not in {f.path for f in _files(topic)}
     assert all(f.deletion_vector is None for f in _files(topic)) and len(_latest(topic)) == 100
 

@@ -7,7 +7,9 @@ from dataclasses import replace
 import pytest
 
 from lakecleaner.config import LONG_MAX
-from lakecleaner.log.manifest import Manifest
+from lakecleaner.engine.requests import CompactionRequest, requests_for
+from lakecleaner.log.deletion_vectors import DeletionVector
+from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.policy.cleanable import (
     ACTIVE_SEGMENT,
     DIRTY_RATIO,
@@ -15,6 +17,7 @@ from lakecleaner.policy.cleanable import (
     MAX_COMPACTION_LAG,
     MIN_COMPACTION_LAG,
     TOMBSTONE_HORIZON,
+    VECTOR_ERASURE,
     assess_compaction,
     cleanable_range,
 )
@@ -315,3 +318,38 @@ def test_only_compacted_topics_are_compacted() -> None:
     assert (assessment.due, assessment.range) == (False, None)
     assert assessment.reason == "not a compacted topic (cleanup.policy=delete)"
     assert assess_compaction(log, COMPACT_DELETE, NOW).due
+
+
+# -- deletion vectors (issue 79) ------------------------------------------------------------------
+
+
+def vectored(base: int, removed: int, erase_by_ms: int | None = None, size: int = 1000) -> Segment:
+    """A clean segment of 100 records whose file's deletion vector removes `removed` of them."""
+    plain = segment(base, 100, size=size)
+    (file,) = plain.files
+    vector = DeletionVector(f"{file.path}.dv-3-000000000000.bin", 40, 0, removed, erase_by_ms)
+    return replace(plain, files=(replace(file, deletion_vector=vector),))
+
+
+def test_the_bytes_deletion_vectors_remove_count_as_dirty() -> None:
+    """★ The dead bytes of the cleaned section (a file's bytes times the share of its rows a vector
+    removes) count as dirty: Kafka's cleaned section holds no dead record."""
+    m = manifest(vectored(0, removed=20), segment(100, size=100), active(110), checkpoint=100)
+    cleanable = cleanable_range(m, COMPACT, NOW)
+    assert (cleanable.clean_bytes, cleanable.dead_bytes, cleanable.cleanable_bytes) == (1000, 200, 100)
+    assert cleanable.dirty_ratio == 300 / 1100 and cleanable.dirty_percent == 27
+    assert cleanable.to_dict()["dead_bytes"] == 200
+    assert not assess_compaction(m, COMPACT, NOW).due
+    assert assess_compaction(m, replace(COMPACT, min_cleanable_dirty_ratio=0.2), NOW).triggers == (DIRTY_RATIO,)
+
+
+def test_a_vector_whose_records_are_due_to_be_erased_makes_its_partition_due() -> None:
+    """★ KIP-354 with vectors: once a vector's erase_by_ms has passed, the partition is due even
+    with nothing dirty, and a request covers the cleaned section so the group is rewritten."""
+    m = manifest(vectored(0, removed=5, erase_by_ms=NOW), active(100), checkpoint=100)
+    ahead = assess_compaction(m, COMPACT, NOW - 1)
+    assert not ahead.due and requests_for(m, COMPACT, NOW - 1) is None
+    due = assess_compaction(m, COMPACT, NOW)
+    assert due.due and due.triggers == (VECTOR_ERASURE,) and "due to be erased" in due.reason
+    assert due.range is not None and due.range.erasure_due_ms == NOW
+    assert requests_for(m, COMPACT, NOW) == CompactionRequest("t", 0, 100, 100, 7)

@@ -4,19 +4,33 @@ the lake's deletion deadlines."""
 from __future__ import annotations
 
 import sys
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
 from rich.table import Table
 
 from lakecleaner.cli.base import NOW_HELP, Context, cli, decode_base64, exit_on_unreadable, parse_now, pass_ctx
 from lakecleaner.cli.output import console
+from lakecleaner.policy.erasure import HIDDEN
 from lakecleaner.policy.text import format_timestamp_ms
+
+if TYPE_CHECKING:
+    from lakecleaner.audit import KeyCopy
 
 
 @cli.group()
 def audit() -> None:
     """Prove erasure: where a key's records are still stored, and by when each copy is gone."""
+
+
+def kind_words(copy: KeyCopy) -> str:
+    """A copy's kind as the table shows it: a hidden copy (a deletion vector's or a position-delete
+    file's, issue 79) says until when it is physically present."""
+    if copy.kind != HIDDEN:
+        return copy.kind
+    gone_by = None if copy.deadline is None else copy.deadline.gone_by_ms
+    until = "no deadline" if gone_by is None else format_timestamp_ms(gone_by)
+    return f"hidden: logically deleted, physically present until {until}"
 
 
 @audit.command("key")
@@ -60,7 +74,7 @@ def audit_key_command(
                 "-" if c.partition is None else str(c.partition),
                 c.object,
                 "-" if c.offset is None else str(c.offset),
-                c.kind,
+                kind_words(c),
                 "-" if d is None or d.gone_by_ms is None else format_timestamp_ms(d.gone_by_ms),
                 "" if d is None or d.overdue is None else d.overdue,
             )

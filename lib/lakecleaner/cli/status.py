@@ -37,7 +37,8 @@ def source_note(facts: TopicFacts) -> str:
 @click.option("--topic", "names", multiple=True, help="Topics to show (default: all).")
 @pass_ctx
 def status(ctx: Context, names: tuple[str, ...]) -> None:
-    """A table per topic: segments, records, bytes, offsets, checkpoint and active segment age."""
+    """A table per topic: segments, records, bytes (and those deletion vectors remove), offsets,
+    checkpoint and active segment age."""
     show_status(ctx, list(names) or ctx.lake.list_topics())
 
 
@@ -73,7 +74,7 @@ def show_status(ctx: Context, names: list[str]) -> None:
     def human() -> None:
         for name, rows in result.items():
             table = Table(title=f"topic {name}")
-            for col in ("part", "segs", "records", "bytes", "log start", "next", "checkpoint", "active age"):
+            for col in ("part", "segs", "records", "bytes", "dead", "log start", "next", "checkpoint", "active age"):
                 table.add_column(col, justify="right")
             table.add_column("uncleanable")
             for r in rows:
@@ -82,6 +83,7 @@ def show_status(ctx: Context, names: list[str]) -> None:
                     str(r["segments"]),
                     f"{r['records']:,}",
                     format_bytes(r["bytes"]),
+                    format_bytes(r["dead_bytes"]),
                     str(r["log_start_offset"]),
                     str(r["next_offset"]),
                     "-" if r["cleaner_checkpoint"] is None else str(r["cleaner_checkpoint"]),
@@ -89,7 +91,7 @@ def show_status(ctx: Context, names: list[str]) -> None:
                     r["uncleanable"] or "",
                 )
             for first, last, _ in failure_runs(failed[name]):
-                table.add_row(partitions_label(first, last), "FAILED", *[""] * 7)
+                table.add_row(partitions_label(first, last), "FAILED", *[""] * 8)
             table.caption = notes[name]
             console.print(table)
         if not result and not unopened:

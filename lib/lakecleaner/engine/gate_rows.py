@@ -67,7 +67,7 @@ from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.records import SEGMENT_SCHEMA
-from lakecleaner.log.segment_files import read_segment_row_groups
+from lakecleaner.log.segment_files import read_segment_file, read_segment_row_groups
 
 VIOLATION_SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("check", pa.string())])
 RECORD_SCHEMA = pa.schema([SEGMENT_SCHEMA.field(name) for name in ("key", "value", "timestamp", "headers")])
@@ -75,7 +75,7 @@ HORIZON_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("delete_horizon_ms")])
 OFFSET_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("offset")])
 KEYS_SCHEMA = pa.schema([("key", pa.binary()), ("offset", pa.int64()), (HASH, pa.uint64())])
 _REUSED_COLUMNS = ["offset", "key"]
-_REUSED_TOMBSTONE_COLUMNS = ["offset", "key", "value", "delete_horizon_ms"]
+_REUSED_TOMBSTONE_COLUMNS = ["offset", "key", "delete_horizon_ms"]
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def _increasing(offsets: NDArray[np.int64], group: GateGroup, after: int | None)
 
 def _read_back(store: ObjectStore, prefix: str, group: GateGroup) -> Iterator[pa.Table]:
     """The group's records as the new log would hold them, a row group at a time (a kept group
-    without its values unless it holds tombstones)."""
+    without its values, timestamps and headers: its horizons only when it holds tombstones)."""
     for file in group.files:
         if group.reused:
             columns = _REUSED_TOMBSTONE_COLUMNS if group.tombstone_count else _REUSED_COLUMNS
@@ -280,17 +280,29 @@ class _GroupCheck:
 
 
 def _kept_file_violations(table: pa.Table, group: GateGroup, rules: GateRules) -> Violations:
-    """A group that keeps its files holds each of its records; its tombstones must have a
-    horizon that has not passed."""
+    """A group that keeps its files holds each of its records but its expired tombstones: a
+    horizon that has passed (KIP-534) is a tombstone's that should have gone. Only tombstones
+    carry a horizon (the writer stamps no other record, appends none), so the values are not read."""
     if not group.tombstone_count:
         return []
     offsets = table.column("offset").to_numpy()
-    tombstone = bool_mask(pc.is_null(table.column("value")))
-    horizon = table.column("delete_horizon_ms")
-    return [
-        ("horizon_as_expected", offsets[tombstone & ~bool_mask(pc.is_valid(horizon))]),
-        ("is_winner", offsets[_expired(tombstone, horizon, rules)]),
-    ]
+    expired = bool_mask(pc.fill_null(pc.less_equal(table.column("delete_horizon_ms"), rules.now_ms), False))
+    return [("is_winner", offsets[expired])]
+
+
+def _unstamped_tombstones(store: ObjectStore, prefix: str, group: GateGroup) -> Violations:
+    """A group that keeps its files has a horizon on each of its tombstones: its files store as
+    many horizons as the manifest counts tombstones (both as stored, deletion vectors aside);
+    flagged at the group's base offset when they store fewer."""
+    if not group.reused or not group.tombstone_count:
+        return []
+    stamped = 0
+    for file in group.files:
+        table = read_segment_file(
+            store, prefix + file.path, columns=["delete_horizon_ms"], expected=file, physical=True
+        )
+        stamped += table.num_rows - table.column("delete_horizon_ms").null_count
+    return [] if stamped >= group.tombstone_count else [("horizon_as_expected", np.array([group.base_offset]))]
 
 
 def _repeated_keys(
@@ -419,7 +431,7 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome
                 for table in _read_back(store, task.prefix, group):
                     check.add(table)
                     keys.add(table)
-                found += check.violations()
+                found += check.violations() + _unstamped_tombstones(store, task.prefix, group)
                 if sink is not None:
                     keys.spill(sink)
                     keys = _Keys()

@@ -6,6 +6,12 @@ Grouping is Kafka's `groupSegmentsBySize` without the index-size limits (DESIGN 
 consecutive segments are grouped greedily while their summed bytes stay ≤ segment.bytes, and
 each group becomes one output segment spanning [first input's base, last input's next_offset),
 so segment ranges keep touching. A segment larger than segment.bytes forms a group of its own.
+
+★ Where deletion vectors may serve (`lakecleaner.rewrite.dead.ratio` > 0, issue 79), no group
+holds segments of both the cleaned section and the dirty one (`apart_at`): the cleaned section's
+groups lose a few records to vectors and keep their files, and the dirty section, where the new
+tombstones are stamped and most records may lose, is rewritten alone. Kafka merges across that
+boundary, rewriting every group anyway.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lakecleaner.config import LONG_MAX, TopicConfig
 from lakecleaner.engine.requests import CompactionRequest
 from lakecleaner.errors import ConcurrentModification
 from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
 from lakecleaner.policy.cleanable import first_dirty_offset
+from lakecleaner.policy.segment_times import rolling_timestamp
 
 
 class StalePlan(ConcurrentModification):
@@ -121,19 +129,37 @@ class CompactionInput:
         ends = [s.next_offset for s in self.input_segments if s.next_offset <= first_dirty]
         return max(ends, default=self.log_start_offset)
 
+    def erase_by_ms(self, config: TopicConfig, now_ms: int) -> int | None:
+        """When the records this pass supersedes must be physically gone, for the deletion vectors
+        that would remove them (KIP-354): the earliest deadline of the dirty section's segments,
+        rolling timestamp + max.compaction.lag.ms, Kafka's bound on when a record that supersedes
+        them is cleaned; `now_ms` (due at once: no vector) when the pass has no dirty segment
+        (what it removes is below the log start, or not bounded by a dirty record). None without
+        max.compaction.lag.ms."""
+        lag = config.max_compaction_lag_ms
+        if lag == LONG_MAX:
+            return None
+        dirty = [s for s in self.input_segments if s.base_offset >= self.clean_end]
+        return min((min(max(rolling_timestamp(s), 0) + lag, LONG_MAX) for s in dirty), default=now_ms)
+
     @property
     def dirty_record_count(self) -> int:
         """Records of the input segments at or after `clean_end`: the dirty section pass 1 maps."""
         return sum(s.record_count for s in self.input_segments if s.base_offset >= self.clean_end)
 
 
-def group_segments(segments: Sequence[Segment], max_bytes: int) -> list[tuple[Segment, ...]]:
-    """Greedy grouping in offset order while the summed bytes stay ≤ `max_bytes`."""
+def group_segments(
+    segments: Sequence[Segment], max_bytes: int, apart_at: int | None = None
+) -> list[tuple[Segment, ...]]:
+    """Greedy grouping in offset order while the summed bytes stay ≤ `max_bytes`; with
+    `apart_at`, a group never holds segments of both sides of that offset (a segment holding it
+    counts as after it)."""
     groups: list[tuple[Segment, ...]] = []
     current: list[Segment] = []
     size = 0
     for segment in segments:
-        if current and size + segment.size_bytes > max_bytes:
+        crossing = apart_at is not None and current and current[-1].next_offset <= apart_at < segment.next_offset
+        if current and (size + segment.size_bytes > max_bytes or crossing):
             groups.append(tuple(current))
             current, size = [], 0
         current.append(segment)
@@ -143,9 +169,12 @@ def group_segments(segments: Sequence[Segment], max_bytes: int) -> list[tuple[Se
     return groups
 
 
-def compaction_input(manifest: Manifest, request: CompactionRequest, segment_bytes: int) -> CompactionInput:
+def compaction_input(
+    manifest: Manifest, request: CompactionRequest, segment_bytes: int, vectors: bool = False
+) -> CompactionInput:
     """The plan for `request` on `manifest` (the manifest may be newer than the request's: appends
-    and rolls after U do not matter). Raises StalePlan when U is no longer a segment boundary or
+    and rolls after U do not matter); with `vectors` (deletion vectors may serve), the cleaned and
+    dirty sections are grouped apart. Raises StalePlan when U is no longer a segment boundary or
     lies past the base of the active segment, which is never cleaned."""
     u = request.first_uncleanable_offset
     where = f"partition {manifest.topic}-{manifest.partition}"
@@ -159,5 +188,6 @@ def compaction_input(manifest: Manifest, request: CompactionRequest, segment_byt
         raise StalePlan(f"{where}: first uncleanable offset {u} lies in the active segment [{active.base_offset}, …)")
     start = manifest.log_start_offset
     inputs = [s for s in manifest.segments if s.next_offset > start and s.base_offset < u]
-    groups = tuple(Group(g) for g in group_segments(inputs, segment_bytes))
+    apart_at = first_dirty_offset(manifest)[0] if vectors else None
+    groups = tuple(Group(g) for g in group_segments(inputs, segment_bytes, apart_at))
     return CompactionInput(request, manifest, groups)

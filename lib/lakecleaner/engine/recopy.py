@@ -96,6 +96,9 @@ class RecopyTask:
     expected_path: str = ""
     #: The topic's `lakecleaner.rewrite.dead.ratio` where deletion vectors may serve (0: never).
     dead_ratio: float = 0.0
+    #: When the records this clean supersedes must be physically gone (KIP-354; None: the topic
+    #: has no max.compaction.lag.ms): a vector may remove them only while it is ahead.
+    erase_by_ms: int | None = None
 
 
 @dataclass
@@ -163,13 +166,17 @@ def clean_rows(
 
 def _tombstones_change(store: ObjectStore, task: RecopyTask, now_ms: int, fetched: FetchedFiles | None) -> bool:
     """Whether a group whose rows all won would still change: a tombstone without a horizon (to
-    stamp) or with one that has passed (to remove). Horizons are set only on tombstones."""
+    stamp) or with one that has passed (to remove: KIP-534, and physically, so one a deletion
+    vector hides counts too). Horizons are set only on tombstones; the files are read as stored,
+    as `tombstone_count` counts them."""
     if task.tombstone_count == 0:
         return False
     stamped, earliest = 0, None
     for file in task.files:
         key = task.target.prefix + file.path
-        table = read_segment_file(store, key, columns=["delete_horizon_ms"], expected=file, fetched=fetched)
+        table = read_segment_file(
+            store, key, columns=["delete_horizon_ms"], expected=file, fetched=fetched, physical=True
+        )
         horizon = table.column("delete_horizon_ms")
         stamped += len(horizon) - horizon.null_count
         low = pc.min(horizon).as_py()
@@ -188,10 +195,11 @@ def recopy_group(
     """Clean one group into one new file (or none, when nothing changes or nothing is kept),
     and settle what the group must hold for the quality gate (`fetched`: the small files pass 1
     of this task fetched)."""
-    if kept.size == task.record_count and not _tombstones_change(store, task, now_ms, fetched):
+    due = erasure_due(task.files, now_ms)
+    if kept.size == task.record_count and not due and not _tombstones_change(store, task, now_ms, fetched):
         _let_go(task, fetched)
         return GroupResult(task.index, UNCHANGED)
-    if _removable_by_vectors(task, kept) and not _tombstones_change(store, task, now_ms, fetched):
+    if not due and _removable_by_vectors(task, kept, now_ms) and not _tombstones_change(store, task, now_ms, fetched):
         result = _vectored(store, task, kept, fetched)
         _let_go(task, fetched)
         return result
@@ -233,21 +241,38 @@ def _let_go(task: RecopyTask, fetched: FetchedFiles | None) -> None:
 
 def vector_ratio(config: TopicConfig) -> float:
     """The share of a group's stored records below which a clean removes its lost records by
-    deletion vectors (`lakecleaner.rewrite.dead.ratio`); 0, always a rewrite, for a topic with a
-    `max.compaction.lag.ms`: KIP-354 promises that a superseded record is gone by then, and a
-    record a vector removed is still stored (forcing the rewrite by each record's deadline instead
-    is not built yet)."""
-    return config.lakecleaner_rewrite_dead_ratio if config.max_compaction_lag_ms == LONG_MAX else 0.0
+    deletion vectors: `lakecleaner.rewrite.dead.ratio`, but never above min.cleanable.dirty.ratio,
+    since a vector's dead bytes count as dirty (`CleanableRange.dead_bytes`): a partition made due
+    by them then has a group past the ratio, which its clean rewrites, rather than being due again
+    at every run."""
+    return min(config.lakecleaner_rewrite_dead_ratio, config.min_cleanable_dirty_ratio)
 
 
-def _removable_by_vectors(task: RecopyTask, kept: NDArray[np.int64]) -> bool:
+def erasure_due(files: Sequence[SegmentFile], now_ms: int) -> bool:
+    """Whether a file's deletion vector removes records whose physical removal is due (its
+    `erase_by_ms` ≤ now, KIP-354): the group is rewritten, whatever else it would do."""
+    return any(f.deletion_vector is not None and _due(f.deletion_vector.erase_by_ms, now_ms) for f in files)
+
+
+def _due(erase_by_ms: int | None, now_ms: int) -> bool:
+    return erase_by_ms is not None and erase_by_ms <= now_ms
+
+
+def _removable_by_vectors(task: RecopyTask, kept: NDArray[np.int64], now_ms: int) -> bool:
     """Whether the clean may remove the group's records that lost by deletion vectors instead of
     rewriting its files (issue 79): while the records removed, with those its vectors removed
-    before, stay below `dead_ratio` of the records its files store. Delta's and Iceberg's
+    before, stay below `dead_ratio` of the records its files store, and the deadline by which
+    they must be physically gone (KIP-354) is still ahead: the rewrite then comes by that
+    deadline (`erasure_due`, and the planner's `vector_erasure` trigger). Delta's and Iceberg's
     merge-on-read rule; Kafka rewrites every group (its `min.cleanable.dirty.ratio` decides only
     whether the log is cleaned at all)."""
     stored = sum(f.record_count for f in task.files)
-    return task.dead_ratio > 0 and stored > 0 and (stored - kept.size) / stored < task.dead_ratio
+    return (
+        task.dead_ratio > 0
+        and stored > 0
+        and (stored - kept.size) / stored < task.dead_ratio
+        and not _due(task.erase_by_ms, now_ms)
+    )
 
 
 def _vectored(
@@ -255,7 +280,8 @@ def _vectored(
 ) -> GroupResult:
     """The group's files kept, each whose records not kept grew with a new deletion vector of
     them (a vector names every removed position, those of the file's vector before included: a
-    record that lost stays lost). Reads each file's offsets only."""
+    record that lost stays lost), due for erasure by the earlier of the old vector's deadline and
+    this clean's. Reads each file's offsets only."""
     files: list[SegmentFile] = []
     written: list[str] = []
     removed = 0
@@ -263,12 +289,14 @@ def _vectored(
         key = task.target.prefix + file.path
         stored = read_segment_file(store, key, columns=["offset"], expected=file, fetched=fetched, physical=True)
         dead = np.flatnonzero(~in_sorted(stored.column("offset").to_numpy(), kept))
-        before = file.deletion_vector.cardinality if file.deletion_vector is not None else 0
+        old = file.deletion_vector
+        before = old.cardinality if old is not None else 0
         if len(dead) == before:
             files.append(file)
             continue
         version = task.target.manifest_version
-        vector = write_vector(store, task.target.prefix, file.path, version, dead)
+        erase_by = _earlier(task.erase_by_ms, None if old is None else old.erase_by_ms)
+        vector = write_vector(store, task.target.prefix, file.path, version, dead, erase_by)
         files.append(dataclasses.replace(file, deletion_vector=vector))
         written.append(vector.path)
         removed += len(dead) - before
@@ -280,6 +308,11 @@ def _vectored(
         vectored=tuple(files),
         vectors_written=tuple(written),
     )
+
+
+def _earlier(a: int | None, b: int | None) -> int | None:
+    """The earlier of two deadlines (None: none)."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _run(

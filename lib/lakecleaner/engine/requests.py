@@ -44,13 +44,16 @@ class CompactionRequest:
 def requests_for(manifest: Manifest, config: TopicConfig, now_ms: int) -> CompactionRequest | None:
     """The request for one partition, from the policy's cleanable range (F and U as Kafka's
     `LogCleanerManager.cleanableOffsets` computes them, DESIGN section 4), or None when a pass
-    would have nothing to do: [log start, U) is empty, or F == U and no tombstone horizon in
-    [log start, U) has passed (nothing dirty, nothing to expire).
+    would have nothing to do: [log start, U) is empty, or F == U and no tombstone horizon or
+    deletion vector's erasure deadline in [log start, U) has passed and the bytes vectors remove
+    do not make the dirty ratio (nothing dirty, nothing to expire, erase or reclaim).
     """
     cleanable = cleanable_range(manifest, config, now_ms)
     first_dirty, first_uncleanable = cleanable.first_dirty_offset, cleanable.first_uncleanable_offset
     start = manifest.log_start_offset
     in_range = [s for s in manifest.segments if s.next_offset > start and s.base_offset < first_uncleanable]
-    if not in_range or (first_dirty == first_uncleanable and cleanable.expired_tombstone_horizon_ms is None):
+    reclaiming = cleanable.dead_bytes > 0 and cleanable.dirty_ratio > config.min_cleanable_dirty_ratio
+    expiring = cleanable.expired_tombstone_horizon_ms is not None or cleanable.erasure_due_ms is not None
+    if not in_range or (first_dirty == first_uncleanable and not expiring and not reclaiming):
         return None
     return CompactionRequest(manifest.topic, manifest.partition, first_dirty, first_uncleanable, manifest.version)

@@ -230,7 +230,7 @@ class _Run:
                 manifest = found[0]
                 self.planned[request.partition] = manifest
                 report.manifest_version_before = manifest.version
-                plan = compaction_input(manifest, request, self.config.segment_bytes)
+                plan = compaction_input(manifest, request, self.config.segment_bytes, vector_ratio(self.config) > 0)
             except StalePlan as exc:
                 report.status, report.message = ABORTED, str(exc)
                 continue
@@ -397,7 +397,8 @@ class _Run:
             group.live_count,
             group.tombstone_count,
             target,
-            dead_ratio=vector_ratio(self.topic.config),
+            dead_ratio=vector_ratio(self.config),
+            erase_by_ms=plan.erase_by_ms(self.config, self.now_ms),
         )
 
     def _outputs(self, group: Group, result: GroupResult) -> tuple[Segment, ...]:

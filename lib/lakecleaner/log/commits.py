@@ -33,7 +33,8 @@ from lakecleaner.io.concurrent import map_ordered
 
 #: The folder of a partition that holds its commit records.
 COMMITS = "_commits/"
-_RECORD_NAME = re.compile(r"^([A-Za-z0-9_.=-]+\.parquet)@(\d{1,18})$")
+#: A record names a segment file or a file's deletion vector (`log.deletion_vectors.VECTOR_PATH`).
+_RECORD_NAME = re.compile(r"^([A-Za-z0-9_.=-]+\.parquet(?:\.dv-\d{1,19}-[0-9a-f]{12}\.bin)?)@(\d{1,18})$")
 
 
 @dataclass(frozen=True)

@@ -47,20 +47,31 @@ MAX_POSITION = (1 << 31) - 1
 @dataclass(frozen=True)
 class DeletionVector:
     """A segment file's vector as its manifest entry references it: the object's path (relative
-    to the partition), size, the CRC-32 its blob ends with, and how many rows it removes."""
+    to the partition), size, the CRC-32 its blob ends with, how many rows it removes and, on a
+    topic with `max.compaction.lag.ms`, `erase_by_ms`: when the rows it removes must be physically
+    gone (KIP-354), the first clean after which rewrites the file (None: no deadline)."""
 
     path: str
     size_bytes: int
     crc: int
     cardinality: int
+    erase_by_ms: int | None = None
 
     @staticmethod
-    def of_blob(path: str, blob: bytes, cardinality: int) -> DeletionVector:
+    def of_blob(path: str, blob: bytes, cardinality: int, erase_by_ms: int | None = None) -> DeletionVector:
         """The entry of the vector `blob` stored at `path`, removing `cardinality` rows."""
-        return DeletionVector(path, len(blob), blob_crc(blob), cardinality)
+        return DeletionVector(path, len(blob), blob_crc(blob), cardinality, erase_by_ms)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "size_bytes": self.size_bytes, "crc": self.crc, "cardinality": self.cardinality}
+        out: dict[str, Any] = {
+            "path": self.path,
+            "size_bytes": self.size_bytes,
+            "crc": self.crc,
+            "cardinality": self.cardinality,
+        }
+        if self.erase_by_ms is not None:
+            out["erase_by_ms"] = self.erase_by_ms
+        return out
 
     @staticmethod
     def from_fields(f: Fields) -> DeletionVector:
@@ -69,6 +80,7 @@ class DeletionVector:
             f.integer("size_bytes"),
             f.integer("crc", hi=(1 << 32) - 1),
             f.integer("cardinality"),
+            f.optional_int("erase_by_ms"),
         )
 
     def problems(self, file_path: str, record_count: int) -> list[str]:
@@ -144,15 +156,20 @@ def _positions(vector: bytes, corrupt: Any) -> NDArray[np.int64]:
 
 
 def write_vector(
-    store: ObjectStore, prefix: str, file_path: str, version: int, positions: NDArray[np.integer]
+    store: ObjectStore,
+    prefix: str,
+    file_path: str,
+    version: int,
+    positions: NDArray[np.integer],
+    erase_by_ms: int | None = None,
 ) -> DeletionVector:
     """Store the vector of `positions` of the segment file `file_path` (relative to the
-    partition's `prefix`) for manifest `version`, and return its entry."""
+    partition's `prefix`) for manifest `version`, and return its entry (with `erase_by_ms`)."""
     values = np.unique(np.asarray(positions, np.int64))
     blob = encode_vector(values)
     path = vector_path(file_path, version)
     store.write(prefix + path, blob)
-    return DeletionVector.of_blob(path, blob, len(values))
+    return DeletionVector.of_blob(path, blob, len(values), erase_by_ms)
 
 
 def read_vector(store: ObjectStore, prefix: str, vector: DeletionVector, record_count: int) -> NDArray[np.int64]:

@@ -73,6 +73,10 @@ from lakecleaner.log.segment_files import KIND_COMPACTED, FileMeta, read_file_me
 #: `pending_deletes`; other files left out stay where they are).
 SUPERSEDED = "superseded"
 
+#: The erasure deadline of a deletion vector repair adopts (its manifest entry, which held the
+#: deadline, is lost): at once, so the next clean rewrites its file (KIP-354 kept, at a cost).
+REPAIRED_ERASE_BY_MS = 0
+
 
 class RepairAmbiguous(LakeCleanerError):
     """Files cover the same offsets and nothing says which one a commit acknowledged: repair wrote
@@ -268,7 +272,8 @@ def _vectors(
 ) -> dict[str, DeletionVector]:
     """The deletion vector each file of `metas` gets back: its largest readable one (a file's
     vectors only grow, `log.deletion_vectors`; a smaller one is an earlier clean's, left for gc);
-    an unreadable one is put in `left_out` with the reason."""
+    an unreadable one is put in `left_out` with the reason. When its rows must be physically gone
+    is not stored in the blob: they are due at once (`REPAIRED_ERASE_BY_MS`)."""
     found: dict[str, DeletionVector] = {}
     for obj in store.list(log.prefix + "segments/"):
         path = obj.key[len(log.prefix) :]
@@ -285,7 +290,7 @@ def _vectors(
         if not len(positions) or positions[-1] >= metas[file].meta.stats.record_count:
             left_out[path] = f"unreadable, left where it is: not a vector of {file}'s rows"
             continue
-        vector = DeletionVector.of_blob(path, blob, len(positions))
+        vector = DeletionVector.of_blob(path, blob, len(positions), REPAIRED_ERASE_BY_MS)
         held = found.get(file)
         if held is None or (vector.cardinality, _version(vector)) > (held.cardinality, _version(held)):
             found[file] = vector

@@ -8,6 +8,11 @@ below the log start (DeleteRecords, retention) or beyond the log end, so F can l
 segment. U is a segment boundary, as in Kafka's `calculateCleanableBytes`. A segment holding F
 counts as cleanable only (it holds dirty records); Kafka counts it as both clean and cleanable
 (docs/architecture.md, "Where lakecleaner differs from Kafka").
+
+★ Deletion vectors (issue 79): the bytes of the records they remove below F, `dead_bytes`,
+count as dirty in the dirty ratio (Kafka's clean section holds no dead record: its cleaner
+rewrites it), and a vector whose records are due to be physically gone (`erase_by_ms` ≤ now,
+KIP-354) makes its partition due (`VECTOR_ERASURE`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ END_OF_LOG = "end_of_log"
 DIRTY_RATIO = "dirty_ratio"
 MAX_COMPACTION_LAG = "max_compaction_lag"
 TOMBSTONE_HORIZON = "tombstone_horizon"
+VECTOR_ERASURE = "vector_erasure"
 
 
 @dataclass(frozen=True)
@@ -38,8 +44,11 @@ class CleanableRange:
 
     `clean_bytes` are the segments below F, `cleanable_bytes` those in [F, U), and
     `not_yet_cleanable_bytes` the rest (from U to the end, the active segment included), which the
-    dirty ratio does not count (KIP-58). `checkpoint_reset` says why F is not the stored cleaner
-    checkpoint (the caller should store F), None when the checkpoint was used as it is.
+    dirty ratio does not count (KIP-58). `dead_bytes` are the part of `clean_bytes` that deletion
+    vectors remove (each file's bytes times the share of its rows removed). `checkpoint_reset`
+    says why F is not the stored cleaner checkpoint (the caller should store F), None when the
+    checkpoint was used as it is. `erasure_due_ms` is the earliest passed deadline of a vector in
+    [log start, U) (None: none has passed).
     """
 
     first_dirty_offset: int
@@ -51,6 +60,8 @@ class CleanableRange:
     not_yet_cleanable_bytes: int
     max_compaction_delay_ms: int
     expired_tombstone_horizon_ms: int | None
+    dead_bytes: int = 0
+    erasure_due_ms: int | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -58,14 +69,20 @@ class CleanableRange:
         return self.clean_bytes + self.cleanable_bytes
 
     @property
+    def dirty_bytes(self) -> int:
+        """cleanable + dead bytes: what a clean would reclaim or read as new."""
+        return self.cleanable_bytes + self.dead_bytes
+
+    @property
     def dirty_ratio(self) -> float:
-        """cleanable / (clean + cleanable), 0 when both are 0 (Kafka's `cleanableRatio`)."""
-        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+        """(cleanable + dead) / (clean + cleanable), 0 when both are 0: Kafka's `cleanableRatio`,
+        with ★ the bytes deletion vectors remove counted as dirty (none in Kafka's layout)."""
+        return self.dirty_bytes / self.total_bytes if self.total_bytes else 0.0
 
     @property
     def dirty_percent(self) -> int:
         """floor(100 × dirty ratio), computed exactly on the byte counts."""
-        return 100 * self.cleanable_bytes // self.total_bytes if self.total_bytes else 0
+        return 100 * self.dirty_bytes // self.total_bytes if self.total_bytes else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +96,8 @@ class CleanableRange:
             "dirty_ratio": self.dirty_ratio,
             "max_compaction_delay_ms": self.max_compaction_delay_ms,
             "expired_tombstone_horizon_ms": self.expired_tombstone_horizon_ms,
+            "dead_bytes": self.dead_bytes,
+            "erasure_due_ms": self.erasure_due_ms,
         }
 
 
@@ -236,14 +255,40 @@ def expired_tombstone_horizon_ms(manifest: Manifest, first_uncleanable: int, now
     return min(expired, default=None)
 
 
+def dead_bytes(segment: Segment) -> int:
+    """The bytes of a segment's files that their deletion vectors remove: each file's bytes times
+    the share of its rows removed."""
+    return sum(
+        f.size_bytes * f.deletion_vector.cardinality // f.record_count
+        for f in segment.files
+        if f.deletion_vector is not None and f.record_count > 0
+    )
+
+
+def erasure_due_ms(manifest: Manifest, first_uncleanable: int, now_ms: int) -> int | None:
+    """★ The earliest passed deadline (≤ now) of a deletion vector in [log start, U): its records
+    must be physically gone (KIP-354), so its group is rewritten; None if none has passed."""
+    due = [
+        f.deletion_vector.erase_by_ms
+        for s in manifest.segments
+        if s.base_offset < first_uncleanable and s.next_offset > manifest.log_start_offset
+        for f in s.files
+        if f.deletion_vector is not None
+        and f.deletion_vector.erase_by_ms is not None
+        and f.deletion_vector.erase_by_ms <= now_ms
+    ]
+    return min(due, default=None)
+
+
 def cleanable_range(manifest: Manifest, config: TopicConfig, now_ms: int) -> CleanableRange:
     """The cleanable range of a partition with its byte counts, delay and expired tombstones."""
     first_dirty, reset = first_dirty_offset(manifest)
     first_uncleanable, cause = first_uncleanable_offset(manifest, config, first_dirty, now_ms)
-    clean = cleanable = not_yet_cleanable = 0
+    clean = cleanable = not_yet_cleanable = dead = 0
     for segment in manifest.segments:
         if segment.sealed and not holds_dirty_records(segment, first_dirty):
             clean += segment.size_bytes
+            dead += dead_bytes(segment)
         elif segment.base_offset < first_uncleanable:
             cleanable += segment.size_bytes
         else:
@@ -258,6 +303,8 @@ def cleanable_range(manifest: Manifest, config: TopicConfig, now_ms: int) -> Cle
         not_yet_cleanable_bytes=not_yet_cleanable,
         max_compaction_delay_ms=max_compaction_delay_ms(manifest, config, first_dirty, now_ms),
         expired_tombstone_horizon_ms=expired_tombstone_horizon_ms(manifest, first_uncleanable, now_ms),
+        dead_bytes=dead,
+        erasure_due_ms=erasure_due_ms(manifest, first_uncleanable, now_ms),
     )
 
 
@@ -268,7 +315,8 @@ def assess_compaction(manifest: Manifest, config: TopicConfig, now_ms: int) -> C
     or cleanable bytes is not due ("skip empty logs"). Otherwise it is due iff
     - its dirty ratio is above min.cleanable.dirty.ratio (strictly: equal is not enough), or
     - it is overdue by KIP-354 (delay > 0) and has cleanable bytes, or
-    - ★ a tombstone horizon in [log start, U) has passed (Kafka has no such trigger).
+    - ★ a tombstone horizon in [log start, U) has passed (Kafka has no such trigger), or
+    - ★ a deletion vector's records are due to be physically gone (KIP-354's deadline for them).
     """
     if not config.compact:
         policy = ",".join(sorted(config.cleanup_policy))
@@ -287,6 +335,10 @@ def assess_compaction(manifest: Manifest, config: TopicConfig, now_ms: int) -> C
     horizon = cleanable.expired_tombstone_horizon_ms
     if horizon is not None:
         triggers.append((TOMBSTONE_HORIZON, f"tombstone horizon passed at {format_timestamp_ms(horizon)}"))
+    erase_by = cleanable.erasure_due_ms
+    if erase_by is not None:
+        words = f"records a deletion vector hides were due to be erased at {format_timestamp_ms(erase_by)}"
+        triggers.append((VECTOR_ERASURE, words))
     if triggers:
         return CompactionAssessment(
             due=True,

@@ -18,6 +18,11 @@ S the longest wait between two runs of the topic's DAG and D `file.delete.delay.
   horizon + S + D + S; one not yet stamped is stamped by its first cleaning (bounded as above)
   with horizon = that time + `delete.retention.ms`. Kafka removes a tombstone only when some
   dirty record makes its partition due: it promises no such bound.
+* A record a **deletion vector** removes (issue 79: logically deleted, physically present) is
+  gone when a clean rewrites its file: on a topic with `max.compaction.lag.ms` the vector
+  carries the deadline of the records it removes (`erase_by_ms`, the dirty section's KIP-354
+  deadline when it was written), and the first run after it rewrites the file (the vector-erasure
+  trigger ★): gone by erase_by + S + D + S.
 * On a topic with `delete` in its policy, retention.ms removes whole segments: gone by the
   segment's largest timestamp + `retention.ms` + S + D + S, whichever comes first.
 * A file that already left the log is gone by its `delete_after_ms` + S; a file no manifest
@@ -168,6 +173,17 @@ def _earliest(*times: int | None) -> int | None:
 def superseded_deadline(holding: Segment, superseder: Segment, ctx: ErasureContext) -> Deadline:
     """A record in `holding` superseded by a later record of its key in `superseder`."""
     left = _earliest(compaction_deadline_ms(superseder, ctx), retention_deadline_ms(holding, ctx))
+    return _judged(None if left is None else _physical(left, ctx), ctx)
+
+
+def vectored_deadline(holding: Segment, erase_by_ms: int, ctx: ErasureContext) -> Deadline:
+    """A record in `holding` that a deletion vector removes (issue 79), due to be physically gone
+    by `erase_by_ms`: the first run after that rewrites its file (the planner's vector-erasure
+    trigger ★), then the old file waits D: erase_by + S + D + S, or retention first."""
+    rewritten = None
+    if ctx.config.compact and ctx.uncleanable is None and ctx.schedule_ms is not None:
+        rewritten = erase_by_ms + ctx.schedule_ms
+    left = _earliest(rewritten, retention_deadline_ms(holding, ctx))
     return _judged(None if left is None else _physical(left, ctx), ctx)
 
 

@@ -21,7 +21,9 @@ class PartitionFigures:
 
     `dirty_ratio` is Kafka's cleanableRatio (cleanable bytes over clean plus cleanable, KIP-58's
     bounds), None on a topic that is not compacted; `nearest_deadline_ms` the partition's deletion
-    deadline (KIP-354's max.compaction.lag.ms or a tombstone horizon, KIP-534), None when none applies.
+    deadline (KIP-354's max.compaction.lag.ms or a tombstone horizon, KIP-534), None when none applies;
+    `dead_bytes` the bytes of the cleaned section that deletion vectors remove (issue 79), which
+    the dirty ratio counts as dirty.
     """
 
     partition: int
@@ -34,6 +36,7 @@ class PartitionFigures:
     tombstones: int
     dirty_ratio: float | None
     nearest_deadline_ms: int | None
+    dead_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -52,6 +55,7 @@ class PartitionFigures:
         values["dirty_ratio"] = None if ratio is None else float(ratio)
         deadline = raw.get("nearest_deadline_ms")
         values["nearest_deadline_ms"] = None if deadline is None else _whole(raw, "nearest_deadline_ms")
+        values["dead_bytes"] = _whole(raw, "dead_bytes") if "dead_bytes" in raw else 0  # reports before issue 79
         return cls(**values)
 
 
@@ -76,4 +80,5 @@ def partition_figures(plan: PartitionPlan, manifest: Manifest) -> PartitionFigur
         tombstones=sum(s.tombstone_count for s in manifest.segments),
         dirty_ratio=None if cleanable is None else cleanable.dirty_ratio,
         nearest_deadline_ms=None if plan.deadline is None else plan.deadline.deadline_ms,
+        dead_bytes=0 if cleanable is None else cleanable.dead_bytes,
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 from lakecleaner.cleaner_state import LastRun
 from lakecleaner.config import LONG_MAX, TopicConfig
-from lakecleaner.log.manifest import Manifest
+from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.policy.cleanable import PartitionGauges, holds_dirty_records
 
 
@@ -27,7 +27,9 @@ class DeletionDeadline:
 
     `record_deadline_ms`: KIP-354's promise, the earliest first-batch timestamp (> 0) among the
     segments at or after F, the active one included (the idle roll keeps the promise for it),
-    plus max.compaction.lag.ms; None when the lag is disabled (Long.MAX_VALUE).
+    plus max.compaction.lag.ms, or ★ the earliest `erase_by_ms` of a deletion vector (records it
+    hides are physically present until a clean rewrites their file, issue 79) when that is
+    earlier; None when the lag is disabled (Long.MAX_VALUE).
     `tombstone_horizon_ms`: the earliest tombstone delete horizon in the log (KIP-534).
     `deadline_ms` is the earlier of the two and `seconds_left` the whole seconds from now to it,
     negative once it has passed.
@@ -87,7 +89,8 @@ def deletion_deadline(
     if config.max_compaction_lag_ms != LONG_MAX:
         firsts = [s.first_batch_max_timestamp for s in live if holds_dirty_records(s, first_dirty_offset)]
         earliest = min((t for t in firsts if t > 0), default=None)
-        record_deadline = None if earliest is None else earliest + config.max_compaction_lag_ms
+        dirty = None if earliest is None else earliest + config.max_compaction_lag_ms
+        record_deadline = min((d for d in (dirty, *_vector_deadlines(live)) if d is not None), default=None)
     horizons = [s.earliest_delete_horizon_ms for s in live if s.earliest_delete_horizon_ms is not None]
     horizon = min(horizons, default=None)
     deadlines = [d for d in (record_deadline, horizon) if d is not None]
@@ -95,6 +98,16 @@ def deletion_deadline(
         return None
     deadline = min(deadlines)
     return DeletionDeadline(record_deadline, horizon, deadline, (deadline - now_ms) // 1000)
+
+
+def _vector_deadlines(segments: Sequence[Segment]) -> list[int]:
+    """The erasure deadlines of the segments' deletion vectors (KIP-354, issue 79)."""
+    return [
+        f.deletion_vector.erase_by_ms
+        for s in segments
+        for f in s.files
+        if f.deletion_vector is not None and f.deletion_vector.erase_by_ms is not None
+    ]
 
 
 def topic_metrics(gauges: Sequence[PartitionGauges], last_run: LastRun | None = None, now_ms: int = 0) -> TopicMetrics:

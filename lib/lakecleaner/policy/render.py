@@ -15,6 +15,7 @@ _COLUMNS = (
     "U",
     "clean B",
     "cleanable B",
+    "dead B",
     "not yet cleanable B",
     "ratio",
     "max delay s",
@@ -24,13 +25,13 @@ _COLUMNS = (
 )
 _TEXT_COLUMNS = {"due?", "reason", "roll?", "segments to delete"}
 #: The columns `--wide` adds: what the ratio and KIP-354's delay are made of.
-_WIDE_COLUMNS = {"clean B", "not yet cleanable B", "max delay s"}
+_WIDE_COLUMNS = {"clean B", "dead B", "not yet cleanable B", "max delay s"}
 
 
 def render_topic_plan(plan: TopicPlan, *, wide: bool = False) -> Table:
     """One row per partition (due? or uncleanable, reason, F, U, cleanable bytes, dirty ratio,
-    roll, segments to delete with their rules, new log start offset; `wide` adds the clean and
-    not-yet-cleanable bytes and KIP-354's delay); the caption carries the topic's cleaner gauges
+    roll, segments to delete with their rules, new log start offset; `wide` adds the clean, dead
+    (deletion vectors') and not-yet-cleanable bytes and KIP-354's delay); the caption carries the topic's cleaner gauges
     and the compaction order."""
     policy = ",".join(sorted(plan.config.cleanup_policy))
     table = Table(
@@ -51,7 +52,7 @@ def _row(plan: TopicPlan, partition: PartitionPlan) -> tuple[str, ...]:
     cleanable = compaction.range
     if cleanable is None:
         due = "-"
-        range_cells = ("-",) * 7
+        range_cells = ("-",) * 8
     else:
         due = "uncleanable" if compaction.uncleanable else plan.selection.status(partition.partition)
         range_cells = (
@@ -59,6 +60,7 @@ def _row(plan: TopicPlan, partition: PartitionPlan) -> tuple[str, ...]:
             str(cleanable.first_uncleanable_offset),
             f"{cleanable.clean_bytes:,}",
             f"{cleanable.cleanable_bytes:,}",
+            f"{cleanable.dead_bytes:,}",
             f"{cleanable.not_yet_cleanable_bytes:,}",
             format_ratio(cleanable.dirty_ratio, plan.config.min_cleanable_dirty_ratio),
             str(cleanable.max_compaction_delay_ms // 1000),

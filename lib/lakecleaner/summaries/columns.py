@@ -73,7 +73,10 @@ COLUMNS: tuple[tuple[str, Callable[[list[Any]], bool]], ...] = (
     ("active_created_ms", _optional(_whole)),
     ("pending_deletes", _whole),
     ("uncleanable_mark", _optional(_reason)),
+    ("dead_bytes", _whole),
 )
+#: Columns a summary written before them lacks: read as this value for every entry.
+_ADDED_COLUMNS = {"dead_bytes": 0}
 
 
 def _values(e: PartitionSummary) -> tuple[Any, ...]:
@@ -103,6 +106,7 @@ def _values(e: PartitionSummary) -> tuple[Any, ...]:
         e.active_created_ms,
         e.pending_deletes,
         e.uncleanable_mark,
+        f.dead_bytes,
     )
 
 
@@ -131,6 +135,7 @@ def _entry(
     active_created: int | None,
     pending_deletes: int,
     mark: str | None,
+    dead: int,
 ) -> PartitionSummary:
     if record_deadline is None or horizon is None:
         nearest = horizon if record_deadline is None else record_deadline
@@ -147,6 +152,7 @@ def _entry(
         tombstones,
         None if ratio is None else float(ratio),
         nearest,
+        dead,
     )
     gauges = PartitionGauges(due, overdue, uncleanable, float(ratio or 0.0), percent, cleanable, not_yet, delay)
     return PartitionSummary(
@@ -177,6 +183,8 @@ def decode_entries(raw: object) -> list[PartitionSummary]:
     columns = []
     for name, check in COLUMNS:
         column = raw.get(name)
+        if column is None and name in _ADDED_COLUMNS and count is not None:
+            column = [_ADDED_COLUMNS[name]] * count
         if not isinstance(column, list):
             raise Malformed(f"column partitions.{name} is missing or not a list")
         if count is not None and len(column) != count:

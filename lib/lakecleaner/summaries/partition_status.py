@@ -14,6 +14,8 @@ class PartitionStatus:
     segments: int
     records: int
     bytes: int
+    #: Bytes of the cleaned section that deletion vectors remove: stored until a clean rewrites them.
+    dead_bytes: int
     log_start_offset: int
     next_offset: int
     cleaner_checkpoint: int | None
@@ -35,6 +37,7 @@ def partition_status(entry: PartitionSummary, now_ms: int, from_summary: bool) -
         segments=figures.segments,
         records=figures.records,
         bytes=figures.size_bytes,
+        dead_bytes=figures.dead_bytes,
         log_start_offset=figures.log_start_offset,
         next_offset=figures.next_offset,
         cleaner_checkpoint=entry.cleaner_checkpoint,
