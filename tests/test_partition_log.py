@@ -9,7 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lakecleaner.engine.gate_rows import Expectation, GateGroup, GateRules, GateTask, gate_check
 from lakecleaner.engine.recopy import UNCHANGED, RecopyTask, recopy_group
+from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.writer import OutputTarget
 from lakecleaner.errors import (
     CorruptManifest,
@@ -480,22 +482,26 @@ def test_prefetch_keeps_whole_files_in_order_up_to_its_limit_and_leaves_a_missin
         segment_files.read_segment_file(lake.store, keys[1], expected=second, fetched=fetched)
 
 
-def test_a_group_that_keeps_its_files_lets_go_of_what_pass_1_parsed_of_them(lake: Lake) -> None:
+def test_a_group_that_keeps_its_files_is_read_back_from_what_pass_1_parsed_of_them(lake: Lake) -> None:
     """Pass 2 of a group whose every record won (and holds no tombstone) keeps its files and never
-    reads them again: what pass 1 parsed of them is let go then, not held through the partition's
-    later groups."""
+    reads them again; the task's gate checks them from the keys and offsets pass 1 parsed of the
+    same objects (served even once the object is gone from the store), and lets them go."""
     log = lake.create_topic("t").partition(0)
     log.append(recs(5), now_ms=NOW)
-    (entry,) = log.manifest().segments[0].files
+    (segment,) = log.manifest().segments
+    (entry,) = segment.files
+    key = log.prefix + entry.path
     fetched = segment_files.FetchedFiles(1 << 20, 1 << 20)
-    segment_files.read_segment_file(
-        lake.store, log.prefix + entry.path, columns=["offset", "key"], expected=entry, fetched=fetched
-    )
+    segment_files.read_segment_file(lake.store, key, columns=["offset", "key"], expected=entry, fetched=fetched)
     target = OutputTarget("t", 0, log.prefix, "unused.parquet", 0, 5, NOW, 1, NOW, NOW, NOW)
     group = RecopyTask(0, 0, 0, (entry,), 5, 0, target)
     result = recopy_group(lake.store, group, np.arange(5, dtype=np.int64), NOW, 0, fetched)
     assert result.status == UNCHANGED
-    assert fetched.take_columns(log.prefix + entry.path) is None
+    lake.store.delete(key)
+    kept = GateGroup(0, 5, (entry,), True, 0, Expectation())
+    outcome = gate_check(StoreSpec.of(lake), GateRules(NOW, NOW), GateTask(0, log.prefix, (kept,), 5), fetched)
+    assert outcome.unreadable is None and outcome.violations.num_rows == 0
+    assert fetched.take_columns(key) is None
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,7 @@ from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.records import SEGMENT_SCHEMA
-from lakecleaner.log.segment_files import read_segment_file, read_segment_row_groups
+from lakecleaner.log.segment_files import FetchedFiles, read_segment_file, read_segment_row_groups
 
 VIOLATION_SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("check", pa.string())])
 RECORD_SCHEMA = pa.schema([SEGMENT_SCHEMA.field(name) for name in ("key", "value", "timestamp", "headers")])
@@ -202,13 +202,17 @@ def _increasing(offsets: NDArray[np.int64], group: GateGroup, after: int | None)
     return ok
 
 
-def _read_back(store: ObjectStore, prefix: str, group: GateGroup) -> Iterator[pa.Table]:
+def _read_back(store: ObjectStore, prefix: str, group: GateGroup, fetched: FetchedFiles | None) -> Iterator[pa.Table]:
     """The group's records as the new log would hold them, a row group at a time (a kept group
-    without its values, timestamps and headers: its horizons only when it holds tombstones)."""
+    without its values, timestamps and headers: its horizons only when it holds tombstones; and
+    its keys and offsets as the task that cleaned it parsed them, `fetched`: the very object the
+    new log keeps). A rewritten group's staged file is read from the store."""
     for file in group.files:
         if group.reused:
             columns = _REUSED_TOMBSTONE_COLUMNS if group.tombstone_count else _REUSED_COLUMNS
-            yield from read_segment_row_groups(store, prefix + file.path, columns=columns, expected=file)
+            yield from read_segment_row_groups(
+                store, prefix + file.path, columns=columns, expected=file, fetched=fetched
+            )
         else:
             yield from read_segment_row_groups(store, prefix + file.path, size_bytes=file.size_bytes)
 
@@ -414,10 +418,11 @@ class _Keys:
         writer.write(rows, key_buckets(every, writer.n))
 
 
-def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome:
+def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask, fetched: FetchedFiles | None = None) -> GateOutcome:
     """One record task: every violation in its groups, and every repeated key among them when the
     partition has one bucket, else its groups' keys spilled by bucket, a group at a time (the task
-    holds one group's keys however many groups it checks)."""
+    holds one group's keys however many groups it checks). `fetched`: what the task that cleaned
+    the partition read of its kept groups' files (`_read_back`)."""
     store = spec.open()
     found: Violations = []
     keys = _Keys()
@@ -428,7 +433,7 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask) -> GateOutcome
                 if not task.checks(index):
                     continue
                 check = _GroupCheck(group, rules, _expected_offsets(store, task.prefix, group))
-                for table in _read_back(store, task.prefix, group):
+                for table in _read_back(store, task.prefix, group, fetched):
                     check.add(table)
                     keys.add(table)
                 found += check.violations() + _unstamped_tombstones(store, task.prefix, group)

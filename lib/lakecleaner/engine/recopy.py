@@ -197,12 +197,9 @@ def recopy_group(
     of this task fetched)."""
     due = erasure_due(task.files, now_ms)
     if kept.size == task.record_count and not due and not _tombstones_change(store, task, now_ms, fetched):
-        _let_go(task, fetched)
         return GroupResult(task.index, UNCHANGED)
     if not due and _removable_by_vectors(task, kept, now_ms) and not _tombstones_change(store, task, now_ms, fetched):
-        result = _vectored(store, task, kept, fetched)
-        _let_go(task, fetched)
-        return result
+        return _vectored(store, task, kept, fetched)
     horizon_ms = min(now_ms + retention_ms, LONG_MAX)
     writer = SegmentWriter(store, task.target, whole=sum(f.size_bytes for f in task.files) <= WHOLE_OBJECT_BYTES)
     counts = RowCounts()
@@ -230,13 +227,6 @@ def recopy_group(
         counts,
         expected.result(),
     )
-
-
-def _let_go(task: RecopyTask, fetched: FetchedFiles | None) -> None:
-    """The group's files are not read again: let go what pass 1 parsed of them."""
-    if fetched is not None:
-        for file in task.files:
-            fetched.take_columns(task.target.prefix + file.path)
 
 
 def vector_ratio(config: TopicConfig) -> float:
@@ -383,7 +373,8 @@ def clean_partition(
 ) -> PartitionOutcome:
     """Pass 1 of a partition in one key bucket, then pass 2 of each of its groups (the small files
     are fetched at once before pass 1 and kept for pass 2, `FETCHED_BYTES`), then the gate's
-    read-back of the output where it fits one key bucket. A store that fails the fetch fails the
+    read-back of the output where it fits one key bucket (a group that keeps its files from the
+    keys and offsets pass 1 parsed of them, the staged files from the store). A store that fails the fetch fails the
     partition (`MapFailure`), not the Spark job and with it every other partition of the run."""
     fetched = FetchedFiles(FETCHED_BYTES, KEPT_COLUMNS_BYTES)
     prefix = partition_prefix(task.map.topic, task.map.partition)
@@ -396,8 +387,7 @@ def clean_partition(
     if found.winners is None:
         return PartitionOutcome(found)
     groups = tuple(_run(spec, now_ms, retention_ms, g, fetched) for g in group_tasks(task.groups, found.winners))
-    del fetched  # the gate reads the output, not the input
-    return PartitionOutcome(found, groups, gate_in_task(spec, GateRules.of(config, now_ms), task, groups))
+    return PartitionOutcome(found, groups, gate_in_task(spec, GateRules.of(config, now_ms), task, groups, fetched))
 
 
 def gate_groups(tasks: Sequence[RecopyTask], results: Sequence[GroupResult]) -> tuple[GateGroup, ...]:
@@ -416,7 +406,11 @@ def gate_groups(tasks: Sequence[RecopyTask], results: Sequence[GroupResult]) -> 
 
 
 def gate_in_task(
-    spec: StoreSpec, rules: GateRules, task: PartitionTask, results: Sequence[GroupResult]
+    spec: StoreSpec,
+    rules: GateRules,
+    task: PartitionTask,
+    results: Sequence[GroupResult],
+    fetched: FetchedFiles | None = None,
 ) -> TaskGate | None:
     """The quality gate's read-back of a partition whose output fits one key bucket, by the task
     that staged it: no Spark job of its own, no second wave of tasks, and each file read back by
@@ -437,7 +431,8 @@ def gate_in_task(
         }
     except StorageError:
         return None
-    return TaskGate(gate_check(spec, rules, GateTask(task.map.partition, prefix, groups, task.map.clean_end)), staged)
+    gate = GateTask(task.map.partition, prefix, groups, task.map.clean_end)
+    return TaskGate(gate_check(spec, rules, gate, fetched), staged)
 
 
 def _clean(

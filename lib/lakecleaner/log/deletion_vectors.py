@@ -99,9 +99,16 @@ def vector_path(file_path: str, version: int) -> str:
     return f"{file_path}.dv-{version}-{uuid.uuid4().hex[:12]}.bin"
 
 
+def distinct_positions(positions: NDArray[np.integer]) -> NDArray[np.int64]:
+    """`positions` ascending, each once (as they are already when they come from `np.flatnonzero`:
+    then without sorting them again)."""
+    values = np.asarray(positions, np.int64)
+    return values if bool(np.all(values[1:] > values[:-1])) else np.unique(values)
+
+
 def encode_vector(positions: NDArray[np.integer]) -> bytes:
     """The deletion-vector blob of row positions (ascending or not; each kept once)."""
-    values = np.unique(np.asarray(positions, np.int64))
+    values = distinct_positions(positions)
     if len(values) and (values[0] < 0 or values[-1] > MAX_POSITION):
         raise ValueError(f"deletion vector positions must be in [0, {MAX_POSITION}]")
     bitmap = BitMap(values.astype(np.uint32)) if len(values) else BitMap()
@@ -165,7 +172,7 @@ def write_vector(
 ) -> DeletionVector:
     """Store the vector of `positions` of the segment file `file_path` (relative to the
     partition's `prefix`) for manifest `version`, and return its entry (with `erase_by_ms`)."""
-    values = np.unique(np.asarray(positions, np.int64))
+    values = distinct_positions(positions)
     blob = encode_vector(values)
     path = vector_path(file_path, version)
     store.write(prefix + path, blob)

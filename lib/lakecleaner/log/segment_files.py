@@ -317,6 +317,13 @@ class FetchedFiles:
             self._columns[key] = table
             self._columns_bytes += table.nbytes
 
+    def columns(self, key: str, names: Sequence[str]) -> pa.Table | None:
+        """The kept columns `names` of the object (still kept), None unless all are kept."""
+        table = self._columns.get(key)
+        if table is None or not set(names) <= set(table.column_names):
+            return None
+        return table.select(list(names))
+
     def take_columns(self, key: str) -> pa.Table | None:
         """The columns kept of the object, no longer kept (its next read is its last)."""
         table = self._columns.pop(key, None)
@@ -341,8 +348,10 @@ def read_segment_file(
     through `fetched` are kept there for the task's next read of the file
     (`FetchedFiles.keep_columns`)."""
     dead = None if physical else _removed(store, key, expected)
-    with _segment_file(store, key, expected, size_bytes, fetched) as parquet:
-        table = parquet.read(columns=columns)
+    table = fetched.columns(key, columns) if fetched is not None and columns is not None else None
+    if table is None:
+        with _segment_file(store, key, expected, size_bytes, fetched) as parquet:
+            table = parquet.read(columns=columns)
     if fetched is not None and columns is not None:
         fetched.keep_columns(key, table)
     return _without(table, dead, 0)
@@ -364,9 +373,9 @@ def read_segment_row_groups(
     (`FetchedFiles.keep_columns`) are not parsed again."""
     dead = _removed(store, key, expected)
     with _segment_file(store, key, expected, size_bytes, fetched) as parquet:
-        kept = fetched.take_columns(key) if fetched is not None and columns is None else None
+        kept = fetched.take_columns(key) if fetched is not None else None
         if kept is not None and kept.num_rows == parquet.metadata.num_rows:
-            groups = _joined_row_groups(parquet, kept)
+            groups = _joined_row_groups(parquet, kept, columns)
         else:
             groups = (parquet.read_row_group(index, columns=columns) for index in range(parquet.num_row_groups))
         start = 0
@@ -395,15 +404,18 @@ def _without(rows: pa.Table, dead: NDArray[np.int64] | None, start: int) -> pa.T
     return rows.take(pa.array(np.flatnonzero(alive)))
 
 
-def _joined_row_groups(parquet: pq.ParquetFile, kept: pa.Table) -> Iterator[pa.Table]:
-    """Every column of each row group of `parquet`: those `kept` holds (parsed from the whole
-    file before) cut to the row group's rows, the others parsed now."""
+def _joined_row_groups(parquet: pq.ParquetFile, kept: pa.Table, wanted: list[str] | None) -> Iterator[pa.Table]:
+    """The `wanted` columns (None: every one) of each row group of `parquet`: those `kept` holds
+    (parsed from the whole file before) cut to the row group's rows, the others parsed now."""
     schema = parquet.schema_arrow
+    if wanted is not None:
+        schema = pa.schema([schema.field(name) for name in wanted])
     rest = [name for name in schema.names if name not in kept.column_names]
     start = 0
     for index in range(parquet.num_row_groups):
         rows = parquet.metadata.row_group(index).num_rows
-        parsed, cut = parquet.read_row_group(index, columns=rest), kept.slice(start, rows)
+        cut = kept.slice(start, rows)
+        parsed = parquet.read_row_group(index, columns=rest) if rest else cut
         start += rows
         columns = [cut.column(name) if name in kept.column_names else parsed.column(name) for name in schema.names]
         yield pa.Table.from_arrays(columns, schema=schema)
