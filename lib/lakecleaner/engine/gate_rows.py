@@ -294,7 +294,9 @@ def _kept_file_violations(table: pa.Table, group: GateGroup, rules: GateRules) -
     return [("is_winner", offsets[expired])]
 
 
-def _unstamped_tombstones(store: ObjectStore, prefix: str, group: GateGroup) -> Violations:
+def _unstamped_tombstones(
+    store: ObjectStore, prefix: str, group: GateGroup, fetched: FetchedFiles | None
+) -> Violations:
     """A group that keeps its files has a horizon on each of its tombstones: its files store as
     many horizons as the manifest counts tombstones (both as stored, deletion vectors aside);
     flagged at the group's base offset when they store fewer."""
@@ -303,7 +305,7 @@ def _unstamped_tombstones(store: ObjectStore, prefix: str, group: GateGroup) -> 
     stamped = 0
     for file in group.files:
         table = read_segment_file(
-            store, prefix + file.path, columns=["delete_horizon_ms"], expected=file, physical=True
+            store, prefix + file.path, columns=["delete_horizon_ms"], expected=file, fetched=fetched, physical=True
         )
         stamped += table.num_rows - table.column("delete_horizon_ms").null_count
     return [] if stamped >= group.tombstone_count else [("horizon_as_expected", np.array([group.base_offset]))]
@@ -436,7 +438,7 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask, fetched: Fetch
                 for table in _read_back(store, task.prefix, group, fetched):
                     check.add(table)
                     keys.add(table)
-                found += check.violations() + _unstamped_tombstones(store, task.prefix, group)
+                found += check.violations() + _unstamped_tombstones(store, task.prefix, group, fetched)
                 if sink is not None:
                     keys.spill(sink)
                     keys = _Keys()

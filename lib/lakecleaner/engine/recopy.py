@@ -65,6 +65,7 @@ from lakecleaner.log.deletion_vectors import write_vector
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES, FetchedFiles, read_segment_file, read_segment_row_groups
+from lakecleaner.policy.cleanable import erasure_due
 
 UNCHANGED, VECTORED, REWRITTEN, CORRUPT, ERROR = "unchanged", "vectored", "rewritten", "corrupt", "error"
 
@@ -195,7 +196,7 @@ def recopy_group(
     """Clean one group into one new file (or none, when nothing changes or nothing is kept),
     and settle what the group must hold for the quality gate (`fetched`: the small files pass 1
     of this task fetched)."""
-    due = erasure_due(task.files, now_ms)
+    due = any(erasure_due(f, now_ms) is not None for f in task.files)  # KIP-354: rewritten, whatever else
     if kept.size == task.record_count and not due and not _tombstones_change(store, task, now_ms, fetched):
         return GroupResult(task.index, UNCHANGED)
     if not due and _removable_by_vectors(task, kept, now_ms) and not _tombstones_change(store, task, now_ms, fetched):
@@ -238,30 +239,20 @@ def vector_ratio(config: TopicConfig) -> float:
     return min(config.lakecleaner_rewrite_dead_ratio, config.min_cleanable_dirty_ratio)
 
 
-def erasure_due(files: Sequence[SegmentFile], now_ms: int) -> bool:
-    """Whether a file's deletion vector removes records whose physical removal is due (its
-    `erase_by_ms` ≤ now, KIP-354): the group is rewritten, whatever else it would do."""
-    return any(f.deletion_vector is not None and _due(f.deletion_vector.erase_by_ms, now_ms) for f in files)
-
-
-def _due(erase_by_ms: int | None, now_ms: int) -> bool:
-    return erase_by_ms is not None and erase_by_ms <= now_ms
-
-
 def _removable_by_vectors(task: RecopyTask, kept: NDArray[np.int64], now_ms: int) -> bool:
     """Whether the clean may remove the group's records that lost by deletion vectors instead of
     rewriting its files (issue 79): while the records removed, with those its vectors removed
     before, stay below `dead_ratio` of the records its files store, and the deadline by which
     they must be physically gone (KIP-354) is still ahead: the rewrite then comes by that
-    deadline (`erasure_due`, and the planner's `vector_erasure` trigger). Delta's and Iceberg's
-    merge-on-read rule; Kafka rewrites every group (its `min.cleanable.dirty.ratio` decides only
+    deadline (`policy.cleanable.erasure_due`, the planner's `vector_erasure` trigger). Delta's
+    and Iceberg's merge-on-read rule; Kafka rewrites every group (its `min.cleanable.dirty.ratio` decides only
     whether the log is cleaned at all)."""
     stored = sum(f.record_count for f in task.files)
     return (
         task.dead_ratio > 0
         and stored > 0
         and (stored - kept.size) / stored < task.dead_ratio
-        and not _due(task.erase_by_ms, now_ms)
+        and (task.erase_by_ms is None or task.erase_by_ms > now_ms)
     )
 
 

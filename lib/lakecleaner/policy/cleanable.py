@@ -22,7 +22,7 @@ from typing import Any
 
 from lakecleaner.cleaner_state import UncleanablePartition
 from lakecleaner.config import TopicConfig
-from lakecleaner.log.manifest import Manifest, Segment
+from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
 from lakecleaner.policy.segment_times import largest_timestamp
 from lakecleaner.policy.text import format_duration_ms, format_ratio, format_timestamp_ms
 
@@ -265,19 +265,25 @@ def dead_bytes(segment: Segment) -> int:
     )
 
 
+def erasure_due(file: SegmentFile, now_ms: int) -> int | None:
+    """★ When the records the file's deletion vector removes were due to be physically gone
+    (its `erase_by_ms`, KIP-354) if that has passed (≤ now), else None: its group is rewritten."""
+    vector = file.deletion_vector
+    if vector is None or vector.erase_by_ms is None or vector.erase_by_ms > now_ms:
+        return None
+    return vector.erase_by_ms
+
+
 def erasure_due_ms(manifest: Manifest, first_uncleanable: int, now_ms: int) -> int | None:
-    """★ The earliest passed deadline (≤ now) of a deletion vector in [log start, U): its records
-    must be physically gone (KIP-354), so its group is rewritten; None if none has passed."""
+    """★ The earliest passed deadline (≤ now) of a deletion vector in [log start, U) (`erasure_due`);
+    None if none has passed."""
     due = [
-        f.deletion_vector.erase_by_ms
+        erasure_due(f, now_ms)
         for s in manifest.segments
         if s.base_offset < first_uncleanable and s.next_offset > manifest.log_start_offset
         for f in s.files
-        if f.deletion_vector is not None
-        and f.deletion_vector.erase_by_ms is not None
-        and f.deletion_vector.erase_by_ms <= now_ms
     ]
-    return min(due, default=None)
+    return min((d for d in due if d is not None), default=None)
 
 
 def cleanable_range(manifest: Manifest, config: TopicConfig, now_ms: int) -> CleanableRange:
