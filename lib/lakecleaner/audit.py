@@ -40,7 +40,7 @@ from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
 from lakecleaner.log.partition import unfinished_by_partition
 from lakecleaner.log.segment_files import check_schema
 from lakecleaner.offsets import OFFSETS_PREFIX
-from lakecleaner.policy.cleanable import first_dirty_offset
+from lakecleaner.policy.cleanable import first_dirty_offset, vector_deadlines
 from lakecleaner.policy.erasure import (
     BELOW_LOG_START,
     HIDDEN,
@@ -435,12 +435,7 @@ def _judge(
 def _vectored_candidates(manifest: Manifest, ctx: ErasureContext) -> list[tuple[Deadline, str]]:
     """The records the partition's deletion vectors hide, by the vector whose deadline comes first
     (issue 79: logically deleted, physically present until a clean rewrites the file)."""
-    vectored = [
-        (f.deletion_vector.erase_by_ms, s, f)
-        for s in manifest.segments
-        for f in s.files
-        if f.deletion_vector is not None and f.deletion_vector.erase_by_ms is not None
-    ]
+    vectored = vector_deadlines(manifest.segments)
     if not vectored:
         return []
     erase_by, segment, file = min(vectored, key=lambda v: v[0])

@@ -196,7 +196,7 @@ def recopy_group(
     """Clean one group into one new file (or none, when nothing changes or nothing is kept),
     and settle what the group must hold for the quality gate (`fetched`: the small files pass 1
     of this task fetched)."""
-    due = any(erasure_due(f, now_ms) is not None for f in task.files)  # KIP-354: rewritten, whatever else
+    due = any(erasure_due(f, now_ms) for f in task.files)  # KIP-354: rewritten, whatever else
     if kept.size == task.record_count and not due and not _tombstones_change(store, task, now_ms, fetched):
         return GroupResult(task.index, UNCHANGED)
     if not due and _removable_by_vectors(task, kept, now_ms) and not _tombstones_change(store, task, now_ms, fetched):

@@ -17,6 +17,7 @@ KIP-354) makes its partition due (`VECTOR_ERASURE`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,25 +266,31 @@ def dead_bytes(segment: Segment) -> int:
     )
 
 
-def erasure_due(file: SegmentFile, now_ms: int) -> int | None:
-    """★ When the records the file's deletion vector removes were due to be physically gone
-    (its `erase_by_ms`, KIP-354) if that has passed (≤ now), else None: its group is rewritten."""
+def vector_deadlines(segments: Iterable[Segment]) -> list[tuple[int, Segment, SegmentFile]]:
+    """Each deletion vector of `segments` that carries an erasure deadline (KIP-354, issue 79):
+    (its `erase_by_ms`, the segment, the file)."""
+    return [
+        (f.deletion_vector.erase_by_ms, s, f)
+        for s in segments
+        for f in s.files
+        if f.deletion_vector is not None and f.deletion_vector.erase_by_ms is not None
+    ]
+
+
+def erasure_due(file: SegmentFile, now_ms: int) -> bool:
+    """★ Whether the records the file's deletion vector removes are due to be physically gone
+    (its `erase_by_ms` ≤ now, KIP-354): its group is rewritten."""
     vector = file.deletion_vector
-    if vector is None or vector.erase_by_ms is None or vector.erase_by_ms > now_ms:
-        return None
-    return vector.erase_by_ms
+    return vector is not None and vector.erase_by_ms is not None and vector.erase_by_ms <= now_ms
 
 
 def erasure_due_ms(manifest: Manifest, first_uncleanable: int, now_ms: int) -> int | None:
-    """★ The earliest passed deadline (≤ now) of a deletion vector in [log start, U) (`erasure_due`);
-    None if none has passed."""
-    due = [
-        erasure_due(f, now_ms)
-        for s in manifest.segments
-        if s.base_offset < first_uncleanable and s.next_offset > manifest.log_start_offset
-        for f in s.files
+    """★ The earliest passed deadline (≤ now) of a deletion vector in [log start, U); None if
+    none has passed."""
+    in_range = [
+        s for s in manifest.segments if s.base_offset < first_uncleanable and s.next_offset > manifest.log_start_offset
     ]
-    return min((d for d in due if d is not None), default=None)
+    return min((d for d, _, _ in vector_deadlines(in_range) if d <= now_ms), default=None)
 
 
 def cleanable_range(manifest: Manifest, config: TopicConfig, now_ms: int) -> CleanableRange:

@@ -17,8 +17,8 @@ from typing import Any
 
 from lakecleaner.cleaner_state import LastRun
 from lakecleaner.config import LONG_MAX, TopicConfig
-from lakecleaner.log.manifest import Manifest, Segment
-from lakecleaner.policy.cleanable import PartitionGauges, holds_dirty_records
+from lakecleaner.log.manifest import Manifest
+from lakecleaner.policy.cleanable import PartitionGauges, holds_dirty_records, vector_deadlines
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,8 @@ def deletion_deadline(
         firsts = [s.first_batch_max_timestamp for s in live if holds_dirty_records(s, first_dirty_offset)]
         earliest = min((t for t in firsts if t > 0), default=None)
         dirty = None if earliest is None else earliest + config.max_compaction_lag_ms
-        record_deadline = min((d for d in (dirty, *_vector_deadlines(live)) if d is not None), default=None)
+        vectors = [erase_by for erase_by, _, _ in vector_deadlines(live)]
+        record_deadline = min((d for d in (dirty, *vectors) if d is not None), default=None)
     horizons = [s.earliest_delete_horizon_ms for s in live if s.earliest_delete_horizon_ms is not None]
     horizon = min(horizons, default=None)
     deadlines = [d for d in (record_deadline, horizon) if d is not None]
@@ -98,16 +99,6 @@ def deletion_deadline(
         return None
     deadline = min(deadlines)
     return DeletionDeadline(record_deadline, horizon, deadline, (deadline - now_ms) // 1000)
-
-
-def _vector_deadlines(segments: Sequence[Segment]) -> list[int]:
-    """The erasure deadlines of the segments' deletion vectors (KIP-354, issue 79)."""
-    return [
-        f.deletion_vector.erase_by_ms
-        for s in segments
-        for f in s.files
-        if f.deletion_vector is not None and f.deletion_vector.erase_by_ms is not None
-    ]
 
 
 def topic_metrics(gauges: Sequence[PartitionGauges], last_run: LastRun | None = None, now_ms: int = 0) -> TopicMetrics:
