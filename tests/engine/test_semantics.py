@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
@@ -22,6 +22,7 @@ from lakecleaner.engine.report import COMMITTED, NOTHING_TO_DO
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.records import Record, encode_version
 from lakecleaner.log.segment_files import read_segment_file
+from lakecleaner.retention import retain_topic, trim_partition
 from tests.engine.helpers import new_topic, rows
 from tests.engine.reference_model import Expected, expected_pass
 
@@ -206,10 +207,12 @@ LAG_MS = 1_000
 @dataclass
 class Step:
     """One step of a vectors' scenario: `batches` appended (each rolled or not), then a clean
-    `advance_ms` later."""
+    `advance_ms` later, then (with `trim`) a trim to that share of the log's offsets and a
+    retention run."""
 
     batches: list[tuple[list[Record], bool]]
     advance_ms: int
+    trim: float | None
 
 
 def keyed_record(now: int) -> st.SearchStrategy[Record]:
@@ -223,6 +226,7 @@ steps = st.lists(
         Step,
         batches=st.lists(st.tuples(st.lists(keyed_record(0), min_size=1, max_size=6), st.booleans()), max_size=3),
         advance_ms=st.sampled_from([1, LAG_MS // 2, LAG_MS]),
+        trim=st.one_of(st.none(), st.floats(0, 1)),
     ),
     min_size=2,
     max_size=5,
@@ -235,14 +239,36 @@ steps = st.lists(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large],
 )
 @given(scenario=steps, segment_bytes=st.sampled_from([3000, 100_000]))
-def test_with_vectors_and_a_deadline_the_log_is_the_models_and_erased_values_are_gone(
+@example(
+    scenario=[
+        Step(
+            [
+                ([Record(b"a", None, 0)], False),
+                ([Record(b"b", None, 0), Record(b"c", None, 0), Record(b"e", b"\t\xa0", 0)], True),
+                ([Record(b"a", None, 0)] * 3, False),
+            ],
+            LAG_MS // 2,
+            0.76,
+        ),
+        Step([([Record(b"b", b"x", 0)], True), ([Record(b"d", b"", 0)], False)], LAG_MS, None),
+    ],
+    segment_bytes=100_000,
+)
+@example(
+    scenario=[
+        Step([([Record(b"a", b"1", 0), Record(b"b", b"1", 0), Record(b"c", b"1", 0)], True)], 1, 0.34),
+        Step([([Record(b"b", b"2", 0)], True)], 1, None),
+    ],
+    segment_bytes=100_000,
+)
+def test_with_vectors_a_deadline_trims_and_retention_the_log_is_the_models_and_erased_values_are_gone(
     spark: SparkSession, lake: Lake, scenario: list[Step], segment_bytes: int
 ) -> None:
-    """Issue 79 on a topic with max.compaction.lag.ms: appends and cleans (with deletion vectors
-    wherever they may serve) interleaved. After every clean every reader reads what the reference
-    model keeps; and at a clean after every deadline has passed, no superseded record is
-    physically stored in any file of the log, vectors or not. (Trims interleaved found two bugs,
-    not fixed yet: see the issue's note.)"""
+    """Issue 79 on a topic with max.compaction.lag.ms: appends, cleans (with deletion vectors
+    wherever they may serve), trims and retention runs interleaved. After every clean every reader
+    reads what the reference model keeps, after every trim the rows below the new log start are
+    gone; and at a clean after every deadline has passed, no superseded record at or above the
+    log start is physically stored in any file of the log, vectors or not."""
     topic = new_topic(
         lake,
         segment_bytes=segment_bytes,
@@ -261,6 +287,8 @@ def test_with_vectors_and_a_deadline_the_log_is_the_models_and_erased_values_are
                 log.roll(now_ms=now)
         now += step.advance_ms
         _check_pass(spark, lake, topic, now=now, options=options, kafkas_layout=False)
+        if step.trim is not None:
+            _trimmed(lake, topic, step.trim, now)
     log = topic.partition(0)
     log.roll(now_ms=now)
     now += LAG_MS + 1
@@ -271,6 +299,18 @@ def test_with_vectors_and_a_deadline_the_log_is_the_models_and_erased_values_are
     latest = {r["key"]: r["offset"] for r in rows(topic)}
     superseded = [r for r in stored if r["offset"] >= manifest.log_start_offset and r["offset"] < latest[r["key"]]]
     assert superseded == []
+
+
+def _trimmed(lake: Lake, topic: Topic, share: float, now: int) -> None:
+    """Trim partition 0 to `share` of its offsets and run retention: the rows below the new log
+    start are gone to every reader, the rest as they were."""
+    log = topic.partition(0)
+    manifest = log.manifest()
+    offset = manifest.log_start_offset + int(share * (manifest.next_offset - manifest.log_start_offset))
+    before = rows(topic)
+    trim_partition(lake, topic.name, 0, offset, now_ms=now)
+    retain_topic(lake, topic.name, now_ms=now)
+    assert rows(topic) == [r for r in before if r["offset"] >= offset]
 
 
 def _physical_rows(log: Any, manifest: Any) -> list[dict[str, Any]]:

@@ -127,9 +127,10 @@ def test_plan_rejects_a_first_uncleanable_offset_that_is_no_longer_a_boundary() 
 
 
 def test_pass_1_maps_the_dirty_section_and_streams_the_cleaned_one_past_it() -> None:
-    """The cleaned section ends at the last input boundary at or below the checkpoint; buckets are
-    planned from the dirty section's records, except that a large partition is split over idle
-    cores, and then into enough buckets for all of its rows."""
+    """The cleaned section ends at the last input boundary at or below the checkpoint (none when a
+    trim moved the log start into a segment never cleaned); buckets are planned from the dirty
+    section's records, except that a large partition is split over idle cores, and then into
+    enough buckets for all of its rows."""
     million = 1_000_000
     segments = [
         Segment(f"s{b}", b, b + million, record_count=million, size_bytes=10) for b in (0, million, 2 * million)
@@ -146,6 +147,9 @@ def test_pass_1_maps_the_dirty_section_and_streams_the_cleaned_one_past_it() -> 
     uncleaned = compaction_input(manifest(*segments), request, 100)
     assert (uncleaned.clean_end, uncleaned.dirty_record_count) == (0, 3 * million + 10_000)
     assert planned_buckets([uncleaned], budget, parallelism=1) == {0: budget.buckets(3 * million + 10_000)}
+    trimmed = manifest(*segments, start=million + 5, checkpoint=million - 5)  # into a segment never cleaned
+    inside_uncleaned = compaction_input(trimmed, request, 100)
+    assert (inside_uncleaned.clean_end, inside_uncleaned.dirty_record_count) == (million, 2 * million + 10_000)
 
 
 header_lists = st.lists(

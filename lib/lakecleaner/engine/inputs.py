@@ -122,12 +122,16 @@ class CompactionInput:
     def clean_end(self) -> int:
         """Where the plan's share of the cleaned section ends: the last input segment boundary at
         or below the first dirty offset (`cleanable.first_dirty_offset`: the cleaner checkpoint, or
-        the log start when there is none or it is out of bounds). Below it the log holds each key
-        at most once: every record there was written or kept by a run whose quality gate found
-        the keys of its cleaned range unique, and later runs only remove records from it."""
+        the log start when there is none or it is out of bounds), or the first input segment's
+        base when none ends there: a trim may move the log start into a segment never cleaned,
+        whose records at or after the log start are then dirty (Kafka maps from the first dirty
+        offset, `buildOffsetMap`). Below it the log holds each key at most once: every record
+        there was written or kept by a run whose quality gate found the keys of its cleaned range
+        unique, and later runs only remove records from it."""
         first_dirty, _ = first_dirty_offset(self.manifest)
-        ends = [s.next_offset for s in self.input_segments if s.next_offset <= first_dirty]
-        return max(ends, default=self.log_start_offset)
+        segments = self.input_segments
+        ends = [s.next_offset for s in segments if s.next_offset <= first_dirty]
+        return max(ends, default=segments[0].base_offset if segments else self.log_start_offset)
 
     def erase_by_ms(self, config: TopicConfig, now_ms: int) -> int | None:
         """When the records this pass supersedes must be physically gone, for the deletion vectors

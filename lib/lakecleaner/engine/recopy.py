@@ -61,7 +61,7 @@ from lakecleaner.errors import CorruptSegment, LakeCleanerError, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.base import ObjectInfo
 from lakecleaner.io.concurrent import map_ordered
-from lakecleaner.log.deletion_vectors import write_vector
+from lakecleaner.log.deletion_vectors import read_vector, write_vector
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES, FetchedFiles, read_segment_file, read_segment_row_groups
@@ -262,14 +262,16 @@ def _vectored(
     """The group's files kept, each whose records not kept grew with a new deletion vector of
     them (a vector names every removed position, those of the file's vector before included: a
     record that lost stays lost), due for erasure by the earlier of the old vector's deadline and
-    this clean's. Reads each file's offsets only."""
+    this clean's. Reads each file's offsets only (and its old vector, when records below the log
+    start are among those removed: `_newly_below_log_start`)."""
     files: list[SegmentFile] = []
     written: list[str] = []
-    removed = 0
+    counts = RowCounts()
     for file in task.files:
         key = task.target.prefix + file.path
         stored = read_segment_file(store, key, columns=["offset"], expected=file, fetched=fetched, physical=True)
-        dead = np.flatnonzero(~in_sorted(stored.column("offset").to_numpy(), kept))
+        offsets = stored.column("offset").to_numpy()
+        dead = np.flatnonzero(~in_sorted(offsets, kept))
         old = file.deletion_vector
         before = old.cardinality if old is not None else 0
         if len(dead) == before:
@@ -280,15 +282,30 @@ def _vectored(
         vector = write_vector(store, task.target.prefix, file.path, version, dead, erase_by)
         files.append(dataclasses.replace(file, deletion_vector=vector))
         written.append(vector.path)
-        removed += len(dead) - before
+        below = _newly_below_log_start(store, task, file, offsets, dead)
+        counts.below_log_start += below
+        counts.superseded += len(dead) - before - below
     return GroupResult(
         task.index,
         VECTORED,
         tombstone_count=task.tombstone_count,
-        counts=RowCounts(superseded=removed),
+        counts=counts,
         vectored=tuple(files),
         vectors_written=tuple(written),
     )
+
+
+def _newly_below_log_start(
+    store: ObjectStore, task: RecopyTask, file: SegmentFile, offsets: NDArray[np.int64], dead: NDArray[np.int64]
+) -> int:
+    """How many of the positions `dead` (of the file's stored rows, at `offsets`) that its old
+    vector did not remove lie below the log start: the clean drops them as Kafka's does
+    (`below_log_start_dropped`), not as superseded. The old vector is read only when some do."""
+    below = dead[offsets[dead] < task.log_start_offset]
+    if not below.size or file.deletion_vector is None:
+        return int(below.size)
+    removed = read_vector(store, task.target.prefix, file.deletion_vector, file.record_count)
+    return int((~in_sorted(below, removed)).sum())
 
 
 def _earlier(a: int | None, b: int | None) -> int | None:
