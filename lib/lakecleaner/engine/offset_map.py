@@ -18,7 +18,8 @@ As Kafka's cleaner does, the map holds the dirty section only: the cleaned secti
 [log start, `CompactionInput.clean_end`) holds each key once, so its rows are streamed past the map
 (`_CleanProbe`) rather than added to it. A clean row whose key the map lacks is its key's winner;
 one whose key the map holds is reduced with the map's row of that key by the same rule (KIP-280:
-an older record may still win by its timestamp or version). A partition with a small dirty
+an older record may still win by its timestamp or version), except by offset, where it simply
+loses: every dirty offset lies above every clean one. A partition with a small dirty
 section and a large cleaned one is thus mapped by one task, in a map of its dirty keys.
 The number of buckets is first planned from the dirty section's records, at `PLANNED_ENTRY_BYTES` a key;
 a task whose map outgrows its budget (longer keys) stops and reports the size it reached, and the
@@ -55,7 +56,7 @@ from lakecleaner.engine.report import FAILED, UNCLEANABLE
 from lakecleaner.engine.sparkio import Overlap, run_tasks
 from lakecleaner.engine.spill import Spill, read_spill, spill_path, write_spill
 from lakecleaner.engine.storage import StoreSpec
-from lakecleaner.engine.versions import HASH, latest_per_key, order_table, source_columns, uses_hash
+from lakecleaner.engine.versions import HASH, latest_per_key, order_columns, order_table, source_columns, uses_hash
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_bounded
@@ -293,12 +294,14 @@ class _CleanProbe:
     """The cleaned section's rows tested against the dirty section's map (Kafka cleans the whole
     log with a map of its dirty section): the cleaned section holds each key once, so a clean row
     whose key the map lacks is its key's winner, and one whose key the map holds is a candidate,
-    reduced with the map by the rule of `versions`. Rows are tested in batches of up to the map's
-    budget, since Arrow builds the set of the map's keys once per batch."""
+    reduced with the map by the rule of `versions` (`ordered`), or by offset loses outright: the
+    map's row of its key lies in the dirty section, at a higher offset. Rows are tested in batches
+    of up to the map's budget, since Arrow builds the set of the map's keys once per batch."""
 
-    def __init__(self, task: MapTask, dirty: pa.Table | None) -> None:
+    def __init__(self, task: MapTask, dirty: pa.Table | None, ordered: bool) -> None:
         self.budget = task.budget_bytes
         self.dirty = dirty
+        self.ordered = ordered
         records = sum(f.record_count for f in task.files) + sum(s.rows for s in task.spills)
         self.won = Members(task.low, task.high, records)
         self.keys: pa.Array | None = None
@@ -326,7 +329,7 @@ class _CleanProbe:
                 self.keys = self.dirty.column("key").combine_chunks()
             mapped = bool_mask(pc.is_in(rows.column("key"), value_set=self.keys))
         self.won.add(rows.column("offset").to_numpy()[~mapped])
-        if mapped.any():
+        if self.ordered and mapped.any():
             self.candidates.append(rows_where(rows, mapped))
 
     def winners(self) -> OffsetSet:
@@ -363,7 +366,7 @@ def bucket_winners(
         offset_map.reduce()
         if offset_map.bytes > task.budget_bytes:
             return MapResult(task.partition, task.bucket, needed_bytes=offset_map.bytes)
-        probe = _CleanProbe(task, offset_map.reduced)
+        probe = _CleanProbe(task, offset_map.reduced, ordered=bool(order_columns(config.compaction_strategy)))
         for clean, bad in rows.clean():
             probe.add(clean)
             malformed += bad
