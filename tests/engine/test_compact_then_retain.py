@@ -1,7 +1,8 @@
 """A `compact,delete` topic: compaction, then time retention (issue 5), on every backend.
 
 Compaction keeps the latest value of every key; retention then deletes whole old segments. What
-remains must hold, for every key present in it, exactly that key's latest value."""
+remains must hold, for every key present in it, exactly that key's latest value. And the other
+order: a trim into a segment never cleaned, then compaction."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from lakecleaner.engine.report import COMMITTED
 from lakecleaner.lake import Lake
 from lakecleaner.log.records import Record
 from lakecleaner.log.repair import repair_partition
-from lakecleaner.retention import retain_topic
+from lakecleaner.retention import retain_topic, trim_partition
 from tests.engine.helpers import compact, new_topic
 from tests.support.backends import ALL_BACKENDS
 
@@ -90,3 +91,30 @@ def test_repair_rebuilds_a_compacted_segment_with_the_times_the_commit_gave_it(s
     repaired = log.manifest().segments[0]
     times = ("base_offset", "next_offset", "first_batch_max_timestamp", "max_timestamp", "created_ms", "modified_ms")
     assert [getattr(repaired, t) for t in times] == [getattr(committed, t) for t in times]
+
+
+def test_a_trim_into_a_segment_never_cleaned_leaves_it_dirty_and_the_next_clean_commits(
+    spark: SparkSession, lake: Lake
+) -> None:
+    """A trim (or retention) that moves the log start into a segment the cleaner never reached
+    resets the cleaner checkpoint to the log start (Kafka's `cleanableOffsets`); the records of
+    that segment past the log start are then dirty, mapped as Kafka maps from its first dirty
+    offset, not streamed past the map as if each key were once (which kept a superseded record,
+    failed the gate's unique_key, and did so again at every run). The clean commits, keeping the
+    latest record of each key at or after the log start."""
+    topic = new_topic(lake, cleanup_policy="compact,delete", retention_ms=100 * HOUR)
+    log = topic.partition(0)
+    log.append([Record(b"a", b"0", 0), Record(b"b", b"1", 0)], now_ms=0)
+    log.roll(now_ms=0)
+    assert compact(spark, lake, topic, 1).partition(0).status == COMMITTED  # checkpoint 2
+    log.append([Record(b"a", b"2", 0), Record(b"a", b"3", 0), Record(b"a", b"4", 0)], now_ms=1)
+    log.roll(now_ms=1)  # [2, 5): never cleaned
+    trim_partition(lake, topic.name, 0, 3, now_ms=2)  # the log start inside it
+    retain_topic(lake, topic.name, 2)
+    assert log.manifest().log_start_offset == 3
+    log.append([Record(b"b", b"5", 0)], now_ms=3)
+    log.roll(now_ms=3)
+    report = compact(spark, lake, topic, 4)
+    assert report.partition(0).status == COMMITTED, report.partition(0).message
+    assert [(r["offset"], r["key"], r["value"]) for r in log.read().to_pylist()] == [(4, b"a", b"4"), (5, b"b", b"5")]
+    assert log.manifest().cleaner_checkpoint == 6
