@@ -65,7 +65,7 @@ from lakecleaner.log.deletion_vectors import read_vector, write_vector
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES, FetchedFiles, read_segment_file, read_segment_row_groups
-from lakecleaner.policy.cleanable import erasure_due
+from lakecleaner.policy.cleanable import deadline_passed, erasure_due
 
 UNCHANGED, VECTORED, REWRITTEN, CORRUPT, ERROR = "unchanged", "vectored", "rewritten", "corrupt", "error"
 
@@ -197,10 +197,12 @@ def recopy_group(
     and settle what the group must hold for the quality gate (`fetched`: the small files pass 1
     of this task fetched)."""
     due = any(erasure_due(f, now_ms) for f in task.files)  # KIP-354: rewritten, whatever else
-    if kept.size == task.record_count and not due and not _tombstones_change(store, task, now_ms, fetched):
-        return GroupResult(task.index, UNCHANGED)
-    if not due and _removable_by_vectors(task, kept, now_ms) and not _tombstones_change(store, task, now_ms, fetched):
-        return _vectored(store, task, kept, fetched)
+    if not due:
+        all_won = kept.size == task.record_count
+        if (all_won or _removable_by_vectors(task, kept, now_ms)) and not _tombstones_change(
+            store, task, now_ms, fetched
+        ):
+            return GroupResult(task.index, UNCHANGED) if all_won else _vectored(store, task, kept, fetched)
     horizon_ms = min(now_ms + retention_ms, LONG_MAX)
     writer = SegmentWriter(store, task.target, whole=sum(f.size_bytes for f in task.files) <= WHOLE_OBJECT_BYTES)
     counts = RowCounts()
@@ -252,7 +254,7 @@ def _removable_by_vectors(task: RecopyTask, kept: NDArray[np.int64], now_ms: int
         task.dead_ratio > 0
         and stored > 0
         and (stored - kept.size) / stored < task.dead_ratio
-        and (task.erase_by_ms is None or task.erase_by_ms > now_ms)
+        and not deadline_passed(task.erase_by_ms, now_ms)
     )
 
 

@@ -277,20 +277,27 @@ def vector_deadlines(segments: Iterable[Segment]) -> list[tuple[int, Segment, Se
     ]
 
 
+def deadline_passed(erase_by_ms: int | None, now_ms: int) -> bool:
+    """★ Whether an erasure deadline has come (`erase_by_ms` ≤ now, KIP-354): the records it
+    bounds must be physically gone, so no deletion vector may hide them any longer. None: no
+    deadline."""
+    return erase_by_ms is not None and erase_by_ms <= now_ms
+
+
 def erasure_due(file: SegmentFile, now_ms: int) -> bool:
-    """★ Whether the records the file's deletion vector removes are due to be physically gone
-    (its `erase_by_ms` ≤ now, KIP-354): its group is rewritten."""
+    """Whether the records the file's deletion vector removes are due to be physically gone
+    (`deadline_passed`): its group is rewritten."""
     vector = file.deletion_vector
-    return vector is not None and vector.erase_by_ms is not None and vector.erase_by_ms <= now_ms
+    return vector is not None and deadline_passed(vector.erase_by_ms, now_ms)
 
 
 def erasure_due_ms(manifest: Manifest, first_uncleanable: int, now_ms: int) -> int | None:
-    """★ The earliest passed deadline (≤ now) of a deletion vector in [log start, U); None if
-    none has passed."""
+    """★ The earliest passed deadline (`deadline_passed`) of a deletion vector in [log start, U);
+    None if none has passed."""
     in_range = [
         s for s in manifest.segments if s.base_offset < first_uncleanable and s.next_offset > manifest.log_start_offset
     ]
-    return min((d for d, _, _ in vector_deadlines(in_range) if d <= now_ms), default=None)
+    return min((d for d, _, _ in vector_deadlines(in_range) if deadline_passed(d, now_ms)), default=None)
 
 
 def cleanable_range(manifest: Manifest, config: TopicConfig, now_ms: int) -> CleanableRange:
