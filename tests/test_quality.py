@@ -109,3 +109,32 @@ def test_every_import_of_gx_goes_through_the_quality_module() -> None:
                 if name.split(".")[0] == "great_expectations":
                     found.append(f"{path.relative_to(package)}:{getattr(node, 'lineno', '?')}")
     assert found == []
+
+
+def test_a_list_of_checks_validated_again_reuses_its_definition_and_judges_each_frame_on_its_own() -> None:
+    """The gate validates the same expectations every run: GX's suite and definition are made once
+    per process (`quality._definition`), and each run's outcomes are its own frame's, each named by
+    its check's rule, whichever check objects the run made."""
+    import pandas as pd
+
+    gxe = quality.expectations()
+
+    def checks() -> list[quality.Check]:
+        return [
+            quality.Check("no flags", gxe.ExpectColumnMaxToBeBetween(column="flag", max_value=0)),
+            quality.Check("known", gxe.ExpectColumnValuesToBeInSet(column="p", value_set=[0, 1])),
+        ]
+
+    before = len(quality._definitions)
+    bad = quality.validate("bad", pd.DataFrame({"flag": [0, 3], "p": [0, 1]}), checks())
+    good = quality.validate("good", pd.DataFrame({"flag": [0, 0], "p": [0, 1]}), checks())
+    worse = quality.validate("worse", pd.DataFrame({"flag": [1, 0], "p": [0, 7]}), checks())
+    assert len(quality._definitions) == before + 1
+    assert [(o.rule, o.success) for o in bad.outcomes] == [("no flags", False), ("known", True)]
+    assert good.success and [o.rule for o in good.outcomes] == ["no flags", "known"]
+    assert [(o.rule, o.success) for o in worse.outcomes] == [("no flags", False), ("known", False)]
+    for n in range(quality.MAX_DEFINITIONS + 2):  # lists of other values: the context keeps the latest
+        quality.validate(
+            "n", pd.DataFrame({"x": [n]}), [quality.Check("x", gxe.ExpectColumnMaxToBeBetween(column="x", max_value=n))]
+        )
+    assert len(quality._definitions) == quality.MAX_DEFINITIONS

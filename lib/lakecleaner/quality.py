@@ -104,8 +104,8 @@ class QualityReport:
 
 
 _context_cache: list[Any] = []
-#: One validation at a time in a process: they share the process's GX context, whose registries of
-#: data sources, suites and validation definitions each validation adds to and removes from.
+#: One validation at a time in a process: they share the process's GX context and its validation
+#: definitions (`_definition`).
 _gx_lock = threading.Lock()
 
 
@@ -218,8 +218,8 @@ def validate(
     the offending rows by those columns instead of bare values.
     """
     with _gx_lock:
-        result = _run(dataframe, checks, result_format)
-    by_id = {c.expectation.id: c for c in checks}
+        result, ids = _run(dataframe, checks, result_format)
+    by_id = dict(zip(ids, checks, strict=True))
     outcomes = []
     for r in result.results:
         config = r.expectation_config
@@ -240,25 +240,49 @@ def validate(
     return QualityReport(subject, tuple(outcomes))
 
 
-def _run(dataframe: pd.DataFrame, checks: list[Check], result_format: str | dict[str, Any] | None) -> Any:
-    """One GX validation of `checks` on `dataframe` in the process's context, whose data source,
-    suite and validation definition are removed again afterwards."""
-    gx = _great_expectations()
-    context = _context()
-    name = f"lakecleaner-{uuid.uuid4().hex[:8]}"
-    source = context.data_sources.add_pandas(name)
-    batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
-    suite = context.suites.add(gx.ExpectationSuite(name=name))
-    for check in checks:
-        suite.add_expectation(check.expectation)
-    definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
-    try:
-        if result_format is None:
-            result = definition.run(batch_parameters={"dataframe": dataframe})
-        else:
-            result = definition.run(batch_parameters={"dataframe": dataframe}, result_format=result_format)
-    finally:
-        context.validation_definitions.delete(name)
-        context.suites.delete(name)
-        context.data_sources.delete(name)
-    return result
+def _run(
+    dataframe: pd.DataFrame, checks: list[Check], result_format: str | dict[str, Any] | None
+) -> tuple[Any, list[str]]:
+    """One GX validation of `checks` on `dataframe` in the process's context (`_definition`), and
+    the ids its expectations carry, in the order of `checks`."""
+    definition, ids = _definition(checks)
+    if result_format is None:
+        return definition.run(batch_parameters={"dataframe": dataframe}), ids
+    return definition.run(batch_parameters={"dataframe": dataframe}, result_format=result_format), ids
+
+
+#: The validation definitions of the process's context, by their expectations (`_definition`):
+#: lakecleaner's lists are a handful; a process that validated more keeps the latest.
+_definitions: dict[str, tuple[Any, list[str]]] = {}
+MAX_DEFINITIONS = 16
+
+
+def _definition(checks: list[Check]) -> tuple[Any, list[str]]:
+    """The validation definition of the expectations of `checks` on a whole pandas DataFrame, with
+    its expectations' ids in their order: made once per process for each list of expectations
+    (its data source, suite and definition stay in the process's context), since adding them
+    costs more than running them (GX serialises each expectation and saves the context's
+    configuration as YAML: two thirds of a compaction gate's validation, measured), and the gate
+    and retention validate the same few lists on every run."""
+    key = "[" + ",".join(f"{type(c.expectation).__name__}:{c.expectation.json(exclude={'id'})}" for c in checks) + "]"
+    if key not in _definitions:
+        gx = _great_expectations()
+        context = _context()
+        name = f"lakecleaner-{uuid.uuid4().hex[:8]}"
+        source = context.data_sources.add_pandas(name)
+        batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe(name)
+        suite = context.suites.add(gx.ExpectationSuite(name=name))
+        ids = [str(suite.add_expectation(c.expectation.copy(update={"id": None})).id) for c in checks]
+        definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
+        if len(_definitions) >= MAX_DEFINITIONS:  # a list seen long ago leaves the context
+            _forget(context, next(iter(_definitions)))
+        _definitions[key] = (definition, ids)
+    return _definitions[key]
+
+
+def _forget(context: Any, key: str) -> None:
+    """Remove a validation definition, its suite and its data source from the context."""
+    name = _definitions.pop(key)[0].name
+    context.validation_definitions.delete(name)
+    context.suites.delete(name)
+    context.data_sources.delete(name)
