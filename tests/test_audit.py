@@ -295,6 +295,7 @@ WRITERS = {
     ("log/commits.py", "write_commit_records"): ("metadata", CommitRecord(new_segment_path(0), 3).name),
     ("log/leases.py", "_write_all"): ("metadata", "_staging/r.lease"),
     ("log/deletion_vectors.py", "write_vector"): ("metadata", "segments/x.parquet.dv-3-0123456789ab.bin"),
+    ("log/key_index.py", "write_key_index"): ("records", "segments/x.parquet.keys-0123456789ab.arrow"),
     ("lake.py", "_put_metadata"): ("lake", "topics/users/topic.json"),
     ("runs/reports.py", "store_report"): ("lake", "_lakecleaner/runs/users/r/report.json"),
     ("engine/report.py", "save"): ("lake", "_lakecleaner/runs/users/r/report.json"),

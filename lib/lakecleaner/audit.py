@@ -213,7 +213,10 @@ def audit_key(lake: Lake, topic_name: str, key: bytes, now_ms: int) -> KeyAudit:
         manifest = read.manifests.get(partition)
         if manifest is not None:  # an unreadable manifest is reported above
             judged = partition_context(ctx, cleaner, manifest)
-            audit.copies.extend(_judge(lake, partition, manifest, held, judged, reaches.log))
+            indexes = _index_files(manifest, partition)
+            files = [h for h in held if h[0].key not in indexes]
+            copies = list(_judge(lake, partition, manifest, files, judged, reaches.log))
+            audit.copies.extend([*copies, *_index_copies(indexes, held, copies)])
     unfinished, unlisted = unfinished_writes(lake, topic_name)
     if unlisted is not None:
         audit.unreadable[topic_prefix(topic_name)] = unlisted
@@ -377,6 +380,27 @@ def _search(lake: Lake, obj: ObjectInfo, key: bytes) -> _Found | str:
             return _Found(offsets, (False,) * len(offsets), (None,) * len(offsets))
     except (OSError, pa.ArrowException, StorageError, LakeCleanerError) as exc:
         return f"{type(exc).__name__}: {exc}"
+
+
+def _index_files(manifest: Manifest, partition: int) -> dict[str, str]:
+    """The object of each key index of the partition's files (`log.key_index`), with its file's."""
+    prefix = partition_prefix(manifest.topic, partition)
+    return {prefix + f.key_index.path: prefix + f.path for s in manifest.segments for f in s.files if f.key_index}
+
+
+def _index_copies(
+    files_of: Mapping[str, str], hits: list[tuple[ObjectInfo, _Found]], copies: list[KeyCopy]
+) -> Iterator[KeyCopy]:
+    """The copies in key indexes (`files_of`: each index's file): an index holds its file's keys,
+    row for row, and leaves with it, so each copy in it is the file's copy at that offset
+    (`copies`), with its kind and deadline. An index no file of the log references is judged as
+    any other object (`_judge`)."""
+    by_row = {(c.object, c.offset): c for c in copies}
+    for obj, hit in hits:
+        for offset in hit.offsets if obj.key in files_of else ():
+            copy = by_row.get((files_of[obj.key], offset))
+            if copy is not None:  # else the file could not be read, and the audit says so
+                yield replace(copy, object=obj.key)
 
 
 def _judge(

@@ -78,7 +78,7 @@ BROKEN = {
 def _tamper_with_staged_file(lake: Lake, topic: Topic, tamper: Tamper, original: pa.Table) -> Callable[[], None]:
     def hook() -> None:
         prefix = partition_prefix(topic.name, 0)
-        (staged,) = unreferenced_files(lake, topic, 0)
+        (staged,) = [p for p in unreferenced_files(lake, topic, 0) if p.endswith(".parquet")]  # not its key index
         table = read_segment_file(lake.store, prefix + staged)
         superseded = original.filter(pc.invert(pc.is_in(original.column("offset"), table.column("offset"))))
         meta = read_file_meta(lake.store, prefix + staged)
@@ -184,7 +184,7 @@ def test_the_gate_reads_a_staged_file_back_a_row_group_at_a_time(spark: SparkSes
     prefix = partition_prefix(topic.name, 0)
 
     def rewrite_staged() -> None:
-        (staged,) = unreferenced_files(lake, topic, 0)
+        (staged,) = [p for p in unreferenced_files(lake, topic, 0) if p.endswith(".parquet")]  # not its key index
         table = read_segment_file(lake.store, prefix + staged)
         _in_row_groups_of_one(lake, prefix + staged, table.take([1, 0, 2]) if swap else table)
 
@@ -207,7 +207,7 @@ def test_a_staged_file_that_cannot_be_read_back_fails_its_partition(spark: Spark
     before = rows(topic, 0)
 
     def delete_the_staged_file() -> None:
-        (staged,) = unreferenced_files(lake, topic, 0)
+        (staged,) = [p for p in unreferenced_files(lake, topic, 0) if p.endswith(".parquet")]  # not its key index
         lake.store.delete(partition_prefix(topic.name, 0) + staged)
 
     with on_crash_point("engine.after_staging", delete_the_staged_file):

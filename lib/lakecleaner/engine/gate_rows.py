@@ -65,17 +65,23 @@ from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import HASH
 from lakecleaner.errors import CorruptSegment, StorageError
 from lakecleaner.io import ObjectStore
+from lakecleaner.log.key_index import MAX_ROWS as MAX_INDEXED_ROWS
+from lakecleaner.log.key_index import KeyIndex, write_key_index
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.records import SEGMENT_SCHEMA
-from lakecleaner.log.segment_files import FetchedFiles, read_segment_file, read_segment_row_groups
+from lakecleaner.log.segment_files import (
+    FetchedFiles,
+    live_rows,
+    read_file_key_index,
+    read_segment_file,
+    read_segment_row_groups,
+)
 
 VIOLATION_SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("check", pa.string())])
 RECORD_SCHEMA = pa.schema([SEGMENT_SCHEMA.field(name) for name in ("key", "value", "timestamp", "headers")])
 HORIZON_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("delete_horizon_ms")])
 OFFSET_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("offset")])
 KEYS_SCHEMA = pa.schema([("key", pa.binary()), ("offset", pa.int64()), (HASH, pa.uint64())])
-_REUSED_COLUMNS = ["offset", "key"]
-_REUSED_TOMBSTONE_COLUMNS = ["offset", "key", "delete_horizon_ms"]
 
 
 @dataclass(frozen=True)
@@ -202,19 +208,36 @@ def _increasing(offsets: NDArray[np.int64], group: GateGroup, after: int | None)
     return ok
 
 
-def _read_back(store: ObjectStore, prefix: str, group: GateGroup, fetched: FetchedFiles | None) -> Iterator[pa.Table]:
-    """The group's records as the new log would hold them, a row group at a time (a kept group
-    without its values, timestamps and headers: its horizons only when it holds tombstones; and
-    its keys and offsets as the task that cleaned it parsed them, `fetched`: the very object the
-    new log keeps). A rewritten group's staged file is read from the store."""
-    for file in group.files:
-        if group.reused:
-            columns = _REUSED_TOMBSTONE_COLUMNS if group.tombstone_count else _REUSED_COLUMNS
-            yield from read_segment_row_groups(
-                store, prefix + file.path, columns=columns, expected=file, fetched=fetched
-            )
-        else:
-            yield from read_segment_row_groups(store, prefix + file.path, size_bytes=file.size_bytes)
+def _read_back(
+    store: ObjectStore, prefix: str, group: GateGroup, file: SegmentFile, fetched: FetchedFiles | None
+) -> Iterator[pa.Table]:
+    """A file of the group as the new log would hold it, a row group at a time. A rewritten
+    group's staged file is read from the store. A kept group's without its values, timestamps and
+    headers (its horizons only when it holds tombstones): through its key index when it has one
+    (`_indexed`), else its keys and offsets as the task that cleaned it parsed them (`fetched`:
+    the very object the new log keeps)."""
+    if not group.reused:
+        yield from read_segment_row_groups(store, prefix + file.path, size_bytes=file.size_bytes)
+    elif file.key_index is not None:
+        yield _indexed(store, prefix, group, file, fetched)
+    else:
+        columns = ["offset", "key"] + (["delete_horizon_ms"] if group.tombstone_count else [])
+        yield from read_segment_row_groups(store, prefix + file.path, columns=columns, expected=file, fetched=fetched)
+
+
+def _indexed(
+    store: ObjectStore, prefix: str, group: GateGroup, file: SegmentFile, fetched: FetchedFiles | None
+) -> pa.Table:
+    """A kept file's records as its key index holds them (offsets, keys and their hashes), with
+    the file's horizons when the group holds tombstones, less those its deletion vector removes.
+    A group holds its keys anyway (`_Keys`), so the index is read whole."""
+    rows = read_file_key_index(store, prefix, file, fetched)
+    if group.tombstone_count:
+        stored = read_segment_file(
+            store, prefix + file.path, columns=["delete_horizon_ms"], expected=file, fetched=fetched, physical=True
+        )
+        rows = rows.append_column("delete_horizon_ms", stored.column("delete_horizon_ms"))
+    return rows if file.deletion_vector is None else rows_where(rows, live_rows(store, prefix, file))
 
 
 Violations = list[tuple[str, NDArray[np.int64]]]
@@ -381,6 +404,8 @@ class GateOutcome:
     violations: pa.Table
     unreadable: str | None = None
     spills: tuple[Spill, ...] = ()
+    #: The key index written of each staged file read back, by its path.
+    indexes: tuple[tuple[str, KeyIndex], ...] = ()
 
 
 def _expected_offsets(store: ObjectStore, prefix: str, group: GateGroup) -> OffsetSet | None:
@@ -390,7 +415,8 @@ def _expected_offsets(store: ObjectStore, prefix: str, group: GateGroup) -> Offs
 
 
 class _Keys:
-    """The keys of the records read back, with their offsets and `key_hash`es (taken once)."""
+    """The keys of the records read back, with their offsets and `key_hash`es (taken once, or as
+    a kept file's key index holds them)."""
 
     def __init__(self) -> None:
         self.keys: list[pa.ChunkedArray] = []
@@ -398,9 +424,11 @@ class _Keys:
         self.hashes: list[NDArray[np.uint64]] = []
 
     def add(self, table: pa.Table) -> None:
+        """The records of `table`, with its `HASH` column when it has one (an index's rows)."""
         self.keys.append(table.column("key"))
         self.offsets.append(table.column("offset").to_numpy())
-        self.hashes.append(key_hash(table.column("key")))
+        hashed = HASH in table.column_names
+        self.hashes.append(table.column(HASH).to_numpy() if hashed else key_hash(table.column("key")))
 
     def repeated(self, clean_end: int) -> Violations:
         """The records whose key an earlier one of these holds (`_repeated_keys`)."""
@@ -420,14 +448,42 @@ class _Keys:
         writer.write(rows, key_buckets(every, writer.n))
 
 
+def _index_of(
+    store: ObjectStore, prefix: str, file: SegmentFile, keys: _Keys, first: int
+) -> list[tuple[str, KeyIndex]]:
+    """The key index of a file, from its records as read back (`keys` from `first`): none for a
+    file past `key_index.MAX_ROWS`, when a record has no key (the gate fails the file), when they
+    are not all of the file's rows, or when the store would not take it (the file is then read as
+    one without)."""
+    if file.record_count > MAX_INDEXED_ROWS:
+        return []
+    key = pa.chunked_array([c for k in keys.keys[first:] for c in k.chunks], pa.binary())
+    if key.null_count or len(key) != file.record_count:
+        return []
+    at = keys.offsets[first:]
+    rows = pa.table(
+        {
+            "offset": np.concatenate(at) if at else np.zeros(0, np.int64),
+            "key": key,
+            HASH: np.concatenate(keys.hashes[first:]) if at else np.zeros(0, np.uint64),
+        }
+    )
+    try:
+        return [(file.path, write_key_index(store, prefix, file.path, rows))]
+    except StorageError:
+        return []
+
+
 def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask, fetched: FetchedFiles | None = None) -> GateOutcome:
     """One record task: every violation in its groups, and every repeated key among them when the
     partition has one bucket, else its groups' keys spilled by bucket, a group at a time (the task
     holds one group's keys however many groups it checks). `fetched`: what the task that cleaned
-    the partition read of its kept groups' files (`_read_back`)."""
+    the partition read of its kept groups' files (`_read_back`). Each staged file read back gets
+    its key index (`log.key_index`), from its keys as read, for the commit to reference."""
     store = spec.open()
     found: Violations = []
     keys = _Keys()
+    indexes: list[tuple[str, KeyIndex]] = []
     sink = SpillWriter(store, task.prefix, task.spill, KEYS_SCHEMA, task.buckets) if task.buckets > 1 else None
     try:
         with sink or nullcontext():
@@ -435,19 +491,39 @@ def gate_check(spec: StoreSpec, rules: GateRules, task: GateTask, fetched: Fetch
                 if not task.checks(index):
                     continue
                 check = _GroupCheck(group, rules, _expected_offsets(store, task.prefix, group))
-                for table in _read_back(store, task.prefix, group, fetched):
-                    check.add(table)
-                    keys.add(table)
+                for file in group.files:
+                    indexes += _check_file(store, task.prefix, group, file, fetched, check, keys)
                 found += check.violations() + _unstamped_tombstones(store, task.prefix, group, fetched)
                 if sink is not None:
                     keys.spill(sink)
                     keys = _Keys()
         spills = sink.spills() if sink is not None else ()
+        if sink is None:
+            found += keys.repeated(task.clean_end)
     except (CorruptSegment, StorageError) as exc:  # the partition fails the gate; the others go on
         return GateOutcome(task.partition, VIOLATION_SCHEMA.empty_table(), str(exc))
-    if sink is None:
-        found += keys.repeated(task.clean_end)
-    return GateOutcome(task.partition, _violation_rows(task.partition, found), spills=spills)
+    return GateOutcome(task.partition, _violation_rows(task.partition, found), spills=spills, indexes=tuple(indexes))
+
+
+def _check_file(
+    store: ObjectStore,
+    prefix: str,
+    group: GateGroup,
+    file: SegmentFile,
+    fetched: FetchedFiles | None,
+    check: _GroupCheck,
+    keys: _Keys,
+) -> list[tuple[str, KeyIndex]]:
+    """Read back one file of a group into its checks and the task's keys; returns the key index
+    written from what was read of a staged file, or of a kept file that has none and whose rows
+    were all read (no deletion vector): a log's files get theirs at its next clean."""
+    first = len(keys.keys)
+    for table in _read_back(store, prefix, group, file, fetched):
+        check.add(table)
+        keys.add(table)
+    if group.reused and (file.key_index is not None or file.deletion_vector is not None):
+        return []
+    return _index_of(store, prefix, file, keys, first)
 
 
 @dataclass(frozen=True)

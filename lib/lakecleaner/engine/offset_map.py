@@ -62,7 +62,7 @@ from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_bounded
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.manifest import SegmentFile
-from lakecleaner.log.segment_files import FetchedFiles, read_segment_file
+from lakecleaner.log.segment_files import FetchedFiles, live_rows, read_file_key_index, read_segment_file
 
 #: Bytes a record is planned to take in a task's map before any is read. Kafka's entry is 24 bytes
 #: (a 16-byte digest and an 8-byte offset); here an entry is the key's bytes, a 4-byte offset into
@@ -270,12 +270,27 @@ class _BucketRows:
                 rows, malformed = self._file(file)
                 yield rows, file.record_count, malformed
 
-    def clean(self) -> Iterator[tuple[pa.Table, int]]:
+    def clean(self, by_index: bool) -> Iterator[tuple[pa.Table, int]]:
+        """The cleaned section's keyed rows (but those of the files `indexed` gives, `by_index`)."""
         yield from ((rows, 0) for rows in self.held)
         self.held = []
         for file in self.task.files:
-            if file.base_offset < self.task.clean_end:
+            if file.base_offset < self.task.clean_end and not (by_index and file.key_index is not None):
                 yield self._file(file)
+
+    def indexed(self) -> Iterator[tuple[pa.Table, NDArray[np.bool_]]]:
+        """The cleaned section's files with a key index: the index's rows (offset, key, hash), and
+        which of them a reader reads at or after the log start (those the file's deletion vector
+        leaves). The offsets are kept for pass 2 as the file's (`FetchedFiles.keep_columns`),
+        which then reads a group it may keep without decoding its files (`recopy._vectored`)."""
+        for file in self.task.files:
+            if file.base_offset >= self.task.clean_end or file.key_index is None:
+                continue
+            rows = read_file_key_index(self.store, self.prefix, file, self.fetched)
+            if self.fetched is not None:
+                self.fetched.keep_columns(self.prefix + file.path, rows.select(["offset"]))
+            offsets = rows.column("offset").to_numpy()
+            yield rows, (offsets >= self.task.log_start_offset) & live_rows(self.store, self.prefix, file)
 
     def _file(self, file: SegmentFile) -> tuple[pa.Table, int]:
         rows, malformed = _file_rows(
@@ -288,6 +303,11 @@ class _BucketRows:
         """Records the dirty rows cover, for the map's projection (a spill's clean rows count)."""
         files = sum(f.record_count for f in self.task.files if f.base_offset >= self.task.clean_end)
         return files + sum(s.rows for s in self.task.spills)
+
+
+#: The slots of `_CleanProbe`'s bitmap of the map's hashes (4 MiB; a map of 125k keys fills 3%).
+_SLOTS = 1 << 22
+_SLOT_MASK = np.uint64(_SLOTS - 1)
 
 
 class _CleanProbe:
@@ -305,6 +325,9 @@ class _CleanProbe:
         records = sum(f.record_count for f in task.files) + sum(s.rows for s in task.spills)
         self.won = Members(task.low, task.high, records)
         self.keys: pa.Array | None = None
+        #: The map's keys' hashes sorted, the order that sorts them and the bitmap of their low
+        #: bits (`_hashed_map`).
+        self.hashes: tuple[NDArray[np.uint64], NDArray[np.intp], NDArray[np.bool_]] | None = None
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
         self.candidates: list[pa.Table] = []
@@ -331,6 +354,49 @@ class _CleanProbe:
         self.won.add(rows.column("offset").to_numpy()[~mapped])
         if self.ordered and mapped.any():
             self.candidates.append(rows_where(rows, mapped))
+
+    def add_indexed(self, rows: pa.Table, live: NDArray[np.bool_]) -> None:
+        """The `live` rows of a cleaned file by its key index (offset, key, hash), by offset: a row
+        whose key the map holds loses, the others win. The index's hashes find the candidates and
+        their keys are then compared exactly, so the file's Parquet is not decoded nor its keys
+        hashed."""
+        lost = np.zeros(rows.num_rows, bool)
+        if self.dirty is not None and self.dirty.num_rows:
+            lost[self._held(rows)] = True
+        self.won.add(rows.column("offset").to_numpy()[live & ~lost])
+
+    def _held(self, rows: pa.Table) -> NDArray[np.intp]:
+        """The rows of an index whose key the map holds: those whose hash one of the map's keys
+        has (a bitmap of the hashes' low bits lets few others through to the binary search),
+        each compared with that key (and, where two of the map's keys share the hash, with all
+        of them)."""
+        keys, ordered, order, bits = self._hashed_map()
+        hashes = rows.column(HASH).to_numpy()
+        near = np.flatnonzero(bits[(hashes & _SLOT_MASK).astype(np.intp)])
+        at = np.minimum(np.searchsorted(ordered, hashes[near]), ordered.size - 1)
+        hit = ordered[at] == hashes[near]
+        candidates, at = near[hit], at[hit]
+        same = bool_mask(pc.equal(rows.column("key").take(pa.array(candidates)), keys.take(pa.array(order[at]))))
+        shared = ~same & (at + 1 < ordered.size) & (ordered[np.minimum(at + 1, ordered.size - 1)] == hashes[candidates])
+        if shared.any():  # two of the map's keys share a hash: compare with the map's set of keys
+            again = rows.column("key").take(pa.array(candidates[shared]))
+            same[shared] = bool_mask(pc.is_in(again, value_set=keys))
+        held: NDArray[np.intp] = candidates[same]
+        return held
+
+    def _hashed_map(self) -> tuple[pa.Array, NDArray[np.uint64], NDArray[np.intp], NDArray[np.bool_]]:
+        """The map's keys, their hashes sorted, the order that sorts them and the bitmap of their
+        low bits (taken once)."""
+        assert self.dirty is not None
+        if self.keys is None:
+            self.keys = self.dirty.column("key").combine_chunks()
+        if self.hashes is None:
+            hashes = key_hash(self.keys)
+            order = np.argsort(hashes)
+            bits = np.zeros(_SLOTS, bool)
+            bits[(hashes & _SLOT_MASK).astype(np.intp)] = True
+            self.hashes = (hashes[order], order, bits)
+        return (self.keys, *self.hashes)
 
     def winners(self) -> OffsetSet:
         """Every winner of the range: the clean rows the map lacks, and the winners of the map's
@@ -366,10 +432,14 @@ def bucket_winners(
         offset_map.reduce()
         if offset_map.bytes > task.budget_bytes:
             return MapResult(task.partition, task.bucket, needed_bytes=offset_map.bytes)
-        probe = _CleanProbe(task, offset_map.reduced, ordered=bool(order_columns(config.compaction_strategy)))
-        for clean, bad in rows.clean():
+        ordered = bool(order_columns(config.compaction_strategy))
+        probe = _CleanProbe(task, offset_map.reduced, ordered)
+        for clean, bad in rows.clean(by_index=not ordered):
             probe.add(clean)
             malformed += bad
+        if not ordered:  # by offset a cleaned row whose key the map holds loses: an index tells
+            for index, live in rows.indexed():
+                probe.add_indexed(index, live)
         winners = probe.winners()
         if task.winners_path:
             stored = store_offsets(rows.store, rows.prefix, task.winners_path, winners)

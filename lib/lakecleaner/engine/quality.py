@@ -53,12 +53,15 @@ from lakecleaner.engine.gate_rows import (
 )
 from lakecleaner.engine.sparkio import Overlap, is_connect, run_tasks
 from lakecleaner.engine.storage import StoreSpec
+from lakecleaner.log.key_index import KeyIndex
 from lakecleaner.quality import SAMPLE_SIZE
 
 if TYPE_CHECKING:
     from lakecleaner.quality import Check, QualityReport
 
 INDEX_COLUMNS = ["partition", "offset", "segment_id"]
+#: The key index of each staged file the gate read back, by partition and file path.
+KeyIndexes = dict[int, dict[str, KeyIndex]]
 READABLE_RULE = "every input and staged file of the partition can be read back"
 
 
@@ -111,11 +114,11 @@ class UncleanableSegment:
 
 def _violations(
     spark: SparkSession, spec: StoreSpec, tasks: Sequence[GateTask], checked: Sequence[GateOutcome], rules: GateRules
-) -> tuple[pa.Table, dict[int, str]]:
-    """Every task's violation rows (`gate_rows`; none when the output is right), and why a
-    partition's files could not be read back: those pass 2's tasks found (`checked`), then the
-    record tasks, then the key tasks of the partitions checked in several buckets; their spills are
-    deleted whatever happens."""
+) -> tuple[pa.Table, dict[int, str], KeyIndexes]:
+    """Every task's violation rows (`gate_rows`; none when the output is right), why a
+    partition's files could not be read back and the key indexes written of its staged files:
+    those pass 2's tasks found (`checked`), then the record tasks, then the key tasks of the
+    partitions checked in several buckets; their spills are deleted whatever happens."""
     try:
         outcomes = run_tasks(
             spark,
@@ -139,7 +142,11 @@ def _violations(
                 store.delete(task.prefix + task.spill)
     outcomes = [*checked, *outcomes]
     unreadable = {o.partition: o.unreadable for o in outcomes if o.unreadable is not None}
-    return pa.concat_tables([VIOLATION_SCHEMA.empty_table(), *[o.violations for o in outcomes]]), unreadable
+    indexes: KeyIndexes = {}
+    for o in outcomes:
+        indexes.setdefault(o.partition, {}).update(o.indexes)
+    violations = pa.concat_tables([VIOLATION_SCHEMA.empty_table(), *[o.violations for o in outcomes]])
+    return violations, unreadable, indexes
 
 
 def _keys_tasks(tasks: Sequence[GateTask], outcomes: Sequence[GateOutcome]) -> list[KeysTask]:
@@ -256,19 +263,20 @@ def run_gate(
     segments: Sequence[UncleanableSegment],
     config: TopicConfig,
     now_ms: int,
-) -> dict[int, QualityReport]:
+) -> tuple[dict[int, QualityReport], KeyIndexes]:
     """Validate the staged output of `partitions`, read back by the gate's `tasks` or already by
-    pass 2's tasks (`checked`); one report per partition."""
+    pass 2's tasks (`checked`); one report per partition, and the key indexes written of the
+    staged files."""
     partitions = sorted(partitions)
     if not partitions:
-        return {}
+        return {}, {}
     validate = _validator(spark)
-    violations, unreadable = _violations(spark, spec, tasks, checked, GateRules.of(config, now_ms))
+    violations, unreadable, indexes = _violations(spark, spec, tasks, checked, GateRules.of(config, now_ms))
     counts = violation_counts(violations, partitions, segments)
     subject = f"compaction of {topic} partitions {','.join(map(str, partitions))}"
     (together,) = validate([Validation(subject, counts, "counts")])
     if together.success and not unreadable:
-        return dict.fromkeys(partitions, together)
+        return dict.fromkeys(partitions, together), indexes
     detailed = {
         "result_format": "SUMMARY",
         "unexpected_index_column_names": INDEX_COLUMNS,
@@ -284,4 +292,4 @@ def run_gate(
     reports = dict(zip(partitions, validate(one), strict=True))
     for p, message in unreadable.items():
         reports[p] = _with_unreadable(reports[p], message)
-    return reports
+    return reports, indexes

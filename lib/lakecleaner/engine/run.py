@@ -88,9 +88,10 @@ from lakecleaner.faults import crash_point
 from lakecleaner.io.base import ObjectInfo
 from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.lake import Lake, Topic
+from lakecleaner.log.key_index import KeyIndex
 from lakecleaner.log.layout import partition_prefix
 from lakecleaner.log.leases import RunLeases
-from lakecleaner.log.manifest import Manifest, Segment
+from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
 from lakecleaner.log.segment_files import new_segment_path
 from lakecleaner.runs.reports import new_run_id
 
@@ -136,6 +137,8 @@ class _Partition:
     read: tuple[Manifest, str] | None = None
     #: The gate's read-back by pass 2's task (`recopy.gate_in_task`), when it did one.
     checked: TaskGate | None = None
+    #: The key indexes the gate wrote of the staged files (`_with_key_indexes`).
+    indexes: list[str] = field(default_factory=list)
 
     @property
     def written(self) -> list[str]:
@@ -192,6 +195,7 @@ class _Run:
         nothing is deleted (gc removes true orphans later, by their age and the run's lease)."""
         prefix = partition_prefix(self.topic.name, state.plan.partition)
         paths = {t.target.path for t in state.tasks} if every_target else set(state.written)
+        paths |= set(state.indexes) | {i.path for _, i in (state.checked.outcome.indexes if state.checked else ())}
         if not paths:
             return
         try:
@@ -498,7 +502,7 @@ class _Run:
                 checked.append(state.checked.outcome)
             else:
                 tasks.extend(self._gate_tasks(state))
-        verdicts = run_gate(
+        verdicts, indexes = run_gate(
             self.spark,
             self.spec,
             self.topic.name,
@@ -511,11 +515,28 @@ class _Run:
         )
         for partition, verdict in verdicts.items():
             self.active[partition].report.quality = verdict
+            self._with_key_indexes(self.active[partition], indexes.get(partition, {}))
             if not verdict.success:
                 message = verdict.summary()
                 if CLEAN_KEYS_ONCE.rule in {f.rule for f in verdict.failures}:
                     message += "\n" + self._reset_checkpoint(self.active[partition])
                 self.finish(partition, FAILED_QUALITY, message)
+
+    @staticmethod
+    def _with_key_indexes(state: _Partition, indexes: dict[str, KeyIndex]) -> None:
+        """The partition's new log with the key indexes the gate wrote of its files (staged ones,
+        and kept ones that had none: `log.key_index`): the commit references them (so a clean
+        that changed nothing else commits them too); a discard deletes them."""
+        state.indexes = sorted(i.path for i in indexes.values())
+
+        def indexed(file: SegmentFile) -> SegmentFile:
+            index = indexes.get(file.path)
+            return file if index is None else dataclasses.replace(file, key_index=index)
+
+        state.outputs = [
+            tuple(dataclasses.replace(s, files=tuple(indexed(f) for f in s.files)) for s in group)
+            for group in state.outputs
+        ]
 
     def _reset_checkpoint(self, state: _Partition) -> str:
         """Reset the cleaner checkpoint of a partition whose cleaned section holds a key twice (the
@@ -664,7 +685,7 @@ class _Run:
 
         def change(current: Manifest) -> Manifest | None:
             after = self.candidate(state, current)
-            if unchanged and current.cleaner_checkpoint == after.cleaner_checkpoint:
+            if unchanged and current.cleaner_checkpoint == after.cleaner_checkpoint and not state.indexes:
                 return None
             wrote[:] = [current, after]
             return after
@@ -681,8 +702,14 @@ class _Run:
         before_ids, after_ids = ({s.id for s in m.segments} for m in wrote)
         state.report.segments_replaced = len(before_ids - after_ids)
         state.report.segments_written = len(after_ids - before_ids)
-        message = "every group was already clean: only the cleaner checkpoint moved" if unchanged else ""
-        return COMMITTED, message, committed.version
+        return COMMITTED, _unchanged_message(wrote[0], wrote[1], state.indexes) if unchanged else "", committed.version
+
+
+def _unchanged_message(before: Manifest, after: Manifest, indexes: Sequence[str]) -> str:
+    """What a commit in which every group stayed as it was changed."""
+    moved = before.cleaner_checkpoint != after.cleaner_checkpoint
+    changes = [w for w, did in (("the cleaner checkpoint moved", moved), ("its files got key indexes", indexes)) if did]
+    return "every group was already clean: " + " and ".join(changes)
 
 
 def compact_topic(

@@ -114,13 +114,23 @@ class IcebergFollower:
             follow_commit(topic, partition, before, after)
 
 
+def _rows_read(manifest: Manifest) -> set[tuple[str, str | None]]:
+    """The files a reader of the log reads, each with its deletion vector: what the tables hold
+    (a file's key index is not read by them)."""
+    return {
+        (f.path, None if f.deletion_vector is None else f.deletion_vector.path)
+        for s in manifest.segments
+        for f in s.files
+    }
+
+
 def follow_commit(topic: Topic, partition: int, before: Manifest, after: Manifest) -> None:
     """Move the tables after a partition's manifest commit, when the commit changed its files or
     offsets, to the manifest committed when the sync runs (a sync that runs late never moves the
     tables to the older manifest its commit wrote: gc may have deleted files that one holds). The
     commit has happened whatever happens here: a failure is logged, and the tables lag until the
     next sync."""
-    if before.live_paths() == after.live_paths() and (before.log_start_offset, before.next_offset) == (
+    if _rows_read(before) == _rows_read(after) and (before.log_start_offset, before.next_offset) == (
         after.log_start_offset,
         after.next_offset,
     ):

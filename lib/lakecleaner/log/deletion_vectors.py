@@ -32,9 +32,10 @@ import numpy as np
 from numpy.typing import NDArray
 from pyroaring import BitMap
 
-from lakecleaner.errors import CorruptSegment, ObjectNotFound
+from lakecleaner.errors import CorruptSegment
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.strict_json import Fields
+from lakecleaner.log.entry_objects import read_entry_object
 
 MAGIC = bytes([0xD1, 0xD3, 0x39, 0x64])
 #: A vector's path relative to its partition: beside its segment file, named for it, for the
@@ -183,18 +184,7 @@ def read_vector(store: ObjectStore, prefix: str, vector: DeletionVector, record_
     """The ascending positions of the vector its manifest entry describes, each checked:
     CorruptSegment naming the object and the fix when it is missing or is not that vector."""
     location = store.location(prefix + vector.path)
-    try:
-        blob = store.read(prefix + vector.path)
-    except (FileNotFoundError, ObjectNotFound):
-        raise CorruptSegment(
-            f"deletion vector {location} is missing; the manifest references it (restore it, or run "
-            "`lakecleaner repair` to rebuild the manifest from the files present)"
-        ) from None
-    if len(blob) != vector.size_bytes or (len(blob) >= 4 and blob_crc(blob) != vector.crc):
-        raise CorruptSegment(
-            f"deletion vector {location} is not the one its manifest entry describes ({len(blob)} bytes, "
-            f"{vector.size_bytes} expected, or another CRC); restore it or run `lakecleaner repair`"
-        )
+    blob = read_entry_object(store, prefix + vector.path, "deletion vector", vector.size_bytes, vector.crc, blob_crc)
     positions = decode_vector(blob, location)
     if len(positions) != vector.cardinality or (len(positions) and positions[-1] >= record_count):
         raise CorruptSegment(

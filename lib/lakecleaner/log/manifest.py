@@ -19,11 +19,15 @@ from lakecleaner.config import LONG_MAX
 from lakecleaner.errors import CorruptManifest
 from lakecleaner.io.strict_json import Fields, Malformed, load_object
 from lakecleaner.log.deletion_vectors import VECTOR_PATH, DeletionVector
+from lakecleaner.log.key_index import KEY_INDEX_PATH, KeyIndex
 
 #: The format this lakecleaner writes and reads: 2 once a file carries a deletion vector (issue
-#: 79), which a lakecleaner that knows only 1 must not read as if its rows were all live; a
-#: manifest without one is written as 1, as before, so older readers still read it.
-FORMAT_VERSION = 2
+#: 79), which a lakecleaner that knows only 1 must not read as if its rows were all live; 3 once
+#: a file carries a key index (`log.key_index`), a field a lakecleaner that knows 2 would refuse
+#: as unknown (so it is told to upgrade instead); a manifest with neither is written as 1, as
+#: before, so older readers still read it.
+FORMAT_VERSION = 3
+VECTORS_FORMAT_VERSION = 2
 BASE_FORMAT_VERSION = 1
 #: A data file's path relative to its partition: a Parquet file directly inside `segments/`
 #: (`segment_files.new_segment_path`). Anything else (absolute, `..`, another folder, the manifest)
@@ -46,7 +50,7 @@ class SegmentFile:
     """One immutable Parquet file of a segment, covering offsets [base_offset, next_offset).
     `record_count` and `size_bytes` are the file's own; a `deletion_vector` removes some of its
     rows without rewriting it (`log.deletion_vectors`, issue 79), and every reader reads the
-    others only (`live_count`)."""
+    others only (`live_count`); a `key_index` holds its rows' key digests (`log.key_index`)."""
 
     path: str
     base_offset: int
@@ -54,6 +58,7 @@ class SegmentFile:
     record_count: int
     size_bytes: int
     deletion_vector: DeletionVector | None = None
+    key_index: KeyIndex | None = None
 
     @property
     def live_count(self) -> int:
@@ -61,8 +66,9 @@ class SegmentFile:
         return self.record_count - (self.deletion_vector.cardinality if self.deletion_vector else 0)
 
     def paths(self) -> tuple[str, ...]:
-        """The objects the entry references: the file, and its deletion vector."""
-        return (self.path,) if self.deletion_vector is None else (self.path, self.deletion_vector.path)
+        """The objects the entry references: the file, its deletion vector and its key index."""
+        extra = (self.deletion_vector, self.key_index)
+        return (self.path, *(e.path for e in extra if e is not None))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -74,11 +80,14 @@ class SegmentFile:
         }
         if self.deletion_vector is not None:
             out["deletion_vector"] = self.deletion_vector.to_dict()
+        if self.key_index is not None:
+            out["key_index"] = self.key_index.to_dict()
         return out
 
     @staticmethod
     def from_fields(f: Fields) -> SegmentFile:
         vector = f.optional_object("deletion_vector")
+        index = f.optional_object("key_index")
         return SegmentFile(
             f.text("path", max_chars=1024),
             f.integer("base_offset"),
@@ -86,6 +95,7 @@ class SegmentFile:
             f.integer("record_count"),
             f.integer("size_bytes"),
             None if vector is None else DeletionVector.from_fields(vector),
+            None if index is None else KeyIndex.from_fields(index),
         )
 
 
@@ -248,12 +258,16 @@ class Manifest:
         return replace(self, properties={**self.properties, COMMIT_ID: commit_id})
 
     def live_paths(self) -> set[str]:
-        """The objects of the log's segments: their files and the files' deletion vectors."""
+        """The objects of the log's segments: their files and the files' deletion vectors and key indexes."""
         return {path for s in self.segments for f in s.files for path in f.paths()}
 
     @property
-    def has_deletion_vectors(self) -> bool:
-        return any(f.deletion_vector is not None for s in self.segments for f in s.files)
+    def written_format_version(self) -> int:
+        """The lowest format that holds this manifest: older readers read what they can."""
+        files = [f for s in self.segments for f in s.files]
+        if any(f.key_index is not None for f in files):
+            return FORMAT_VERSION
+        return VECTORS_FORMAT_VERSION if any(f.deletion_vector is not None for f in files) else BASE_FORMAT_VERSION
 
     def referenced_paths(self) -> set[str]:
         """Every file path the log references (segments and pending deletes)."""
@@ -285,7 +299,7 @@ class Manifest:
     # -- (de)serialisation -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {
-            "format_version": FORMAT_VERSION if self.has_deletion_vectors else BASE_FORMAT_VERSION,
+            "format_version": self.written_format_version,
             "topic": self.topic,
             "partition": self.partition,
             "version": self.version,
@@ -362,6 +376,8 @@ class Manifest:
                     out.append(f"segment {seg.id} names the file {f.path!r}, which is not a file in segments/")
                 if f.deletion_vector is not None:
                     out += [f"segment {seg.id}: {p}" for p in f.deletion_vector.problems(f.path, f.record_count)]
+                if f.key_index is not None:
+                    out += [f"segment {seg.id}: {p}" for p in f.key_index.problems(f.path, f.record_count)]
                 if not seg.base_offset <= f.base_offset <= f.next_offset <= seg.next_offset:
                     out.append(
                         f"segment {seg.id} [{seg.base_offset}, {seg.next_offset}) holds the file {f.path} covering "
@@ -370,8 +386,9 @@ class Manifest:
             if seg.record_count < 0 or seg.size_bytes < 0:
                 out.append(f"segment {seg.id} has a negative record count or size")
         live = self.live_paths()
+        objects = (SEGMENT_PATH, VECTOR_PATH, KEY_INDEX_PATH)
         for pending in self.pending_deletes:
-            if not (SEGMENT_PATH.match(pending.path) or VECTOR_PATH.match(pending.path)) or ".." in pending.path:
+            if not any(p.match(pending.path) for p in objects) or ".." in pending.path:
                 out.append(f"pending delete {pending.path!r} is not a file in segments/")
             elif pending.path in live:
                 out.append(f"pending delete {pending.path} is a file of a live segment")

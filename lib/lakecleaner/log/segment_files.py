@@ -25,6 +25,8 @@ from lakecleaner.errors import CorruptSegment, LakeCleanerError, ObjectNotFound,
 from lakecleaner.io import ObjectStore
 from lakecleaner.io.concurrent import map_bounded
 from lakecleaner.log.deletion_vectors import read_vector
+from lakecleaner.log.key_index import SCHEMA as KEY_INDEX_SCHEMA
+from lakecleaner.log.key_index import read_key_index
 from lakecleaner.log.manifest import SegmentFile
 from lakecleaner.log.records import SEGMENT_SCHEMA
 
@@ -382,6 +384,28 @@ def read_segment_row_groups(
         for rows in groups:
             yield _without(rows, dead, start)
             start += rows.num_rows
+
+
+def read_file_key_index(store: ObjectStore, prefix: str, file: SegmentFile, fetched: FetchedFiles | None) -> pa.Table:
+    """The rows of the file's key index (`log.key_index`; the file has one), as the task read them
+    before while `fetched` still holds them: a partition's pass 1 and its gate read each index
+    once."""
+    assert file.key_index is not None
+    key = prefix + file.key_index.path
+    table = fetched.columns(key, KEY_INDEX_SCHEMA.names) if fetched is not None else None
+    if table is None:
+        table = read_key_index(store, prefix, file.key_index, (file.base_offset, file.next_offset))
+        if fetched is not None:
+            fetched.keep_columns(key, table)
+    return table
+
+
+def live_rows(store: ObjectStore, prefix: str, file: SegmentFile) -> NDArray[np.bool_]:
+    """Which of the file's rows (as stored) readers read: all but those its deletion vector removes."""
+    live = np.ones(file.record_count, bool)
+    if file.deletion_vector is not None:
+        live[read_vector(store, prefix, file.deletion_vector, file.record_count)] = False
+    return live
 
 
 def _removed(store: ObjectStore, key: str, expected: SegmentFile | None) -> NDArray[np.int64] | None:
