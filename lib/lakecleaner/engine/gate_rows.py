@@ -404,7 +404,7 @@ class GateOutcome:
     violations: pa.Table
     unreadable: str | None = None
     spills: tuple[Spill, ...] = ()
-    #: The key index written of each staged file read back, by its path.
+    #: The key index written of each file read back that gets one (`_index_of`), by its path.
     indexes: tuple[tuple[str, KeyIndex], ...] = ()
 
 
@@ -434,18 +434,22 @@ class _Keys:
         """The records whose key an earlier one of these holds (`_repeated_keys`)."""
         return _repeated_keys(self.keys, self.offsets, self.hashes, clean_end)
 
-    def spill(self, writer: SpillWriter) -> None:
-        """Add these keys to a record task's spill, bucket after bucket."""
-        every = np.concatenate(self.hashes) if self.hashes else np.zeros(0, np.uint64)
-        rows = pa.table(
+    def table(self, first: int = 0) -> pa.Table:
+        """These keys from the `first` table added on: (key, offset, hash), in order."""
+        hashes, offsets = self.hashes[first:], self.offsets[first:]
+        return pa.table(
             {
-                "key": pa.chunked_array([c for k in self.keys for c in k.chunks], pa.binary()),
-                "offset": pa.array(np.concatenate(self.offsets) if self.offsets else np.zeros(0, np.int64)),
-                HASH: pa.array(every),
+                "key": pa.chunked_array([c for k in self.keys[first:] for c in k.chunks], pa.binary()),
+                "offset": pa.array(np.concatenate(offsets) if offsets else np.zeros(0, np.int64)),
+                HASH: pa.array(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)),
             },
             schema=KEYS_SCHEMA,
         )
-        writer.write(rows, key_buckets(every, writer.n))
+
+    def spill(self, writer: SpillWriter) -> None:
+        """Add these keys to a record task's spill, bucket after bucket."""
+        rows = self.table()
+        writer.write(rows, key_buckets(rows.column(HASH).to_numpy(), writer.n))
 
 
 def _index_of(
@@ -457,17 +461,9 @@ def _index_of(
     one without)."""
     if file.record_count > MAX_INDEXED_ROWS:
         return []
-    key = pa.chunked_array([c for k in keys.keys[first:] for c in k.chunks], pa.binary())
-    if key.null_count or len(key) != file.record_count:
+    rows = keys.table(first)
+    if rows.column("key").null_count or rows.num_rows != file.record_count:
         return []
-    at = keys.offsets[first:]
-    rows = pa.table(
-        {
-            "offset": np.concatenate(at) if at else np.zeros(0, np.int64),
-            "key": key,
-            HASH: np.concatenate(keys.hashes[first:]) if at else np.zeros(0, np.uint64),
-        }
-    )
     try:
         return [(file.path, write_key_index(store, prefix, file.path, rows))]
     except StorageError:

@@ -348,9 +348,7 @@ class _CleanProbe:
         if self.dirty is None:
             mapped = np.zeros(rows.num_rows, bool)
         else:
-            if self.keys is None:
-                self.keys = self.dirty.column("key").combine_chunks()
-            mapped = bool_mask(pc.is_in(rows.column("key"), value_set=self.keys))
+            mapped = bool_mask(pc.is_in(rows.column("key"), value_set=self._map_keys()))
         self.won.add(rows.column("offset").to_numpy()[~mapped])
         if self.ordered and mapped.any():
             self.candidates.append(rows_where(rows, mapped))
@@ -387,16 +385,21 @@ class _CleanProbe:
     def _hashed_map(self) -> tuple[pa.Array, NDArray[np.uint64], NDArray[np.intp], NDArray[np.bool_]]:
         """The map's keys, their hashes sorted, the order that sorts them and the bitmap of their
         low bits (taken once)."""
-        assert self.dirty is not None
-        if self.keys is None:
-            self.keys = self.dirty.column("key").combine_chunks()
+        keys = self._map_keys()
         if self.hashes is None:
-            hashes = key_hash(self.keys)
+            hashes = key_hash(keys)
             order = np.argsort(hashes)
             bits = np.zeros(_SLOTS, bool)
             bits[(hashes & _SLOT_MASK).astype(np.intp)] = True
             self.hashes = (hashes[order], order, bits)
-        return (self.keys, *self.hashes)
+        return (keys, *self.hashes)
+
+    def _map_keys(self) -> pa.Array:
+        """The map's keys in one array (taken once: Arrow builds a set of them per `is_in`)."""
+        assert self.dirty is not None
+        if self.keys is None:
+            self.keys = self.dirty.column("key").combine_chunks()
+        return self.keys
 
     def winners(self) -> OffsetSet:
         """Every winner of the range: the clean rows the map lacks, and the winners of the map's

@@ -60,7 +60,8 @@ if TYPE_CHECKING:
     from lakecleaner.quality import Check, QualityReport
 
 INDEX_COLUMNS = ["partition", "offset", "segment_id"]
-#: The key index of each staged file the gate read back, by partition and file path.
+#: The key index the gate wrote of each file it read back (`gate_rows._index_of`), by partition
+#: and file path.
 KeyIndexes = dict[int, dict[str, KeyIndex]]
 READABLE_RULE = "every input and staged file of the partition can be read back"
 
@@ -116,7 +117,7 @@ def _violations(
     spark: SparkSession, spec: StoreSpec, tasks: Sequence[GateTask], checked: Sequence[GateOutcome], rules: GateRules
 ) -> tuple[pa.Table, dict[int, str], KeyIndexes]:
     """Every task's violation rows (`gate_rows`; none when the output is right), why a
-    partition's files could not be read back and the key indexes written of its staged files:
+    partition's files could not be read back and the key indexes written of its files:
     those pass 2's tasks found (`checked`), then the record tasks, then the key tasks of the
     partitions checked in several buckets; their spills are deleted whatever happens."""
     try:
@@ -266,7 +267,7 @@ def run_gate(
 ) -> tuple[dict[int, QualityReport], KeyIndexes]:
     """Validate the staged output of `partitions`, read back by the gate's `tasks` or already by
     pass 2's tasks (`checked`); one report per partition, and the key indexes written of the
-    staged files."""
+    files read back."""
     partitions = sorted(partitions)
     if not partitions:
         return {}, {}

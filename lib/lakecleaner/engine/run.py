@@ -137,7 +137,7 @@ class _Partition:
     read: tuple[Manifest, str] | None = None
     #: The gate's read-back by pass 2's task (`recopy.gate_in_task`), when it did one.
     checked: TaskGate | None = None
-    #: The key indexes the gate wrote of the staged files (`_with_key_indexes`).
+    #: The key indexes the gate wrote of the new log's files (`_with_key_indexes`).
     indexes: list[str] = field(default_factory=list)
 
     @property

@@ -50,7 +50,8 @@ class SegmentFile:
     """One immutable Parquet file of a segment, covering offsets [base_offset, next_offset).
     `record_count` and `size_bytes` are the file's own; a `deletion_vector` removes some of its
     rows without rewriting it (`log.deletion_vectors`, issue 79), and every reader reads the
-    others only (`live_count`); a `key_index` holds its rows' key digests (`log.key_index`)."""
+    others only (`live_count`); a `key_index` holds its rows' offsets, keys and key hashes
+    (`log.key_index`)."""
 
     path: str
     base_offset: int
