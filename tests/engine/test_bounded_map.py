@@ -120,50 +120,44 @@ def test_a_mostly_cleaned_partition_is_mapped_by_one_task_holding_its_dirty_keys
 ITEM_BYTES = 256 * 1024 * 1024
 
 
-def test_a_worker_begins_each_item_without_what_the_one_before_freed(spark: SparkSession) -> None:
-    """A worker gives back what its allocators keep after each item of a task (`engine.memory`),
-    so that its memory is what one item uses, not what the items it ran have left: with Arrow's
-    allocator set to keep what it frees (`workers.WORKER_ENV`), three items in a row that each
-    allocate, write and free 256 MB of Arrow memory (as a bucket's map does) begin within 64 MB
-    of one another in each worker."""
-    if resident_bytes() is None:
-        pytest.skip("reads a worker's resident memory from /proc")
-    items = list(range(3 * parallelism(spark)))
-    began = _began(run_tasks(spark, items, _resident_then_allocate(), "three items of 256 MB a task"))
-    for resident in began.values():
-        assert max(resident) - resident[0] < 64 * 1024 * 1024, resident
-
-
-def test_a_worker_gives_back_after_an_overlapping_tasks_item_that_ran_alone(spark: SparkSession) -> None:
-    """An item heavier than `OVERLAP_BYTES` runs alone in a task whose items may overlap
-    (`map_bounded`), so nothing else holds memory when it ends: the worker gives back after it, as
-    after an item of a task that runs its items in order (the gate's read-back, a share of a
-    partition's records an item). Three such items a task, each allocating and freeing 256 MB of
-    Arrow memory, begin within 64 MB of one another in each worker."""
+@pytest.mark.parametrize("alone", [False, True], ids=["in-order", "too-heavy-to-overlap"])
+def test_a_worker_keeps_what_its_last_item_freed_and_does_not_grow_with_its_items(
+    spark: SparkSession, alone: bool
+) -> None:
+    """A worker keeps what its allocators freed after an item for the next one to reuse
+    (`engine.memory`, `Growth`), rather than give it back and fault it in again: with Arrow's
+    allocator set to keep what it frees (`workers.WORKER_ENV`), of items in a row that each
+    allocate, write and free 256 MB of Arrow memory (as a bucket's map does), each after the first
+    grows its worker by less than 64 MB as it allocates (it reuses what the one before freed), and
+    begins within 64 MB of the second: the worker holds what one item used, not what its items
+    left. The same for items
+    heavier than `OVERLAP_BYTES` in a task whose items may overlap: they run alone, in the task's
+    thread (`map_bounded`)."""
     if resident_bytes() is None:
         pytest.skip("reads a worker's resident memory from /proc")
     workers = parallelism(spark)
-    done = run_tasks(
-        spark,
-        list(range(3 * workers)),
-        _resident_then_allocate(),
-        "three items of 256 MB a task, each heavier than the overlap budget",
-        weight=lambda _: ITEM_BYTES,
-        overlap=Overlap(4 * workers),
-    )
-    for resident in _began(done).values():
-        assert max(resident) - resident[0] < 64 * 1024 * 1024, resident
+    heavy = {"weight": lambda _: ITEM_BYTES, "overlap": Overlap(4 * workers)} if alone else {}
+    done = run_tasks(spark, list(range(4 * workers)), _resident_then_allocate(), "items of 256 MB", **heavy)
+    grew: dict[int, list[int]] = {}
+    for pid, _, growth in done:
+        grew.setdefault(pid, []).append(growth)
+    for growths in grew.values():
+        assert max(growths[1:]) < 64 * 1024 * 1024, growths
+    for resident in _began([(pid, at) for pid, at, _ in done]).values():
+        assert max(resident[1:]) - resident[1] < 64 * 1024 * 1024, resident
 
 
-def _resident_then_allocate() -> Callable[[int], tuple[int, int]]:
-    """An item that returns its worker and the worker's resident memory as it began, then allocates,
-    writes and frees 256 MB of Arrow memory (as a bucket's map does)."""
+def _resident_then_allocate() -> Callable[[int], tuple[int, int, int]]:
+    """An item that allocates, writes and frees 256 MB of Arrow memory (as a bucket's map does) and
+    returns its worker, the worker's resident memory as it began, and how much that grew while
+    the item held its 256 MB."""
 
-    def resident_then_allocate(item: int) -> tuple[int, int]:  # local: sent to the workers by value
-        resident = resident_bytes()
-        values = pc.add(pa.array(np.zeros(ITEM_BYTES // 8, np.int64)), item)
+    def resident_then_allocate(item: int) -> tuple[int, int, int]:  # local: sent to the workers by value
+        resident = resident_bytes() or 0
+        values = pa.repeat(pa.scalar(item, pa.int64()), ITEM_BYTES // 8)  # from Arrow's pool, written
+        holding = resident_bytes() or 0
         del values
-        return os.getpid(), resident or 0
+        return os.getpid(), resident, holding - resident
 
     return resident_then_allocate
 

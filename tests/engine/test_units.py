@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from lakecleaner.config import TopicConfig
+from lakecleaner.config import StorageSettings, TopicConfig
 from lakecleaner.engine import offset_set
 from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected, GateRules, _all_different
@@ -29,6 +29,8 @@ from lakecleaner.engine.offset_set import Members, OffsetSet
 from lakecleaner.engine.recopy import RowCounts, clean_rows
 from lakecleaner.engine.requests import CompactionRequest, requests_for
 from lakecleaner.engine.run import failures_text
+from lakecleaner.engine.sparkio import Overlap
+from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import header_versions, latest_per_key, order_table
 from lakecleaner.log.manifest import Manifest, Segment
 from lakecleaner.log.records import HEADER_TYPE, SEGMENT_SCHEMA, decode_version, encode_version
@@ -547,8 +549,16 @@ def test_a_partitions_failed_groups_are_named_up_to_three_and_the_rest_counted()
     )
 
 
-def test_a_task_of_overlapping_items_gives_back_once_its_memory_grew_past_the_slack() -> None:
-    """A long task of overlapping items (pass 2's groups) gives back only when what the worker
+def test_items_overlap_on_a_store_far_away_and_run_in_order_on_a_local_lake() -> None:
+    """A task's items overlap where the store's replies are waited for (S3), under the lake's
+    max_concurrency; on a local directory they run one after another (`Overlap.of`)."""
+    settings = StorageSettings(max_concurrency=12)
+    assert Overlap.of(StoreSpec("s3://bucket/lake", settings)) == Overlap(12)
+    assert Overlap.of(StoreSpec("file:///data/lake", settings)) is None
+
+
+def test_a_task_gives_back_once_its_memory_grew_past_the_slack() -> None:
+    """A long task (pass 2's groups, a partition's key buckets) gives back only when what the worker
     holds after an item has grown by more than the slack over what it held after the first item
     since the last give-back; where its resident memory is not to be read, never."""
     mb = 1 << 20

@@ -12,20 +12,21 @@ not. Measured on a partition of 100M records in 34 key buckets (bench/compaction
 375 MB after each (its working set, which the next bucket reused), and with Arrow's alone given
 back the floor the worker fell back to rose from 227 to 280 MB over the buckets (with glibc's
 too: 176-178 MB from the first to the last), so that without giving back a worker's memory grew
-with the buckets it ran, that is with the partition. So a worker gives back both
-after each item of a task whose items run one after another (`sparkio.run_tasks`): it then holds
-at most what one item used, and faults it in again once an item, not once an allocation
-(mimalloc's `purge_delay` 0 did the latter: 19-30% slower on that partition). That cost nothing
-measurable: the partition of 100M records 85.8-91.1 s against 84.1-94.9 s before, the
-incremental case's (a) a median of 2.4 s either way; the peak memory of the high-cardinality
-case 2.36-2.44 GB against 2.64-2.87 GB. Items that run at once in a task (pass 2's groups, the
-gate's read-back: `sparkio.Overlap`) are not each followed by a giving back: one would take the
-memory the others are using and still need, and doing so made those cases 16-30% slower. Such a
-task gives back only once the worker's memory has grown past its first item's by a bound
-(`Growth`, `GROWTH_SLACK_BYTES`): a pass-2 task of 100 groups (100M records) otherwise climbed
-120-190 MB over them. An item of such a task too heavy to overlap (`sparkio.OVERLAP_BYTES`) runs
-alone, and is followed by a giving back as in a task of items in order: the gate's read-back of
-a share of 100M records otherwise began each item after a task's first 50-70 MB higher.
+with the buckets it ran, that is with the partition. A worker gave back after every item at first
+(a task's items in order, `sparkio.run_tasks`), which held it to what one item used but made every
+item fault its memory in again, and the kernel's share of a run followed the faults' cost, which
+varies on a virtual machine with what the host took back meanwhile: 4 partitions of 2.5M
+records (2 items a worker) 1.9-2.9 s with 70-80k page faults a run, 1.7-1.8 s without them. So a
+worker now gives back only once its memory has grown by a bound past what it held after its
+task's first item (`Growth`, `GROWTH_SLACK_BYTES`), whether the items run in order or at once:
+what the allocators keep after an item is the next item's, or the next task's and run's, to
+reuse (a Python worker serves the Spark application's tasks until it has been idle a minute,
+`PythonWorkerFactory`), and what grows past the bound is given back: a pass-2 task of 100
+groups (100M records) otherwise climbed 120-190 MB over them, and the gate's read-back of a
+share of 100M records began each item after a task's first 50-70 MB higher. Items that ran at
+once on the I/O pool's threads leave their memory in those threads' heaps, which the next step's
+items in the task's thread do not reuse, so such a task gives back once they all have
+(`sparkio.run_tasks`); on a local lake items never run at once (`sparkio.Overlap.of`).
 Arrow's allocator gives back only when asked (`workers.WORKER_ENV`).
 
 The driver gives back the same way once it has joined a partition's key buckets' winners
@@ -56,7 +57,7 @@ import pyarrow as pa
 _M_TRIM_THRESHOLD = -1
 #: The free memory at the top of a malloc heap the driver keeps (`trim_heap_tops`).
 HEAP_TOP_BYTES = 1 << 20
-#: How far a worker's resident memory may grow between the overlapping items of a task before it
+#: How far a worker's resident memory may grow between the items of a task before it
 #: gives back (`Growth`): with 64 MiB a pass-2 task of 100 groups (100M records) ended 20-50 MB a
 #: worker above one of 20 groups (20M records); with 16 MiB they end alike, in the same time
 #: (bench/README.md, "Every step sampled, and two more things mended").
@@ -82,14 +83,13 @@ def resident_bytes() -> int | None:
 
 
 class Growth:
-    """Gives back between the items of a task that overlap them once the worker's resident memory
-    has grown by more than `slack` bytes over what it held after the first item since the last
-    give-back: such a task runs as many items as its partition has groups, and what the
+    """Gives back between the items of a task once the worker's resident memory has grown by more
+    than `slack` bytes over what it held after the first item since the last give-back: what the
     allocators keep between items grows with them (a pass-2 task of 100 groups at 100M records
     climbed from 477 to 595 MB, with none of it in use between items), so without a bound a
     worker's memory grows with the partition; a give-back after every item costs the next item
-    its memory faulted in again (16-30% measured). Nothing where /proc/self/statm is not to be
-    read."""
+    its memory faulted in again (16-30% measured, and 70-80k page faults a run of 4 partitions of
+    2.5M records). Nothing where /proc/self/statm is not to be read."""
 
     def __init__(
         self,

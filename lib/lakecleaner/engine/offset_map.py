@@ -695,7 +695,7 @@ def _scatter(
         partial(scatter, spec, config),
         f"lakecleaner pass 1 (scatter keys) of {topic}",
         weight=lambda t: sum(f.size_bytes for f in t.files),
-        overlap=Overlap(spec.settings.max_concurrency),
+        overlap=Overlap.of(spec),
     )
     malformed: dict[int, int] = {}
     spills: dict[tuple[int, int], tuple[Spill, ...]] = {}

@@ -127,7 +127,7 @@ def _violations(
             partial(gate_check, spec, rules),
             "lakecleaner quality gate: read back the output",
             weight=lambda t: sum(f.size_bytes for g in t.groups for f in g.files),
-            overlap=Overlap(spec.settings.max_concurrency),
+            overlap=Overlap.of(spec),
         )
         outcomes += run_tasks(
             spark,

@@ -509,5 +509,4 @@ def run_recopy(
 ) -> list[GroupResult | PartitionOutcome]:
     """Run pass 2 (with pass 1, for PartitionTasks) over `items`; one result per item, in order."""
     clean = partial(_clean, spec, config, now_ms, retention_ms)
-    overlap = Overlap(spec.settings.max_concurrency)
-    return run_tasks(spark, items, clean, "lakecleaner pass 2 (recopy)", weight=_weight, overlap=overlap)
+    return run_tasks(spark, items, clean, "lakecleaner pass 2 (recopy)", weight=_weight, overlap=Overlap.of(spec))

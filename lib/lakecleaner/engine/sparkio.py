@@ -13,13 +13,13 @@ of every item and fresh memory paid twice). The items travel inside the mapped f
 broadcasts a large one on a classic session), so they are kept small: file lists and compressed
 offset sets, never records.
 
-A task runs its items one after another, or, given an `Overlap`, several at once on the worker's
-I/O pool (`io.concurrent.map_bounded`): a thousand small partitions on a store 20 ms away spend
-their time waiting for replies, not computing, so their requests overlap, under
-lake.storage.max_concurrency across the call's tasks and `OVERLAP_BYTES` of input per task (a
-large item runs alone, in the task's thread, so a task's memory stays that of its largest item
-and the item's own fan-out uses the pool). Items that overlap run
-as threads of one Python worker and wait on its GIL as much as on their replies, so they get two
+A task runs its items one after another, or, given an `Overlap` (a lake on S3: `Overlap.of`),
+several at once on the worker's I/O pool (`io.concurrent.map_bounded`): a thousand small
+partitions on a store 20 ms away spend their time waiting for replies, not computing, so their
+requests overlap, under lake.storage.max_concurrency across the call's tasks and `OVERLAP_BYTES`
+of input per task (a large item runs alone, in the task's thread, so a task's memory stays that
+of its largest item and the item's own fan-out uses the pool). Items that overlap run as threads
+of one Python worker and wait on its GIL as much as on their replies, so they get two
 tasks per core (`_tasks_per_core`).
 """
 
@@ -37,6 +37,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lakecleaner.engine.memory import Growth, give_back
+from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.io.concurrent import map_bounded
 
 T = TypeVar("T")
@@ -56,6 +57,17 @@ class Overlap:
     `max_concurrency` (lake.storage.max_concurrency) run at once across the call's tasks."""
 
     max_concurrency: int
+
+    @staticmethod
+    def of(spec: StoreSpec) -> Overlap | None:
+        """How the items of tasks on `spec`'s lake overlap: at most lake.storage.max_concurrency at
+        once on a store whose requests wait on the network (S3), where overlapping hides the
+        replies' latency; not at all on a local directory, whose reads are the CPU's: there
+        overlapping only shared each worker's GIL among threads whose memory, in their own
+        allocator heaps, the task's thread could not reuse (64 partitions of 156k records on 2
+        cores: 2.4-3.0 s overlapped, 2.2-2.3 s one after another, the kernel's faulting memory in
+        the difference: 120-190k page faults a run against none)."""
+        return None if spec.local else Overlap(spec.settings.max_concurrency)
 
 
 class _TaskRunner(Generic[T, R]):
@@ -84,34 +96,31 @@ class _TaskRunner(Generic[T, R]):
                     yield pa.RecordBatch.from_arrays(columns, schema=_RESULT_SCHEMA)
 
     def _results(self, pack: list[int]) -> Iterator[tuple[int, R]]:
-        """(index, result) of a task's items: in order, the worker giving back after each what its
-        allocators keep (`engine.memory`), or as they finish when they overlap, the worker giving
-        back once they all have (a worker runs the next step's tasks too: pass 1's first key
-        buckets began with 170-230 MB the scatter step's overlapping reads had left), and between
-        them once its memory has grown by `memory.GROWTH_SLACK_BYTES` past the first item's
-        (`memory.Growth`). An item heavier than `OVERLAP_BYTES` runs alone (`map_bounded`), so
-        nothing else holds memory when it ends: the worker gives back after it, as after an item
-        of a task that runs its items in order (otherwise the gate's read-back, a share of a
-        partition's records an item, began each item after the first of a task above what the first
-        had left: 480-490 MB after a give-back, up to 556 MB after, so that a task of 8 shares at
-        100M records peaked higher than one of 2 at 20M)."""
+        """(index, result) of a task's items, in order or, when they overlap, as they finish. The
+        worker gives back what its allocators keep (`engine.memory`) only once its memory has grown
+        by `memory.GROWTH_SLACK_BYTES` past what it held after the task's first item
+        (`memory.Growth`): the next item, and the next task or run this worker serves, reuse the
+        rest rather than fault it in again (a give-back after every item made 4 partitions of 2.5M
+        records 1.9-2.9 s against 1.7-2.0 s, the time following the kernel's for the faults, see
+        `memory`). Items that overlap run on the I/O pool's threads, whose allocations stay in
+        their threads' heaps where the next step's items, in the task's thread, cannot reuse them
+        (pass 1's first key buckets began with 170-230 MB the scatter step's overlapping reads had
+        left): a task whose items may overlap gives back once they all have. An item heavier than
+        `OVERLAP_BYTES` runs alone, in the task's thread (`map_bounded`)."""
+        growth = Growth()
         if self.overlap is None:
             for index in pack:
                 value = self.fn(self.items[index])
-                give_back()
+                growth.item_done()
                 yield index, value
             return
         limit = max(1, self.overlap.max_concurrency // len(self.packs))
         items, weights = [self.items[i] for i in pack], [self.weights[i] for i in pack]
-        growth = Growth()
         for position, value in map_bounded(self.fn, items, weights, OVERLAP_BYTES, limit, self.overlap.max_concurrency):
-            if weights[position] > OVERLAP_BYTES:  # it ran alone
-                give_back()
-                growth = Growth()
-            else:
-                growth.item_done()
+            growth.item_done()
             yield pack[position], value
-        give_back()
+        if any(w <= OVERLAP_BYTES for w in weights):
+            give_back()
 
 
 def pack(weights: Sequence[int], tasks: int) -> list[list[int]]:

@@ -30,6 +30,11 @@ class StoreSpec:
     def open(self) -> ObjectStore:
         return _open(self)
 
+    @property
+    def local(self) -> bool:
+        """Whether the lake is a directory of this machine's (file://), whose reads wait on no network."""
+        return self.uri.startswith("file://")
+
 
 @lru_cache(maxsize=8)
 def _open(spec: StoreSpec) -> ObjectStore:
