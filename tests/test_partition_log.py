@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -460,6 +461,31 @@ def test_a_tasks_second_read_of_a_file_parses_only_the_columns_its_first_did_not
     assert [t.equals(f) for t, f in zip(parsed, fresh, strict=True)] == [True] * 3
 
 
+def test_columns_parsed_later_join_those_kept_of_the_file_and_are_not_parsed_again(lake: Lake) -> None:
+    """A task that parsed a file's offsets, then its horizons, keeps both (pass 2 and the gate
+    read a kept file's horizons again), and reads them back as parsed; columns of other rows, or
+    past the limit, are not joined."""
+    log = lake.create_topic("t").partition(0)
+    log.append([Record(b"k%d" % i, b"v", 10) for i in range(5)], now_ms=10)
+    log.roll(now_ms=10)
+    (entry,) = log.manifest().segments[0].files
+    key = log.prefix + entry.path
+    fetched = segment_files.FetchedFiles(1 << 20, 1 << 20)
+    read = partial(segment_files.read_segment_file, lake.store, key, expected=entry, fetched=fetched, physical=True)
+    offsets = read(columns=["offset"])
+    horizons = read(columns=["delete_horizon_ms"])
+    both = fetched.columns(key, ["offset", "delete_horizon_ms"])
+    assert both is not None and both.column("offset").equals(offsets.column("offset"))
+    assert both.column("delete_horizon_ms").equals(horizons.column("delete_horizon_ms"))
+    assert read(columns=["delete_horizon_ms"]).column(0).chunks[0].buffers() == horizons.column(0).chunks[0].buffers()
+    fetched.keep_columns(key, pa.table({"timestamp": pa.array([1, 2], pa.int64())}))  # not the file's rows
+    assert fetched.columns(key, ["timestamp"]) is None
+    tight = segment_files.FetchedFiles(1 << 20, offsets.nbytes)
+    tight.keep_columns(key, offsets)
+    tight.keep_columns(key, horizons)
+    assert tight.columns(key, ["offset"]) is not None and tight.columns(key, ["delete_horizon_ms"]) is None
+
+
 def test_prefetch_keeps_whole_files_in_order_up_to_its_limit_and_leaves_a_missing_one_to_the_reader(
     lake: Lake,
 ) -> None:
@@ -495,7 +521,7 @@ def test_a_group_that_keeps_its_files_is_read_back_from_what_pass_1_parsed_of_th
     segment_files.read_segment_file(lake.store, key, columns=["offset", "key"], expected=entry, fetched=fetched)
     target = OutputTarget("t", 0, log.prefix, "unused.parquet", 0, 5, NOW, 1, NOW, NOW, NOW)
     group = RecopyTask(0, 0, 0, (entry,), 5, 0, target)
-    result = recopy_group(lake.store, group, np.arange(5, dtype=np.int64), NOW, 0, fetched)
+    result = recopy_group(lake.store, group, np.arange(5, dtype=np.int64), NOW, 0, fetched, 4)
     assert result.status == UNCHANGED
     lake.store.delete(key)
     kept = GateGroup(0, 5, (entry,), True, 0, Expectation())

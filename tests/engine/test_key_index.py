@@ -20,7 +20,8 @@ from pyspark.sql import SparkSession
 
 from lakecleaner.audit import audit_key
 from lakecleaner.engine.keys import key_hash
-from lakecleaner.engine.report import COMMITTED, UNCLEANABLE
+from lakecleaner.engine.quality import CHECKS
+from lakecleaner.engine.report import COMMITTED, FAILED_QUALITY, UNCLEANABLE
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.key_index import read_key_index
 from lakecleaner.log.manifest import SegmentFile
@@ -208,6 +209,38 @@ def test_a_key_two_indexed_kept_files_hold_fails_the_gate_as_unique_key(spark: S
     (partition,) = report.partitions
     assert partition.status != COMMITTED
     assert "keys are unique" in partition.message
+
+
+def test_a_key_a_vectored_indexed_file_holds_live_twice_fails_the_gate_and_its_dead_rows_do_not(
+    spark: SparkSession, lake: Lake
+) -> None:
+    """A kept file with a deletion vector is checked by its index's live rows: a key it still
+    holds that a later kept file holds again is `unique_key` at the later copy, and a key whose
+    row its vector removes is not, though the index holds that row too (the gate takes the
+    index's rows apart by the vector only where two hashes repeat)."""
+    topic = _topic(lake, "vectored-twice", **{"min.cleanable.dirty.ratio": 0.5})
+    _append(topic, {f"k{i:03d}": f"v{i}" for i in range(20)}, 1000)  # offsets 0-19
+    assert not compact(spark, lake, topic, NOW).failed
+    _append(topic, {f"k{i:03d}": f"w{i}" for i in range(20, 50)}, 2000)  # offsets 20-49
+    assert not compact(spark, lake, topic, NOW + 2000).failed
+    log = topic.partition(0)
+    _append(topic, {f"k{i:03d}": f"x{i}" for i in range(5)}, 3000)  # offsets 50-54: keys of the first file
+    checkpoint = log.manifest().next_offset
+
+    def move_checkpoint(m: Any) -> Any:
+        return m.next_version(NOW, cleaner_checkpoint=checkpoint)
+
+    log.commit(move_checkpoint)  # claims offsets 50-54 were cleaned: pass 1 trusts them
+    # offsets 55-155; k001's rows at 1 and 51 lose, to deletion vectors (2 of 55 rows)
+    _append(topic, {"k001": "y1"} | {f"k{i:03d}": "z" for i in range(100, 200)}, 4000)
+    report = compact(spark, lake, topic, NOW + 4000)
+    (partition,) = report.partitions
+    assert partition.status == FAILED_QUALITY and partition.quality is not None
+    assert partition.stats.groups_vectored >= 1
+    unique_rule = next(c.rule for c in CHECKS if c.column == "unique_key")
+    (unique,) = [f for f in partition.quality.failures if f.rule == unique_rule]
+    assert unique.unexpected_count == 4  # k000, k002, k003, k004; not k001
+    assert sorted(int(row["offset"]) for row in unique.sample) == [50, 52, 53, 54]
 
 
 def test_the_erasure_audit_lists_a_keys_copy_in_a_files_index_as_the_files_copy(

@@ -24,15 +24,16 @@ from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected
 from lakecleaner.engine.inputs import StalePlan, compaction_input, group_segments
 from lakecleaner.engine.keys import in_sorted, key_buckets, key_hash, key_order
 from lakecleaner.engine.memory import Growth
-from lakecleaner.engine.offset_map import MapBudget, planned_buckets
+from lakecleaner.engine.offset_map import MapBudget, MapTask, planned_buckets
 from lakecleaner.engine.offset_set import Members, OffsetSet
-from lakecleaner.engine.recopy import RowCounts, clean_rows
+from lakecleaner.engine.recopy import RowCounts, _to_prefetch, clean_rows
 from lakecleaner.engine.requests import CompactionRequest, requests_for
 from lakecleaner.engine.run import failures_text
 from lakecleaner.engine.sparkio import Overlap
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.engine.versions import header_versions, latest_per_key, order_table
-from lakecleaner.log.manifest import Manifest, Segment
+from lakecleaner.log.key_index import KeyIndex
+from lakecleaner.log.manifest import Manifest, Segment, SegmentFile
 from lakecleaner.log.records import HEADER_TYPE, SEGMENT_SCHEMA, decode_version, encode_version
 from tests.engine.reference_model import malformed, version
 
@@ -555,6 +556,24 @@ def test_items_overlap_on_a_store_far_away_and_run_in_order_on_a_local_lake() ->
     settings = StorageSettings(max_concurrency=12)
     assert Overlap.of(StoreSpec("s3://bucket/lake", settings)) == Overlap(12)
     assert Overlap.of(StoreSpec("file:///data/lake", settings)) is None
+
+
+def test_a_partitions_task_fetches_what_pass_1_decodes_and_on_a_store_far_away_the_rest_too() -> None:
+    """Before pass 1 a partition's task fetches the files it decodes: the dirty section's, and a
+    cleaned file without a key index or under a KIP-280 order. A cleaned file read through its
+    index is fetched too only on a store far away (its group may keep it by a deletion vector;
+    pass 2 then reads only its horizons), after the others; on a local lake it is left."""
+    index = KeyIndex("segments/a.parquet.keys-000000000000.arrow", 10, 0, 10)
+    indexed = SegmentFile("segments/a.parquet", 0, 10, 10, 100, key_index=index)
+    plain = SegmentFile("segments/b.parquet", 10, 20, 10, 100)
+    dirty = SegmentFile("segments/c.parquet", 20, 30, 10, 100)
+    task = MapTask("t", 0, 0, 0, 30, 20, (indexed, plain, dirty), 0, 1, 1 << 20)
+    by_offset, by_version = TopicConfig(), TopicConfig(compaction_strategy="header", compaction_strategy_header="v")
+    settings = StorageSettings()
+    local, far = StoreSpec("file:///data/lake", settings), StoreSpec("s3://bucket/lake", settings)
+    assert _to_prefetch(local, by_offset, task) == [plain, dirty]
+    assert _to_prefetch(far, by_offset, task) == [plain, dirty, indexed]
+    assert _to_prefetch(local, by_version, task) == [indexed, plain, dirty]
 
 
 def test_a_task_gives_back_once_its_memory_grew_past_the_slack() -> None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -82,6 +83,7 @@ RECORD_SCHEMA = pa.schema([SEGMENT_SCHEMA.field(name) for name in ("key", "value
 HORIZON_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("delete_horizon_ms")])
 OFFSET_SCHEMA = pa.schema([SEGMENT_SCHEMA.field("offset")])
 KEYS_SCHEMA = pa.schema([("key", pa.binary()), ("offset", pa.int64()), (HASH, pa.uint64())])
+T = TypeVar("T", bound=np.generic)
 
 
 @dataclass(frozen=True)
@@ -208,36 +210,42 @@ def _increasing(offsets: NDArray[np.int64], group: GateGroup, after: int | None)
     return ok
 
 
+#: Rows read back, and which of them are the file's records as the new log holds them (None: all).
+ReadBack = tuple[pa.Table, NDArray[np.bool_] | None]
+
+
 def _read_back(
     store: ObjectStore, prefix: str, group: GateGroup, file: SegmentFile, fetched: FetchedFiles | None
-) -> Iterator[pa.Table]:
+) -> Iterator[ReadBack]:
     """A file of the group as the new log would hold it, a row group at a time. A rewritten
     group's staged file is read from the store. A kept group's without its values, timestamps and
     headers (its horizons only when it holds tombstones): through its key index when it has one
     (`_indexed`), else its keys and offsets as the task that cleaned it parsed them (`fetched`:
     the very object the new log keeps)."""
     if not group.reused:
-        yield from read_segment_row_groups(store, prefix + file.path, size_bytes=file.size_bytes)
+        yield from ((t, None) for t in read_segment_row_groups(store, prefix + file.path, size_bytes=file.size_bytes))
     elif file.key_index is not None:
         yield _indexed(store, prefix, group, file, fetched)
     else:
         columns = ["offset", "key"] + (["delete_horizon_ms"] if group.tombstone_count else [])
-        yield from read_segment_row_groups(store, prefix + file.path, columns=columns, expected=file, fetched=fetched)
+        tables = read_segment_row_groups(store, prefix + file.path, columns=columns, expected=file, fetched=fetched)
+        yield from ((t, None) for t in tables)
 
 
 def _indexed(
     store: ObjectStore, prefix: str, group: GateGroup, file: SegmentFile, fetched: FetchedFiles | None
-) -> pa.Table:
-    """A kept file's records as its key index holds them (offsets, keys and their hashes), with
-    the file's horizons when the group holds tombstones, less those its deletion vector removes.
-    A group holds its keys anyway (`_Keys`), so the index is read whole."""
+) -> ReadBack:
+    """A kept file's rows as its key index holds them (offsets, keys and their hashes), with the
+    file's horizons when the group holds tombstones, and which of them its deletion vector leaves
+    (the index is read whole, as a group holds its keys anyway, `_Keys`; its rows are not taken
+    apart: the keys are gathered only where two hashes repeat)."""
     rows = read_file_key_index(store, prefix, file, fetched)
     if group.tombstone_count:
         stored = read_segment_file(
             store, prefix + file.path, columns=["delete_horizon_ms"], expected=file, fetched=fetched, physical=True
         )
         rows = rows.append_column("delete_horizon_ms", stored.column("delete_horizon_ms"))
-    return rows if file.deletion_vector is None else rows_where(rows, live_rows(store, prefix, file))
+    return rows, None if file.deletion_vector is None else live_rows(store, prefix, file)
 
 
 Violations = list[tuple[str, NDArray[np.int64]]]
@@ -257,19 +265,20 @@ class _GroupCheck:
         self.records = RecordDigest(RECORD_SCHEMA)
         self.horizons = RecordDigest(HORIZON_SCHEMA)
 
-    def add(self, table: pa.Table) -> None:
-        """The checks of each record of `table`."""
-        offsets = table.column("offset").to_numpy()
+    def add(self, table: pa.Table, live: NDArray[np.bool_] | None) -> None:
+        """The checks of each record of `table` (its `live` rows only, of a kept file)."""
+        offsets = _live(table.column("offset").to_numpy(), live)
         increasing = _increasing(offsets, self.group, self.last)
         self.found += [
-            ("has_key", offsets[~bool_mask(pc.is_valid(table.column("key")))]),
+            ("has_key", offsets[~_live(bool_mask(pc.is_valid(table.column("key"))), live)]),
             ("offset_increasing", offsets[~increasing]),
         ]
         if offsets.size:
             self.last = int(offsets[-1])
         if self.group.reused:
-            self.found += _kept_file_violations(table, self.group, self.rules)
+            self.found += _kept_file_violations(table, live, self.group, self.rules)
         else:
+            assert live is None  # a staged file is read back as written
             self.increasing &= bool(increasing.all())
             self.offsets.append(offsets)
             self.records.update(table)
@@ -306,15 +315,23 @@ class _GroupCheck:
         return [(check, base) for check, ok in checks.items() if not ok]
 
 
-def _kept_file_violations(table: pa.Table, group: GateGroup, rules: GateRules) -> Violations:
-    """A group that keeps its files holds each of its records but its expired tombstones: a
-    horizon that has passed (KIP-534) is a tombstone's that should have gone. Only tombstones
-    carry a horizon (the writer stamps no other record, appends none), so the values are not read."""
+def _kept_file_violations(
+    table: pa.Table, live: NDArray[np.bool_] | None, group: GateGroup, rules: GateRules
+) -> Violations:
+    """A group that keeps its files holds each of its records (`live`) but its expired
+    tombstones: a horizon that has passed (KIP-534) is a tombstone's that should have gone. Only
+    tombstones carry a horizon (the writer stamps no other record, appends none), so the values
+    are not read."""
     if not group.tombstone_count:
         return []
     offsets = table.column("offset").to_numpy()
     expired = bool_mask(pc.fill_null(pc.less_equal(table.column("delete_horizon_ms"), rules.now_ms), False))
-    return [("is_winner", offsets[expired])]
+    return [("is_winner", offsets[expired if live is None else expired & live])]
+
+
+def _live(values: NDArray[T], live: NDArray[np.bool_] | None) -> NDArray[T]:
+    """The `live` ones of `values` (all, without a mask)."""
+    return values if live is None else values[live]
 
 
 def _unstamped_tombstones(
@@ -334,27 +351,9 @@ def _unstamped_tombstones(
     return [] if stamped >= group.tombstone_count else [("horizon_as_expected", np.array([group.base_offset]))]
 
 
-def _repeated_keys(
-    keys: list[pa.ChunkedArray], offsets: list[NDArray[np.int64]], hashes: list[NDArray[np.uint64]], clean_end: int
-) -> Violations:
-    """The records whose key an earlier record holds (null keys are `has_key`'s), and those of
-    them below `clean_end`; `hashes` are the keys' `key_hash`es, taken once per group by the task.
-    Only when two hashes repeat are the keys themselves gathered and compared."""
-    every = pa.chunked_array([c for k in keys for c in k.chunks], pa.binary())
-    keyed = bool_mask(pc.is_valid(every))
-    hashed = _keyed(hashes, keyed)
-    if _all_different(hashed):  # different hashes are different keys: nothing to compare
-        return []
-    at = np.concatenate(offsets)[keyed]
-    order, repeated = key_order(rows_where(pa.table({"key": every}), keyed).column("key"), hashed, [at])
-    later = at[order[1:][repeated]]
-    return [("unique_key", later), ("clean_keys_once", later[later < clean_end])]
-
-
-def _keyed(hashes: list[NDArray[np.uint64]], keyed: NDArray[np.bool_]) -> NDArray[np.uint64]:
-    """The hashes of the keyed records."""
-    every = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
-    return every if keyed.all() else every[keyed]
+def _joined(parts: Sequence[NDArray[T]], dtype: type[T]) -> NDArray[T]:
+    """`parts` end to end (none: empty)."""
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
 _UPPER = np.uint64(32)
@@ -416,32 +415,65 @@ def _expected_offsets(store: ObjectStore, prefix: str, group: GateGroup) -> Offs
 
 class _Keys:
     """The keys of the records read back, with their offsets and `key_hash`es (taken once, or as
-    a kept file's key index holds them)."""
+    a kept file's key index holds them). A kept file's keys are held as its index holds them,
+    with which rows its deletion vector leaves: its offsets and hashes are taken apart (numbers),
+    its keys only when they are gathered (`keys`)."""
 
     def __init__(self) -> None:
-        self.keys: list[pa.ChunkedArray] = []
+        self.added: list[tuple[pa.ChunkedArray, NDArray[np.bool_] | None]] = []
+        self.keyed: list[NDArray[np.bool_] | None] = []  # None: every one keyed
         self.offsets: list[NDArray[np.int64]] = []
         self.hashes: list[NDArray[np.uint64]] = []
 
-    def add(self, table: pa.Table) -> None:
-        """The records of `table`, with its `HASH` column when it has one (an index's rows)."""
-        self.keys.append(table.column("key"))
-        self.offsets.append(table.column("offset").to_numpy())
-        hashed = HASH in table.column_names
-        self.hashes.append(table.column(HASH).to_numpy() if hashed else key_hash(table.column("key")))
+    def add(self, table: pa.Table, live: NDArray[np.bool_] | None = None) -> None:
+        """The records of `table` (its `live` rows), with its `HASH` column when it has one (an
+        index's rows)."""
+        keys = table.column("key")
+        hashes = table.column(HASH).to_numpy() if HASH in table.column_names else key_hash(keys)
+        self.added.append((keys, live))
+        self.keyed.append(None if keys.null_count == 0 else _live(bool_mask(pc.is_valid(keys)), live))
+        self.offsets.append(_live(table.column("offset").to_numpy(), live))
+        self.hashes.append(_live(hashes, live))
 
     def repeated(self, clean_end: int) -> Violations:
-        """The records whose key an earlier one of these holds (`_repeated_keys`)."""
-        return _repeated_keys(self.keys, self.offsets, self.hashes, clean_end)
+        """The records whose key an earlier one of these holds (null keys are `has_key`'s), and
+        those of them below `clean_end`. Only when two hashes repeat are the keys and offsets
+        gathered and the keys compared (different hashes are different keys)."""
+        keyed = self._keyed()
+        hashes = _joined(self.hashes, np.uint64)
+        hashed = hashes if keyed is None else hashes[keyed]
+        if _all_different(hashed):
+            return []
+        keys, at = self.keys(), _joined(self.offsets, np.int64)
+        if keyed is not None:
+            keys, at = rows_where(pa.table({"key": keys}), keyed).column("key"), at[keyed]
+        order, repeated = key_order(keys, hashed, [at])
+        later = at[order[1:][repeated]]
+        return [("unique_key", later), ("clean_keys_once", later[later < clean_end])]
+
+    def _keyed(self) -> NDArray[np.bool_] | None:
+        """Which of the records have a key (None: every one)."""
+        if all(k is None for k in self.keyed):
+            return None
+        return np.concatenate(
+            [np.ones(h.size, bool) if k is None else k for k, h in zip(self.keyed, self.hashes, strict=True)]
+        )
+
+    def keys(self, first: int = 0) -> pa.ChunkedArray:
+        """The records' keys from the `first` table added on, in order."""
+        parts = [
+            keys if live is None else rows_where(pa.table({"key": keys}), live).column("key")
+            for keys, live in self.added[first:]
+        ]
+        return pa.chunked_array([c for k in parts for c in k.chunks], pa.binary())
 
     def table(self, first: int = 0) -> pa.Table:
         """These keys from the `first` table added on: (key, offset, hash), in order."""
-        hashes, offsets = self.hashes[first:], self.offsets[first:]
         return pa.table(
             {
-                "key": pa.chunked_array([c for k in self.keys[first:] for c in k.chunks], pa.binary()),
-                "offset": pa.array(np.concatenate(offsets) if offsets else np.zeros(0, np.int64)),
-                HASH: pa.array(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)),
+                "key": self.keys(first),
+                "offset": pa.array(_joined(self.offsets[first:], np.int64)),
+                HASH: pa.array(_joined(self.hashes[first:], np.uint64)),
             },
             schema=KEYS_SCHEMA,
         )
@@ -513,10 +545,10 @@ def _check_file(
     """Read back one file of a group into its checks and the task's keys; returns the key index
     written from what was read of a staged file, or of a kept file that has none and whose rows
     were all read (no deletion vector): a log's files get theirs at its next clean."""
-    first = len(keys.keys)
-    for table in _read_back(store, prefix, group, file, fetched):
-        check.add(table)
-        keys.add(table)
+    first = len(keys.added)
+    for table, live in _read_back(store, prefix, group, file, fetched):
+        check.add(table, live)
+        keys.add(table, live)
     if group.reused and (file.key_index is not None or file.deletion_vector is not None):
         return []
     return _index_of(store, prefix, file, keys, first)
@@ -540,10 +572,8 @@ def gate_keys(spec: StoreSpec, task: KeysTask) -> GateOutcome:
         tables = [read_spill(store, task.prefix, s) for s in task.spills]
     except StorageError as exc:  # the partition fails the gate
         return GateOutcome(task.partition, VIOLATION_SCHEMA.empty_table(), f"a spill of the gate's keys: {exc}")
-    found = _repeated_keys(
-        [t.column("key") for t in tables],
-        [t.column("offset").to_numpy() for t in tables],
-        [t.column(HASH).to_numpy() for t in tables],
-        task.clean_end,
-    )
+    spilled = _Keys()
+    for table in tables:
+        spilled.add(table)
+    found = spilled.repeated(task.clean_end)
     return GateOutcome(task.partition, _violation_rows(task.partition, found))

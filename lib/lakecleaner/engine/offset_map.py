@@ -270,12 +270,12 @@ class _BucketRows:
                 rows, malformed = self._file(file)
                 yield rows, file.record_count, malformed
 
-    def clean(self, by_index: bool) -> Iterator[tuple[pa.Table, int]]:
-        """The cleaned section's keyed rows (but those of the files `indexed` gives, `by_index`)."""
+    def clean(self) -> Iterator[tuple[pa.Table, int]]:
+        """The cleaned section's keyed rows (but those of the files `indexed` gives)."""
         yield from ((rows, 0) for rows in self.held)
         self.held = []
-        for file in self.task.files:
-            if file.base_offset < self.task.clean_end and not (by_index and file.key_index is not None):
+        for file in parsed_files(self.task, self.config):
+            if file.base_offset < self.task.clean_end:
                 yield self._file(file)
 
     def indexed(self) -> Iterator[tuple[pa.Table, NDArray[np.bool_]]]:
@@ -284,7 +284,7 @@ class _BucketRows:
         leaves). The offsets are kept for pass 2 as the file's (`FetchedFiles.keep_columns`),
         which then reads a group it may keep without decoding its files (`recopy._vectored`)."""
         for file in self.task.files:
-            if file.base_offset >= self.task.clean_end or file.key_index is None:
+            if not _by_index(self.task, self.config, file):
                 continue
             rows = read_file_key_index(self.store, self.prefix, file, self.fetched)
             if self.fetched is not None:
@@ -303,6 +303,31 @@ class _BucketRows:
         """Records the dirty rows cover, for the map's projection (a spill's clean rows count)."""
         files = sum(f.record_count for f in self.task.files if f.base_offset >= self.task.clean_end)
         return files + sum(s.rows for s in self.task.spills)
+
+
+def _sorted_search(ordered: NDArray[np.uint64], needles: NDArray[np.uint64]) -> NDArray[np.intp]:
+    """`np.searchsorted(ordered, needles)`, the needles searched in ascending order: each search
+    then starts where the one before ended, so they cost half as much with their sort as
+    searched in the rows' order (160k hashes among 125k: 16 against 30 ms)."""
+    by = np.argsort(needles)
+    at = np.empty(needles.size, np.intp)
+    at[by] = np.searchsorted(ordered, needles[by])
+    return at
+
+
+def _by_index(task: MapTask, config: TopicConfig, file: SegmentFile) -> bool:
+    """Whether pass 1 reads a file's rows through its key index rather than its Parquet: a file of
+    the cleaned section that has one, when records win by offset (a cleaned record whose key the
+    dirty section holds then loses outright; by a KIP-280 order its version is compared too)."""
+    ordered = bool(order_columns(config.compaction_strategy))
+    return file.base_offset < task.clean_end and file.key_index is not None and not ordered
+
+
+def parsed_files(task: MapTask, config: TopicConfig) -> list[SegmentFile]:
+    """The files whose Parquet pass 1 decodes: all of the task's but those it reads by their key
+    indexes (`_by_index`). A partition's task fetches these before pass 1 (`recopy.clean_partition`);
+    a group of the others is fetched only when pass 2 rewrites it."""
+    return [f for f in task.files if not _by_index(task, config, f)]
 
 
 #: The slots of `_CleanProbe`'s bitmap of the map's hashes (4 MiB; a map of 125k keys fills 3%).
@@ -371,7 +396,7 @@ class _CleanProbe:
         keys, ordered, order, bits = self._hashed_map()
         hashes = rows.column(HASH).to_numpy()
         near = np.flatnonzero(bits[(hashes & _SLOT_MASK).astype(np.intp)])
-        at = np.minimum(np.searchsorted(ordered, hashes[near]), ordered.size - 1)
+        at = np.minimum(_sorted_search(ordered, hashes[near]), ordered.size - 1)
         hit = ordered[at] == hashes[near]
         candidates, at = near[hit], at[hit]
         same = bool_mask(pc.equal(rows.column("key").take(pa.array(candidates)), keys.take(pa.array(order[at]))))
@@ -437,12 +462,11 @@ def bucket_winners(
             return MapResult(task.partition, task.bucket, needed_bytes=offset_map.bytes)
         ordered = bool(order_columns(config.compaction_strategy))
         probe = _CleanProbe(task, offset_map.reduced, ordered)
-        for clean, bad in rows.clean(by_index=not ordered):
+        for clean, bad in rows.clean():
             probe.add(clean)
             malformed += bad
-        if not ordered:  # by offset a cleaned row whose key the map holds loses: an index tells
-            for index, live in rows.indexed():
-                probe.add_indexed(index, live)
+        for index, live in rows.indexed():
+            probe.add_indexed(index, live)
         winners = probe.winners()
         if task.winners_path:
             stored = store_offsets(rows.store, rows.prefix, task.winners_path, winners)

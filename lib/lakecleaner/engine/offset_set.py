@@ -1,5 +1,5 @@
 """A set of offsets in a range: how winning and expected offsets travel between the driver and
-the tasks, zlib-compressed, in whichever of two forms keeps memory proportional to the members:
+the tasks, compressed, in whichever of two forms keeps memory proportional to the members:
 
 - a bitmap, one bit per offset of [low, high), when the members are dense (the range is at most
   eight offsets a member): a partition range of 100M offsets is 12.5 MB before compression
@@ -10,6 +10,13 @@ the tasks, zlib-compressed, in whichever of two forms keeps memory proportional 
   over a billion offsets), where a bitmap, or any step that allocates per offset of the range,
   would cost more memory than the offset map the task is bounded by
   (log.cleaner.dedupe.buffer.size).
+
+A bitmap is LZ4-compressed (Arrow's codec): its bits are mostly as random as the winners spread
+over the range, which zlib spends 8.7 ms on per 344 KB (a partition of 2.75M offsets, 40% of them
+members) to save 2%, where LZ4 takes 0.12 ms; at 90% members zlib keeps 58% of the bytes and LZ4
+87%, at 99.9% both about 4%. A partition's task makes, cuts and lists its winners in a few such
+steps (`recopy.group_tasks`). The gaps are zlib-compressed as one stream, decompressed a slice at
+a time (`_summed_gaps`).
 
 Sets of one range are joined a set at a time (`Members.join`: pass 1's key buckets hold disjoint
 winners, read back one after another), and a set is cut into the sets of its groups with one
@@ -28,6 +35,7 @@ import pyarrow as pa
 from numpy.typing import NDArray
 
 _LEVEL = 1
+_BITMAP_CODEC = pa.Codec("lz4")
 _V = TypeVar("_V", bound=np.generic)
 #: The widest range, in offsets a member, that a set keeps as a bitmap.
 DENSE_SPAN = 8
@@ -86,7 +94,8 @@ class OffsetSet:
 
     def _packed_bits(self) -> NDArray[np.uint8]:
         """The bitmap, a bit per offset from `low` (`np.packbits`' order)."""
-        return np.frombuffer(zlib.decompress(self.packed), np.uint8)
+        size = _bytes_for(self.high - self.low)
+        return np.frombuffer(_BITMAP_CODEC.decompress(self.packed, decompressed_size=size, asbytes=True), np.uint8)
 
 
 class Members:
@@ -167,9 +176,13 @@ def _set_bits(packed: NDArray[np.uint8], offsets: NDArray[np.int64], low: int) -
     """Set the bits of `offsets` (in any order; bit i is offset low + i) in `packed`:
     `_SET_AT_ONCE` offsets at a time, each batch sorted so that a byte's bits in the batch are
     ORed together and the byte updated once a batch (the steps' arrays take some 24 bytes an
-    offset: a batch's, never all of them; the offsets are neither copied nor sorted whole)."""
+    offset: a batch's, never all of them; the offsets are neither copied nor sorted whole). A
+    batch already ascending, as a file's offsets are, is not sorted (1.1M offsets: 0.6 ms to
+    tell, 8.6 ms to sort)."""
     for start in range(0, offsets.size, _SET_AT_ONCE):
-        batch = np.sort(offsets[start : start + _SET_AT_ONCE] - low)
+        batch = offsets[start : start + _SET_AT_ONCE] - low
+        if not _ascending(batch):
+            batch.sort()
         index = batch >> 3
         masks = np.right_shift(np.uint8(128), (batch & 7).astype(np.uint8))
         starts = np.flatnonzero(np.concatenate([[True], index[1:] != index[:-1]]))
@@ -273,8 +286,9 @@ def _distinct(offsets: NDArray[np.int64]) -> NDArray[np.int64]:
     return offsets
 
 
-def _compress(values: NDArray[np.generic]) -> bytes:
-    return zlib.compress(np.ascontiguousarray(values).data, _LEVEL)
+def _compress(packed: NDArray[np.uint8]) -> bytes:
+    """A bitmap's bytes, compressed."""
+    return bytes(_BITMAP_CODEC.compress(np.ascontiguousarray(packed).data, asbytes=True))
 
 
 def _ascending(offsets: NDArray[np.int64]) -> bool:

@@ -314,10 +314,20 @@ class FetchedFiles:
         return data
 
     def keep_columns(self, key: str, table: pa.Table) -> None:
-        """Keep the columns of the object's records parsed first, while the limit allows."""
-        if key not in self._columns and self._columns_bytes + table.nbytes <= self.columns_limit_bytes:
-            self._columns[key] = table
-            self._columns_bytes += table.nbytes
+        """Keep the columns of the object's records parsed, beside those of it kept before (all of
+        the object's rows: a partition's task reads a file its deletion vectors keep through its
+        key index and its delete_horizon_ms, up to three times), while the limit allows."""
+        kept = self._columns.get(key)
+        new = table if kept is None else table.select([n for n in table.column_names if n not in kept.column_names])
+        if kept is not None and (kept.num_rows != table.num_rows or new.num_columns == 0):
+            return
+        if self._columns_bytes + new.nbytes > self.columns_limit_bytes:
+            return
+        if kept is not None:
+            for field in new.schema:
+                kept = kept.append_column(field, new.column(field.name))
+        self._columns[key] = table if kept is None else kept
+        self._columns_bytes += new.nbytes
 
     def columns(self, key: str, names: Sequence[str]) -> pa.Table | None:
         """The kept columns `names` of the object (still kept), None unless all are kept."""
