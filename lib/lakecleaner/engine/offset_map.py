@@ -284,7 +284,7 @@ class _BucketRows:
         leaves). The offsets are kept for pass 2 as the file's (`FetchedFiles.keep_columns`),
         which then reads a group it may keep without decoding its files (`recopy._vectored`)."""
         for file in self.task.files:
-            if not _by_index(self.task, self.config, file):
+            if not read_by_index(self.task, self.config, file):
                 continue
             rows = read_file_key_index(self.store, self.prefix, file, self.fetched)
             if self.fetched is not None:
@@ -315,7 +315,7 @@ def _sorted_search(ordered: NDArray[np.uint64], needles: NDArray[np.uint64]) -> 
     return at
 
 
-def _by_index(task: MapTask, config: TopicConfig, file: SegmentFile) -> bool:
+def read_by_index(task: MapTask, config: TopicConfig, file: SegmentFile) -> bool:
     """Whether pass 1 reads a file's rows through its key index rather than its Parquet: a file of
     the cleaned section that has one, when records win by offset (a cleaned record whose key the
     dirty section holds then loses outright; by a KIP-280 order its version is compared too)."""
@@ -325,9 +325,9 @@ def _by_index(task: MapTask, config: TopicConfig, file: SegmentFile) -> bool:
 
 def parsed_files(task: MapTask, config: TopicConfig) -> list[SegmentFile]:
     """The files whose Parquet pass 1 decodes: all of the task's but those it reads by their key
-    indexes (`_by_index`). A partition's task fetches these before pass 1 (`recopy.clean_partition`);
+    indexes (`read_by_index`). A partition's task fetches these before pass 1 (`recopy.clean_partition`);
     a group of the others is fetched only when pass 2 rewrites it."""
-    return [f for f in task.files if not _by_index(task, config, f)]
+    return [f for f in task.files if not read_by_index(task, config, f)]
 
 
 #: The slots of `_CleanProbe`'s bitmap of the map's hashes (4 MiB; a map of 125k keys fills 3%).

@@ -51,7 +51,14 @@ from lakecleaner.engine.gate_rows import (
     gate_check,
 )
 from lakecleaner.engine.keys import in_sorted, rows_where
-from lakecleaner.engine.offset_map import MapFailure, MapResult, MapTask, bucket_winners, parsed_files
+from lakecleaner.engine.offset_map import (
+    MapFailure,
+    MapResult,
+    MapTask,
+    bucket_winners,
+    parsed_files,
+    read_by_index,
+)
 from lakecleaner.engine.offset_set import OffsetSet
 from lakecleaner.engine.offsets_file import EXPECTED, KEPT, StoredOffsets, load_offsets, offsets_path, store_offsets
 from lakecleaner.engine.sparkio import Overlap, run_tasks
@@ -413,8 +420,9 @@ def _to_prefetch(spec: StoreSpec, config: TopicConfig, task: MapTask) -> list[Se
     pass 2 reads their horizons). On a local lake a file read later costs no more than one read
     now: those are left (the incremental bench's cleaned files, 32 MB a partition read for
     nothing)."""
-    parsed = parsed_files(task, config)
-    return parsed if spec.local else parsed + [f for f in task.files if f not in parsed]
+    if spec.local:
+        return parsed_files(task, config)
+    return sorted(task.files, key=partial(read_by_index, task, config))  # stable: those pass 1 decodes first
 
 
 def gate_groups(tasks: Sequence[RecopyTask], results: Sequence[GroupResult]) -> tuple[GateGroup, ...]:
