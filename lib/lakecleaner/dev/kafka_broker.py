@@ -22,6 +22,11 @@ from lakecleaner.dev.ports import free_port
 KAFKA_VERSION = "4.1.1"
 #: The broker and its runtime dependencies; log4j's SLF4J binding keeps its logging in one place.
 ARTIFACTS = (f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}", "org.apache.logging.log4j:log4j-slf4j2-impl:2.24.3")
+#: The JVMs of a broker for development: C1 only, and (the broker) the serial collector on a small
+#: heap. A one-node broker serving a developer's or a test's few thousand records never pays back
+#: C2's compiles: measured, 7.7 -> 4.9 CPU-seconds to format and start, 4.9 -> 3.4 to restart.
+JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+BROKER_JAVA_OPTIONS = (*JAVA_OPTIONS, "-XX:+UseSerialGC", "-Xmx512m")
 
 
 def broker_jars() -> Path:
@@ -101,7 +106,7 @@ class KafkaBroker:
         self._classpath = f"{lib}/*"
         if not (folder / "data" / "meta.properties").exists():
             self._format(properties)
-        self._command = ["java", "-Xmx512m", "-cp", self._classpath, "kafka.Kafka", str(properties)]
+        self._command = ["java", *BROKER_JAVA_OPTIONS, "-cp", self._classpath, "kafka.Kafka", str(properties)]
         self.start()
 
     def _format(self, properties: Path) -> None:
@@ -109,7 +114,7 @@ class KafkaBroker:
 
         def tool(*args: str) -> str:
             done = subprocess.run(
-                ["java", "-cp", self._classpath, "kafka.tools.StorageTool", *args],
+                ["java", *JAVA_OPTIONS, "-cp", self._classpath, "kafka.tools.StorageTool", *args],
                 capture_output=True,
                 text=True,
                 timeout=120,
