@@ -38,6 +38,8 @@ def spark_read(properties: Mapping[str, str], tables: Sequence[str]) -> dict[str
             "out": str(out),
         }
         environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_", "VIRTUAL_ENV"))}
+        if "SPARK_SUBMIT_OPTS" in os.environ:  # the suite's JVM options (tests/conftest.py), not the project's Spark
+            environment["SPARK_SUBMIT_OPTS"] = os.environ["SPARK_SUBMIT_OPTS"]
         uv = os.environ.get("UV") or shutil.which("uv") or "uv"  # `uv run` names itself in UV
         command = [uv, "run", "--frozen", "--project", str(PROJECT), "python", str(PROJECT / "read_tables.py")]
         done = subprocess.run(
