@@ -4,10 +4,10 @@ when each copy is physically gone (the rules are `policy.erasure`'s).
 `audit_key` lists every object under the topic's prefix — live segments, files awaiting physical
 deletion, staged or abandoned run outputs and their key spills — and reads the key column of each
 (the values only of the rows that match), plus the lake's own objects (`_lakecleaner/` but other
-topics' run reports, and the consumer offsets), which must never hold a record's key: a hit there
-is reported like a stored copy with no deadline. `audit_topic` answers per partition from the
-manifest and one listing: the oldest data that a deadline covers (the dirty section, files
-awaiting deletion, unreferenced files).
+topics' run reports and the embedded catalog, and the consumer offsets), which must never hold a
+record's key: a hit there is reported like a stored copy with no deadline. `audit_topic` answers
+per partition from the manifest and one listing: the oldest data that a deadline covers (the
+dirty section, files awaiting deletion, unreferenced files).
 Both count the topic's unfinished writes (`ObjectStore.list_unfinished`: a crashed writer's S3
 multipart upload or local temporary file), which no listing shows and no read reaches: each may
 hold any of the partition's keys until gc discards it, by the rule of unreferenced files.
@@ -528,11 +528,16 @@ def _lake_objects(lake: Lake, topic: str) -> list[ObjectInfo]:
     """The lake's own objects that could hold a record of `topic`: every consumer group's offsets,
     and everything under `_lakecleaner/` but the run reports of other topics (a lake of hundreds
     of topics keeps millions of those; none has a record of this topic any more than this
-    topic's own reports have)."""
+    topic's own reports have) and the embedded Iceberg catalog (pyiceberg's SQL catalog on
+    SQLite: table names and the locations of their metadata files, which the audit reads in the
+    tables' folders)."""
+    from lakecleaner.iceberg.catalog import EMBEDDED_FOLDER
+
     objects = [*lake.store.list(OFFSETS_PREFIX), *lake.store.list_here(LAKE_FOLDER)]
     for folder in lake.store.list_folders(LAKE_FOLDER):
         inside = f"{LAKE_FOLDER}{folder}/"
-        objects += lake.store.list(runs_prefix(topic) if inside == RUNS_PREFIX else inside)
+        if inside != f"{EMBEDDED_FOLDER}/":
+            objects += lake.store.list(runs_prefix(topic) if inside == RUNS_PREFIX else inside)
     return objects
 
 

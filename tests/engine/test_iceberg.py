@@ -6,6 +6,7 @@ that missed commits (a crash between the manifest's commit and the table's) is c
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import shutil
 import struct
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -387,6 +389,45 @@ def test_the_erasure_audit_reads_the_tables_own_files_and_gc_deletes_what_no_sna
     gc_topic(lake, "users", wall_clock_ms())
     assert table_copies() == []
     assert_table_is_the_log(lake, "users")
+
+
+def test_a_short_key_is_found_in_the_tables_folders_only_where_a_writer_put_it(
+    lake_config: LakeConfig, tmp_path: Path
+) -> None:
+    """The tables' metadata is full of digits, names and random bytes (ids, sizes, Avro sync
+    markers, snapshot ids as varints): a key such as `5` is found only in a row's key, a column's
+    bound, or an entry another writer named itself, never by chance."""
+    lake = open_lake(with_tables(lake_config, tmp_path))
+    lake.create_topic("ids", 1, {"cleanup.policy": "compact"})
+    log = lake.topic("ids").partition(0)
+    for _ in range(3):  # several snapshots: manifest lists, manifests and metadata files to search
+        log.append(keyed({str(i): f"v{i}" for i in range(10)}), now_ms=wall_clock_ms())
+    trim_partition(lake, "ids", 0, 23, now_ms=wall_clock_ms())
+
+    def table_copies(key: bytes) -> list[tuple[str, str]]:
+        audit = audit_key(lake, "ids", key, wall_clock_ms())
+        assert not audit.unreadable, audit.unreadable
+        return sorted((c.kind, c.object.split("/")[2]) for c in audit.copies if c.partition is None)
+
+    for i in range(10):  # each append's rows: superseded (hidden) but the last; 0..2 are below the log start
+        assert table_copies(str(i).encode()) == sorted(
+            [(HIDDEN, "latest")] * 2 + [(HIDDEN if i < 3 else LIVE, "latest")]
+        ), i
+    for word in (b"key", b"value", b"partition", b"append", b"overwrite", b"lakecleaner"):
+        assert table_copies(word) == [], word
+
+    table = load_catalog(CATALOG_NAME, **catalog_properties(lake.config, lake.store.root_uri)).load_table(
+        ("lakecleaner", "ids")
+    )
+    with table.transaction() as transaction:  # another writer's note names a key
+        transaction.set_properties({"owner.note": "erase 7 by Friday"})
+    assert ("unreferenced", "metadata") in table_copies(b"7")
+    foreign = io.BytesIO()  # another writer's Avro file (no Iceberg field ids) in the table's folder
+    schema = {"type": "record", "name": "note", "fields": [{"name": "k", "type": "bytes"}]}
+    fastavro.writer(foreign, fastavro.parse_schema(schema), [{"k": b"8"}], codec="deflate")
+    lake.store.write("topics/ids/metadata/foreign.avro", foreign.getvalue())
+    assert ("unreferenced", "metadata") in table_copies(b"8")
+    assert ("unreferenced", "metadata") not in table_copies(b"9")
 
 
 def test_a_tombstone_hides_the_key_in_the_latest_values_until_maintenance_and_gc_remove_its_file(

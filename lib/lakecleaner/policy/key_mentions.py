@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 
@@ -29,7 +29,15 @@ def mentions_key(data: bytes, key: bytes) -> bool:
         document = json.loads(data)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
         return pattern.search(data) is not None
-    return any(pattern.search(s.encode("utf-8", "surrogatepass")) for s in _strings(document))
+    return mentioned_in(_strings(document), key)
+
+
+def mentioned_in(texts: Iterable[str], key: bytes) -> bool:
+    """Whether one of `texts` (strings a writer chose) mentions `key` as a token (the rule above)."""
+    if not key:
+        return False
+    pattern = _token_pattern(key)
+    return any(pattern.search(text.encode("utf-8", "surrogatepass")) for text in texts)
 
 
 def _token_pattern(key: bytes) -> re.Pattern[bytes]:
@@ -53,4 +61,4 @@ def _strings(document: Any) -> Iterator[str]:
             stack.extend(item)
 
 
-__all__ = ["mentions_key"]
+__all__ = ["mentioned_in", "mentions_key"]
