@@ -32,6 +32,7 @@ from lakecleaner.io import LocalStore, ObjectStore
 from lakecleaner.io.s3 import S3Store
 from lakecleaner.lake import Lake
 from tests.support.backends import DEFAULT_BACKENDS, ENV_TEST_BACKENDS
+from tests.support.jvm_class_data import class_data_options
 from tests.support.kafka_mock import MockCluster
 from tests.support.kafka_real import sasl_broker
 from tests.support.s3 import (
@@ -59,9 +60,16 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # standalone master and worker: SPARK_DAEMON_JAVA_OPTS) compiles with C1 only: a test's jobs are
 # small and its JVMs short-lived, and C2's compiler threads cost about a fifth of the engine
 # tests' CPU (measured: crash, semantics and gate tests, 418 -> 336 CPU-seconds on 2 cores; the
-# whole suite 1,590 -> 1,318 s). What lakecleaner itself passes to a driver is untouched.
-for _name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
-    os.environ.setdefault(_name, "-XX:TieredStopAtLevel=1")
+# whole suite 1,590 -> 1,318 s), and maps the classes it loads from a class-data archive made once
+# per environment (`support/jvm_class_data.py`: a session's start 11 -> 6 CPU-seconds). pytest-xdist's
+# workers inherit the variables the controlling process set. What lakecleaner itself passes to a
+# driver is untouched.
+if "SPARK_SUBMIT_OPTS" not in os.environ:
+    _JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        _JAVA_OPTIONS = class_data_options(_JAVA_OPTIONS)
+    for _name in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+        os.environ.setdefault(_name, _JAVA_OPTIONS)
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
 logging.getLogger("py4j").setLevel(logging.WARNING)  # its __del__ logs after pytest closed the streams
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -1,0 +1,83 @@
+"""A class-data archive (the JVM's AppCDS) of the Spark classes the suite's JVMs load, made once
+per environment and handed to every Spark JVM the tests start.
+
+A Spark driver loads some 15,000 classes from pyspark's jars at start; parsing and verifying them
+is most of the 9-10 s and 11 CPU-seconds a session costs to start on this CI's 2 cores. From an
+archive (`-XX:SharedArchiveFile`, mapped rather than parsed) the same start takes about 5 s and
+6 CPU-seconds. The archive is made by one short Spark application run through spark-submit with
+`-XX:ArchiveClassesAtExit` (the JVM writes it as it exits; about 12 s), named by what it depends
+on (the JDK, and pyspark's jars as installed in this environment), and kept in the environment
+(`.venv/`), so a new environment makes its own. A JVM whose class path differs from the
+archive's (the Iceberg reader's own Spark 4.1, a changed install) starts without it: the JVM's
+CDS log is off, so nothing of that reaches a test's output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pyspark
+
+#: The JVM's CDS messages (an archive it cannot use) off: they go to the process's stdout.
+QUIET = "-Xlog:cds=off,cds+dynamic=off"
+
+#: What the archive's application runs: a session's start, Parquet written and read, a shuffle,
+#: a join and a pass through Arrow to Python workers, as the engine's jobs do.
+_WORKLOAD = """
+import sys
+from pyspark.sql import SparkSession, functions as F
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+path = sys.argv[1]
+df = spark.range(2000).select((F.col("id") % 97).alias("key"), F.col("id").alias("offset"))
+df.write.mode("overwrite").parquet(path)
+read = spark.read.parquet(path)
+wins = read.groupBy("key").agg(F.max("offset").alias("offset"))
+joined = read.join(wins, ["key", "offset"], "left_semi")
+joined.mapInArrow(lambda batches: batches, joined.schema).count()
+spark.stop()
+"""
+
+
+def archive_path() -> Path:
+    """Where this environment's archive is kept: named by the JDK's version and pyspark's jars."""
+    jars = Path(pyspark.__file__).parent / "jars"
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=True).stderr
+    stamp = f"{java}|{jars}|{pyspark.__version__}|{jars.stat().st_mtime_ns}"
+    return Path(sys.prefix) / f"spark-class-data-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}.jsa"
+
+
+def class_data_options(java_options: str) -> str:
+    """`java_options` with this environment's archive added, the archive made first when there is
+    none yet; `java_options` alone when it cannot be made (the suite then runs without it)."""
+    path = archive_path()
+    if not path.exists() and not _made(path, java_options):
+        return java_options
+    return f"{java_options} -XX:SharedArchiveFile={path} {QUIET}"
+
+
+def _made(path: Path, java_options: str) -> bool:
+    """Whether the archive was made at `path` (written beside it, then renamed into place)."""
+    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    with tempfile.TemporaryDirectory(prefix="spark-class-data-") as folder:
+        script, written = Path(folder) / "workload.py", Path(folder) / "classes.jsa"
+        script.write_text(_WORKLOAD)
+        env = {**os.environ, "SPARK_SUBMIT_OPTS": f"{java_options} -XX:ArchiveClassesAtExit={written} {QUIET}"}
+        done = subprocess.run(
+            [str(spark_submit), "--master", "local[1]", str(script), str(Path(folder) / "data")],
+            env=env,
+            capture_output=True,
+            timeout=300,
+            check=False,
+        )
+        if done.returncode != 0 or not written.exists():
+            return False
+        beside = path.with_suffix(f".{os.getpid()}.tmp")
+        shutil.move(written, beside)
+        os.replace(beside, path)
+    return True
