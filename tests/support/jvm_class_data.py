@@ -1,15 +1,16 @@
 """A class-data archive (the JVM's AppCDS) of the Spark classes the suite's JVMs load, made once
 per environment and handed to every Spark JVM the tests start.
 
-A Spark driver loads some 15,000 classes from pyspark's jars at start; parsing and verifying them
-is most of the 9-10 s and 11 CPU-seconds a session costs to start on this CI's 2 cores. From an
-archive (`-XX:SharedArchiveFile`, mapped rather than parsed) the same start takes about 5 s and
-6 CPU-seconds. The archive is made by one short Spark application run through spark-submit with
-`-XX:ArchiveClassesAtExit` (the JVM writes it as it exits; about 12 s), named by what it depends
-on (the JDK, and pyspark's jars as installed in this environment), and kept in the environment
-(`.venv/`), so a new environment makes its own. A JVM whose class path differs from the
-archive's (the Iceberg reader's own Spark 4.1, a changed install) starts without it: the JVM's
-CDS log is off, so nothing of that reaches a test's output.
+A Spark driver loads some 17,700 classes at start (a session and one job), 1,200 of them from the
+JDK's own archive: parsing and verifying the rest from pyspark's jars is most of the 9-10 s and 11
+CPU-seconds a session costs to start on this CI's 2 cores. From an archive
+(`-XX:SharedArchiveFile`, mapped rather than parsed) the same start takes about 5 s and 6
+CPU-seconds. The archive is made by one short Spark application run through spark-submit with
+`-XX:ArchiveClassesAtExit` (the JVM writes it as it exits; about 25 s, while the first tests
+run), named by what it depends on (the JDK, and pyspark's jars as installed in this environment),
+and kept in the environment (`.venv/`), so a new environment makes its own. A JVM whose class path
+differs from the archive's (the Iceberg reader's own Spark 4.1, a changed install) starts without
+it: the JVM's CDS log is off, so nothing of that reaches a test's output.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pyspark
@@ -53,16 +55,18 @@ def archive_path() -> Path:
 
 
 def class_data_options(java_options: str) -> str:
-    """`java_options` with this environment's archive added, the archive made first when there is
-    none yet; `java_options` alone when it cannot be made (the suite then runs without it)."""
+    """`java_options` with this environment's archive added. When there is none yet, it is made
+    in the background (a thread the interpreter waits for at exit) while the tests start: the JVMs
+    that start before it is renamed into place run without it."""
     path = archive_path()
-    if not path.exists() and not _made(path, java_options):
-        return java_options
+    if not path.exists():
+        threading.Thread(target=_make, args=(path, java_options), name="spark-class-data").start()
     return f"{java_options} -XX:SharedArchiveFile={path} {QUIET}"
 
 
-def _made(path: Path, java_options: str) -> bool:
-    """Whether the archive was made at `path` (written beside it, then renamed into place)."""
+def _make(path: Path, java_options: str) -> None:
+    """The archive made at `path` (written beside it, then renamed into place); nothing when the
+    run fails (the suite then runs without it)."""
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     with tempfile.TemporaryDirectory(prefix="spark-class-data-") as folder:
         script, written = Path(folder) / "workload.py", Path(folder) / "classes.jsa"
@@ -76,8 +80,7 @@ def _made(path: Path, java_options: str) -> bool:
             check=False,
         )
         if done.returncode != 0 or not written.exists():
-            return False
+            return
         beside = path.with_suffix(f".{os.getpid()}.tmp")
         shutil.move(written, beside)
         os.replace(beside, path)
-    return True
