@@ -27,8 +27,10 @@ lint: setup
 	$(UV) run ruff check lib tests bench scripts dags plugins spark_jobs
 	$(UV) run ruff format --check lib tests bench scripts dags plugins spark_jobs
 
+# At a low priority: `make test` runs it beside the suite, in the cores' idle moments (30 s of one
+# core in a fresh clone, without mypy's cache).
 typecheck: setup
-	$(UV) run mypy lib
+	nice -n 10 $(UV) run mypy lib
 
 # The whole suite, then the engine's tests again on a Spark Connect session (a server the tests
 # start), on the local lake: the engine must work unchanged on both kinds of session.
@@ -37,7 +39,10 @@ unit: setup
 	LAKECLEANER_TEST_SPARK=connect LAKECLEANER_TEST_BACKENDS=local \
 	$(UV) run pytest -q -rs -p no:cacheprovider -n 2 --dist loadgroup tests/engine
 
-test: lint typecheck unit
+# ruff first (seconds); then mypy and the suite at once: a failure of either fails `make test` once
+# both have ended.
+test: lint
+	$(MAKE) --no-print-directory -j2 typecheck unit
 
 # Airflow's UI with the checkout's dags/ and plugins/ (http://127.0.0.1:8080; login admin, with a
 # password made on the first start, printed once and kept in airflow_home/passwords.json) on
