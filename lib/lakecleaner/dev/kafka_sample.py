@@ -68,7 +68,11 @@ def ensure_sample(bootstrap: str, sample: SampleTopic) -> SampleState:
     if created:
         topic = NewTopic(sample.name, sample.partitions, 1, config={"cleanup.policy": "compact"})
         admin.create_topics([topic])[sample.name].result(CLIENT_TIMEOUT_S)
-        producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0, "linger.ms": 20})
+        # Idempotent: a batch retried (a leader not elected yet just after the topic's creation, a
+        # request timed out on a busy machine) is not written after the batches behind it, so each
+        # partition holds its customers' versions in the order produced, as the sample promises.
+        settings = {"bootstrap.servers": bootstrap, "log_level": 0, "linger.ms": 20, "enable.idempotence": True}
+        producer = Producer(settings)
         for sequence in range(sample.records):
             key, value = sample_event(sequence, sample.keys)
             producer.produce(sample.name, key=key, value=value)
