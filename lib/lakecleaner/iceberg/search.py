@@ -195,7 +195,8 @@ def key_positions(data: bytes, key: bytes) -> np.ndarray:
 
 
 def avro_blocks(data: bytes) -> list[bytes]:
-    """The decompressed data blocks of an Avro object container file (the header too)."""
+    """The decompressed data blocks of an Avro object container file, and its header without the
+    sync marker."""
     reader = io.BytesIO(data)
     reader.read(len(_AVRO_MAGIC))
     meta: dict[str, bytes] = {}
@@ -206,9 +207,10 @@ def avro_blocks(data: bytes) -> list[bytes]:
         for _ in range(count):
             name = reader.read(_long(reader)).decode()
             meta[name] = reader.read(_long(reader))
+    header = data[: reader.tell()]  # without the sync marker: 16 random bytes, no writer's text
     sync = reader.read(16)
     codec = KNOWN_CODECS.get(meta.get("avro.codec", b"null").decode())  # type: ignore[call-overload]
-    blocks = [data[: reader.tell()]]
+    blocks = [header]
     while reader.tell() < len(data):
         _long(reader)  # records in the block
         block = reader.read(_long(reader))
