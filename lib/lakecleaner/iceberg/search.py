@@ -104,6 +104,11 @@ def holds_key(name: str, data: bytes, key: bytes) -> bool:
         return _avro_holds(data, key)
     if name.endswith(".metadata.json"):
         return _metadata_holds(data, key)
+    return _bytes_hold(data, key)
+
+
+def _bytes_hold(data: bytes, key: bytes) -> bool:
+    """Whether the bytes hold the key or its bound prefix anywhere (a file read byte for byte)."""
     return any(probe in data for probe in probes(key))
 
 
@@ -115,7 +120,7 @@ def _avro_holds(data: bytes, key: bytes) -> bool:
         try:
             avro = stack.enter_context(AvroFile[Record](_InMemory(data)))  # the header, the schema's field ids
         except ValueError:  # no Iceberg schema: any Avro file, searched block by block
-            return any(probe in block for block in avro_blocks(data) for probe in wanted)
+            return any(_bytes_hold(block, key) for block in avro_blocks(data))
         return any(
             (value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")) in wanted
             for record in avro
@@ -144,9 +149,9 @@ def _metadata_holds(data: bytes, key: bytes) -> bool:
     try:
         document = json.loads(gzip.decompress(data) if data.startswith(_GZIP_MAGIC) else data)
     except (ValueError, OSError, EOFError, RecursionError):
-        return any(probe in data for probe in probes(key))
+        return _bytes_hold(data, key)
     if not isinstance(document, dict):
-        return any(probe in data for probe in probes(key))
+        return _bytes_hold(data, key)
     return mentioned_in(_writers_entries(document), key)
 
 

@@ -23,12 +23,11 @@ def mentions_key(data: bytes, key: bytes) -> bool:
     """Whether `data` (one of the lake's own files) mentions `key` as a token (the rule above)."""
     if not key:
         return False
-    pattern = _token_pattern(key)
     try:
         key.decode("utf-8")  # JSON holds text: a key that is no UTF-8 could only be there in an encoding of its own
         document = json.loads(data)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError too
-        return pattern.search(data) is not None
+        return _token_pattern(key).search(data) is not None
     return mentioned_in(_strings(document), key)
 
 
