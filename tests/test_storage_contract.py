@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from urllib.parse import unquote
@@ -33,6 +34,26 @@ def test_write_read_stat_list_delete(store: ObjectStore) -> None:
     assert not store.exists("a/two.bin")
     store.delete("a/two.bin")  # idempotent
     assert [o.key for o in store.list("a/")] == ["a/b/one.bin"]
+
+
+def test_an_unsynced_write_reads_back_at_once_and_sync_makes_it_durable(
+    backend: str, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`write(synced=False)` (a run's staged files) is read back like any write; the local
+    directory fsyncs it only in `sync`, once, which an object store (durable on each write) skips;
+    syncing a missing object is not an error (the run's HEAD reports it missing)."""
+    synced: list[str] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), fsync(fd)))
+    store.write("staged/one.bin", b"staged", synced=False)
+    assert store.read("staged/one.bin") == b"staged" and synced == []
+    store.sync("staged/one.bin")
+    store.sync("staged/missing.bin")
+    store.write("durable.bin", b"d")
+    if backend == "local":
+        assert [p.rsplit("/", 1)[-1] for p in synced[:1]] == ["one.bin"] and len(synced) == 2
+    else:
+        assert synced == []
 
 
 @pytest.fixture(params=["s3", "seaweedfs"])

@@ -29,6 +29,7 @@ from lakecleaner.engine import CompactionRequest, EngineOptions, compact_topic
 from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT, on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.deletion_vectors import VECTOR_PATH
+from lakecleaner.log.layout import MANIFEST_NAME
 from lakecleaner.log.records import Record
 from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES
 from lakecleaner.retention import gc_topic
@@ -336,3 +337,56 @@ def test_a_crash_between_a_deletion_vector_and_its_commit_leaves_the_old_or_the_
     stored = {o.key[len(log.prefix) :] for o in lake.store.list(log.prefix + "segments/")}
     orphans = {p for p in stored if VECTOR_PATH.match(p)} - log.manifest().referenced_paths()
     assert len(orphans) == 1  # the crashed run's vector, referenced by nothing: gc's, by its age
+
+
+def _streamed_and_vectored_topic(spark: SparkSession, lake: Lake) -> Topic:
+    """Partition 0 compacted once, then a tenth of its keys updated: its next clean writes a
+    deletion vector. Partition 1: 30k keys of 200 random bytes, a few updated: its output (6 MB)
+    is past WHOLE_OBJECT_BYTES, which pyarrow streams to its place rather than `store.write`."""
+    topic = new_topic(lake, partitions=2)
+    vectored, streamed = topic.partition(0), topic.partition(1)
+    vectored.append(keyed({f"k{i:03d}": "1" for i in range(100)}), now_ms=100)
+    vectored.roll(now_ms=100)
+    streamed.append([Record(b"k%05d" % i, os.urandom(200), 100) for i in range(30_000)], now_ms=100)
+    streamed.roll(now_ms=100)
+    compact(spark, lake, topic, NOW - 100)
+    vectored.append(keyed({f"k{i:03d}": "2" for i in range(10)}), now_ms=200)
+    streamed.append(keyed({"k00001": "2", "k00002": None}), now_ms=200)
+    for log in (vectored, streamed):
+        log.roll(now_ms=200)
+    return topic
+
+
+@pytest.mark.backends("local")
+def test_on_a_local_lake_every_file_a_commit_names_is_fsynced_before_its_manifest(
+    spark: SparkSession, lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tasks write their staged files unsynced (`ObjectStore.write(synced=False)`); the run
+    fsyncs each file its commit will name (a group's new file, a deletion vector, a key index) in
+    the driver before it writes the manifest (`_Run.staged_files`): after a crash of the machine a
+    manifest never names a file the disk does not hold. Checked on the fsyncs this process makes: a
+    vectored group, and an output large enough that pyarrow streamed it to its place."""
+    topic = _streamed_and_vectored_topic(spark, lake)
+    before = {p: topic.partition(p).manifest().live_paths() for p in range(2)}
+    synced: list[str] = []
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    report = compact(spark, lake, topic, NOW + 100)
+    monkeypatch.undo()
+    assert [p.status for p in report.partitions] == ["committed", "committed"]
+    for partition in range(2):
+        log = topic.partition(partition)
+        new = {log.prefix + p for p in log.manifest().live_paths() - before[partition]}
+        root = str(lake.store.root) + "/"  # type: ignore[attr-defined]
+        ours = root + log.prefix
+        manifest = next(i for i, path in enumerate(synced) if path.startswith(ours) and MANIFEST_NAME in path)
+        named = {path.removeprefix(root) for path in synced[:manifest]}
+        assert new and new <= named, (partition, sorted(new - named))
+    files = [f for s in topic.partition(0).manifest().segments for f in s.files]
+    assert any(f.deletion_vector is not None for f in files)
+    assert max(f.size_bytes for s in topic.partition(1).manifest().segments for f in s.files) > WHOLE_OBJECT_BYTES

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import pstats
 import tracemalloc
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from lakecleaner.config import StorageSettings, TopicConfig
+from lakecleaner.config import ENV_PROFILE_DIR, StorageSettings, TopicConfig
 from lakecleaner.engine import offset_set
 from lakecleaner.engine.digest import RecordDigest
 from lakecleaner.engine.gate_rows import HORIZON_SCHEMA, RECORD_SCHEMA, Expected, GateRules, _all_different
@@ -26,6 +28,7 @@ from lakecleaner.engine.keys import in_sorted, key_buckets, key_hash, key_order
 from lakecleaner.engine.memory import Growth
 from lakecleaner.engine.offset_map import MapBudget, MapTask, planned_buckets
 from lakecleaner.engine.offset_set import Members, OffsetSet
+from lakecleaner.engine.profiling import profiled
 from lakecleaner.engine.recopy import RowCounts, _to_prefetch, clean_rows
 from lakecleaner.engine.requests import CompactionRequest, requests_for
 from lakecleaner.engine.run import failures_text
@@ -597,3 +600,26 @@ def test_a_task_gives_back_once_its_memory_grew_past_the_slack() -> None:
     for _ in range(5):
         unread.item_done()
     assert released == [4, 7]
+
+
+def test_an_item_is_profiled_into_the_profile_dir_only_when_it_is_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LAKECLEANER_PROFILE_DIR unset: the task's function runs as it is. Set: each call writes
+    its own cProfile statistics there (the folder made if missing), and its result is the
+    function's."""
+
+    def square(n: int) -> int:
+        return n * n
+
+    monkeypatch.delenv(ENV_PROFILE_DIR, raising=False)
+    assert profiled(square) is square
+    folder = tmp_path / "profiles"
+    monkeypatch.setenv(ENV_PROFILE_DIR, str(folder))
+    run = profiled(square)
+    assert [run(3), run(4)] == [9, 16]
+    written = sorted(folder.glob("*.prof"))
+    assert len(written) == 2
+    for path in written:
+        calls = {name for (_, _, name) in pstats.Stats(str(path)).stats}
+        assert "square" in calls

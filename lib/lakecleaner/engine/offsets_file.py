@@ -63,8 +63,8 @@ class StoredOffsets:
 
 def store_offsets(store: ObjectStore, prefix: str, path: str, offsets: OffsetSet) -> StoredOffsets:
     """Write `offsets`' packed bytes to `prefix + path` (a new name: one unconditional PUT).
-    Raises StorageError when the store fails."""
-    store.write(prefix + path, offsets.packed)
+    Raises StorageError when the store fails. A run's scratch, never committed: left unsynced."""
+    store.write(prefix + path, offsets.packed, synced=False)
     empty = dataclasses.replace(offsets, packed=b"")
     return StoredOffsets(path, empty, len(offsets.packed), zlib.crc32(offsets.packed))
 

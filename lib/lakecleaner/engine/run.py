@@ -593,16 +593,20 @@ class _Run:
         ]
 
     def staged_files(self, states: list[_Partition]) -> dict[int, dict[str, ObjectInfo | None] | StorageError]:
-        """Each file the run wrote for `states`, as the store has it now (None: missing), by
-        partition, or the storage error that kept a partition's HEADs from answering; one HEAD per
-        file, all in flight at once over the bounded metadata pool."""
+        """Each file the run wrote for `states` that their commits will name (the groups' files and
+        deletion vectors, the gate's key indexes), made durable (`ObjectStore.sync`: the tasks
+        wrote them unsynced) and as the store has it now (None: missing), by partition, or the
+        storage error that kept a partition's files from answering; one sync and HEAD per file,
+        all in flight at once over the bounded metadata pool."""
         store = self.lake.store
-        wanted = [(s.plan.partition, path) for s in states for path in sorted(set(s.written))]
+        wanted = [(s.plan.partition, path) for s in states for path in sorted({*s.written, *s.indexes})]
 
         def head(item: tuple[int, str]) -> ObjectInfo | StorageError | None:
             partition, path = item
+            key = partition_prefix(self.topic.name, partition) + path
             try:
-                return store.stat_if_present(partition_prefix(self.topic.name, partition) + path)
+                store.sync(key)
+                return store.stat_if_present(key)
             except StorageError as exc:
                 return exc
 

@@ -37,6 +37,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lakecleaner.engine.memory import Growth, give_back
+from lakecleaner.engine.profiling import profiled
 from lakecleaner.engine.storage import StoreSpec
 from lakecleaner.io.concurrent import map_bounded
 
@@ -107,16 +108,16 @@ class _TaskRunner(Generic[T, R]):
         (pass 1's first key buckets began with 170-230 MB the scatter step's overlapping reads had
         left): a task whose items may overlap gives back once they all have. An item heavier than
         `OVERLAP_BYTES` runs alone, in the task's thread (`map_bounded`)."""
-        growth = Growth()
+        growth, fn = Growth(), profiled(self.fn)
         if self.overlap is None:
             for index in pack:
-                value = self.fn(self.items[index])
+                value = fn(self.items[index])
                 growth.item_done()
                 yield index, value
             return
         limit = max(1, self.overlap.max_concurrency // len(self.packs))
         items, weights = [self.items[i] for i in pack], [self.weights[i] for i in pack]
-        for position, value in map_bounded(self.fn, items, weights, OVERLAP_BYTES, limit, self.overlap.max_concurrency):
+        for position, value in map_bounded(fn, items, weights, OVERLAP_BYTES, limit, self.overlap.max_concurrency):
             growth.item_done()
             yield pack[position], value
         if any(w <= OVERLAP_BYTES for w in weights):

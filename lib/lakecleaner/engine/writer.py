@@ -61,7 +61,8 @@ class SegmentWriter:
     written. With `whole`, or when the whole file is one row group of at most
     `WHOLE_OBJECT_BYTES` held until it closes (a large partition compacted to few records), the
     file is built in memory and written with one `store.write`: on S3 one PUT rather than a
-    multipart upload's three requests, one after another."""
+    multipart upload's three requests, one after another. Either way the file is left unsynced: the
+    run syncs its staged files before the commit that names them (`ObjectStore.sync`)."""
 
     def __init__(self, store: ObjectStore, target: OutputTarget, *, whole: bool) -> None:
         self.store = store
@@ -133,7 +134,7 @@ class SegmentWriter:
         self._writer.close()
         size = self._sink.tell()
         if self._in_memory:
-            self.store.write(self.target.prefix + self.target.path, self._sink.getvalue().to_pybytes())
+            self.store.write(self.target.prefix + self.target.path, self._sink.getvalue().to_pybytes(), synced=False)
         self._sink.close()
         t = self.target
         return SegmentFile(t.path, t.base_offset, t.next_offset, self._rows, size)

@@ -166,8 +166,17 @@ class ObjectStore(ABC):
         """The object's bytes and its etag, for a later `replace`."""
 
     @abstractmethod
-    def write(self, key: str, data: bytes) -> None:
-        """Write an object unconditionally (for new, never-reused names)."""
+    def write(self, key: str, data: bytes, *, synced: bool = True) -> None:
+        """Write an object unconditionally (for new, never-reused names), durable when this returns;
+        or, `synced=False`, an object that nothing references yet (a run's staged output, its
+        scratch files) that may stay in the machine's buffers until `sync`, which the run calls
+        before a commit names it: a local directory then makes each file durable with one fsync at
+        the commit, not one per write inside the tasks (see `sync`)."""
+
+    @abstractmethod
+    def sync(self, key: str) -> None:
+        """Make an object written with `synced=False` durable; a missing object is not an error
+        (nothing to sync)."""
 
     @abstractmethod
     def create(self, key: str, data: bytes) -> str:

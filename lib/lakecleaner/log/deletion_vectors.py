@@ -172,11 +172,13 @@ def write_vector(
     erase_by_ms: int | None = None,
 ) -> DeletionVector:
     """Store the vector of `positions` of the segment file `file_path` (relative to the
-    partition's `prefix`) for manifest `version`, and return its entry (with `erase_by_ms`)."""
+    partition's `prefix`) for manifest `version`, and return its entry (with `erase_by_ms`).
+    Written unsynced, as a run's staged output: the run syncs it before the commit that names it
+    (`ObjectStore.sync`)."""
     values = distinct_positions(positions)
     blob = encode_vector(values)
     path = vector_path(file_path, version)
-    store.write(prefix + path, blob)
+    store.write(prefix + path, blob, synced=False)
     return DeletionVector.of_blob(path, blob, len(values), erase_by_ms)
 
 

@@ -123,10 +123,11 @@ def decode_key_index(blob: bytes, rows: int, offsets: tuple[int, int], location:
 
 def write_key_index(store: ObjectStore, prefix: str, file_path: str, rows: pa.Table) -> KeyIndex:
     """Store the index of the segment file `file_path` (relative to the partition's `prefix`)
-    whose rows are `rows` (offset, key, hash), and return its entry."""
+    whose rows are `rows` (offset, key, hash), and return its entry. Written unsynced, as a run's
+    staged output: the run syncs it before the commit that names it (`ObjectStore.sync`)."""
     blob = encode_key_index(rows)
     path = key_index_path(file_path)
-    store.write(prefix + path, blob)
+    store.write(prefix + path, blob, synced=False)
     return KeyIndex(path, len(blob), zlib.crc32(blob), rows.num_rows)
 
 

@@ -95,9 +95,12 @@ class S3Store(S3Deletes):
 
         return self._retrying(operation, key, attempt)
 
-    def write(self, key: str, data: bytes) -> None:
+    def write(self, key: str, data: bytes, *, synced: bool = True) -> None:
         self.ensure_conditional_writes()
         self._put("write", key, data)
+
+    def sync(self, key: str) -> None:
+        """Nothing: an object store's PUT is durable when it returns."""
 
     def create(self, key: str, data: bytes) -> str:
         self.ensure_conditional_writes()
