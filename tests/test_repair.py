@@ -7,6 +7,7 @@ is rebuilt."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -15,7 +16,7 @@ from lakecleaner.faults import CRASH_EXIT_STATUS, on_crash_point
 from lakecleaner.io import ObjectInfo
 from lakecleaner.lake import Lake
 from lakecleaner.log.commits import COMMITS, CommitRecord
-from lakecleaner.log.layout import topic_metadata_key
+from lakecleaner.log.layout import MANIFEST_NAME, topic_metadata_key
 from lakecleaner.log.leases import LEASE_TTL_MS, RunLeases, lease_expiry
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.records import Record
@@ -244,3 +245,23 @@ def test_a_lease_whose_expiry_lies_past_its_ttl_is_damage_not_a_lock_for_ever() 
     assert lease_expiry(obj, fair).expires_ms == written + LEASE_TTL_MS
     for bad in (b"{", b'{"run_id": "r", "expires_ms": 1e999}', b'{"run_id": "r", "expires_ms": true}'):
         assert lease_expiry(obj, bad).expires_ms == written + LEASE_TTL_MS
+
+
+@pytest.mark.backends("local")
+def test_on_a_local_lake_repair_fsyncs_every_file_it_names_before_the_manifest(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crashed run's staged files are written unsynced (`ObjectStore.write(synced=False)`); a
+    repair that adopts them fsyncs each file its manifest names before it writes the manifest."""
+    log = lake.create_topic("t").partition(0)
+    log.append(recs(3, "a"), now_ms=NOW)
+    log.append(recs(2, "b"), now_ms=NOW)
+    lake.store.delete(log.manifest_key)
+    synced: list[str] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), fsync(fd)))
+    report = repair_partition(lake.store, "t", 0, log.config, now_ms=NOW)
+    root = f"{lake.store.root}/{log.prefix}"  # type: ignore[attr-defined]
+    manifest = next(i for i, path in enumerate(synced) if path.startswith(root) and MANIFEST_NAME in path)
+    named = {root + path for path in report.manifest.live_paths()}
+    assert len(named) == 2 and named <= set(synced[:manifest])

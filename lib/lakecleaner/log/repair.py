@@ -445,6 +445,8 @@ def repair_partition(
     ).with_commit_id(new_commit_id())
     log.refuse_invalid(manifest)
     data = manifest.to_json()
+    # a crashed run's staged files are unsynced until a commit names them (`ObjectStore.sync`)
+    map_ordered(lambda path: store.sync(log.prefix + path), sorted(manifest.live_paths()), max_workers)
     store.write(partition_marker_key(topic, partition, version), b"")
     try:
         if etag is None:
