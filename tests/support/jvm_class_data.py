@@ -47,11 +47,23 @@ spark.stop()
 
 
 def archive_path() -> Path:
-    """Where this environment's archive is kept: named by the JDK's version and pyspark's jars."""
+    """Where this environment's archive is kept: named by the JDK and pyspark's jars."""
     jars = Path(pyspark.__file__).parent / "jars"
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=True).stderr
-    stamp = f"{java}|{jars}|{pyspark.__version__}|{jars.stat().st_mtime_ns}"
+    stamp = f"{_jdk()}|{jars}|{pyspark.__version__}|{jars.stat().st_mtime_ns}"
     return Path(sys.prefix) / f"spark-class-data-{hashlib.sha256(stamp.encode()).hexdigest()[:16]}.jsa"
+
+
+def _jdk() -> str:
+    """The JDK spark-submit runs (`$JAVA_HOME/bin/java`, else `java` on the PATH, as Spark's
+    `spark-class` chooses it): its real path and its `release` file (vendor, version), else the
+    binary's size and time; read, not run (`java -version` cost 0.1-0.5 s of every pytest start)."""
+    home = os.environ.get("JAVA_HOME")
+    java = Path(os.path.realpath(Path(home) / "bin" / "java" if home else shutil.which("java") or "java"))
+    release = java.parent.parent / "release"
+    if release.is_file():
+        return f"{java}|{release.read_text()}"
+    found = java.stat()
+    return f"{java}|{found.st_size}|{found.st_mtime_ns}"
 
 
 def class_data_options(java_options: str) -> str:
