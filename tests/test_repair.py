@@ -7,7 +7,6 @@ is rebuilt."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -16,7 +15,7 @@ from lakecleaner.faults import CRASH_EXIT_STATUS, on_crash_point
 from lakecleaner.io import ObjectInfo
 from lakecleaner.lake import Lake
 from lakecleaner.log.commits import COMMITS, CommitRecord
-from lakecleaner.log.layout import MANIFEST_NAME, topic_metadata_key
+from lakecleaner.log.layout import topic_metadata_key
 from lakecleaner.log.leases import LEASE_TTL_MS, RunLeases, lease_expiry
 from lakecleaner.log.partition import PartitionLog
 from lakecleaner.log.records import Record
@@ -34,6 +33,7 @@ from lakecleaner.log.source import KafkaSource
 from lakecleaner.retention.gc import gc_topic
 from tests.support import lake_process
 from tests.support.backends import ALL_BACKENDS
+from tests.support.fsyncs import record_fsyncs, synced_before_manifest
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
@@ -257,11 +257,8 @@ def test_on_a_local_lake_repair_fsyncs_every_file_it_names_before_the_manifest(
     log.append(recs(3, "a"), now_ms=NOW)
     log.append(recs(2, "b"), now_ms=NOW)
     lake.store.delete(log.manifest_key)
-    synced: list[str] = []
-    fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), fsync(fd)))
+    synced = record_fsyncs(monkeypatch)
     report = repair_partition(lake.store, "t", 0, log.config, now_ms=NOW)
-    root = f"{lake.store.root}/{log.prefix}"  # type: ignore[attr-defined]
-    manifest = next(i for i, path in enumerate(synced) if path.startswith(root) and MANIFEST_NAME in path)
-    named = {root + path for path in report.manifest.live_paths()}
-    assert len(named) == 2 and named <= set(synced[:manifest])
+    folder = f"{lake.store.root}/{log.prefix}"  # type: ignore[attr-defined]
+    named = {folder + path for path in report.manifest.live_paths()}
+    assert len(named) == 2 and named <= synced_before_manifest(synced, folder)

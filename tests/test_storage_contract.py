@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from urllib.parse import unquote
@@ -17,6 +16,7 @@ from lakecleaner.io.concurrent import map_ordered
 from lakecleaner.io.s3 import S3Store
 from lakecleaner.io.s3.replies import delete_errors
 from tests.support.backends import ALL_BACKENDS
+from tests.support.fsyncs import record_fsyncs
 from tests.support.s3 import TEST_SECRET_KEY, S3Endpoint
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)  # and the real object store, SeaweedFS
@@ -42,9 +42,7 @@ def test_an_unsynced_write_reads_back_at_once_and_sync_makes_it_durable(
     """`write(synced=False)` (a run's staged files) is read back like any write; the local
     directory fsyncs it only in `sync`, once, which an object store (durable on each write) skips;
     syncing a missing object is not an error (the run's HEAD reports it missing)."""
-    synced: list[str] = []
-    fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), fsync(fd)))
+    synced = record_fsyncs(monkeypatch)
     store.write("staged/one.bin", b"staged", synced=False)
     assert store.read("staged/one.bin") == b"staged" and synced == []
     store.sync("staged/one.bin")

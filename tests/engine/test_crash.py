@@ -29,7 +29,6 @@ from lakecleaner.engine import CompactionRequest, EngineOptions, compact_topic
 from lakecleaner.faults import CRASH_EXIT_STATUS, ENV_CRASH_AT, on_crash_point
 from lakecleaner.lake import Lake, Topic
 from lakecleaner.log.deletion_vectors import VECTOR_PATH
-from lakecleaner.log.layout import MANIFEST_NAME
 from lakecleaner.log.records import Record
 from lakecleaner.log.segment_files import WHOLE_OBJECT_BYTES
 from lakecleaner.retention import gc_topic
@@ -46,6 +45,7 @@ from tests.engine.helpers import (
 )
 from tests.engine.reference_model import Expected, expected_pass
 from tests.support.flaky_proxy import FlakyProxy, manifest_get, manifest_put, parquet_get_except, parquet_upload
+from tests.support.fsyncs import record_fsyncs, synced_before_manifest
 from tests.support.s3 import S3Endpoint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -368,24 +368,15 @@ def test_on_a_local_lake_every_file_a_commit_names_is_fsynced_before_its_manifes
     vectored group, and an output large enough that pyarrow streamed it to its place."""
     topic = _streamed_and_vectored_topic(spark, lake)
     before = {p: topic.partition(p).manifest().live_paths() for p in range(2)}
-    synced: list[str] = []
-    fsync = os.fsync
-
-    def recording(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", recording)
+    synced = record_fsyncs(monkeypatch)
     report = compact(spark, lake, topic, NOW + 100)
     monkeypatch.undo()
     assert [p.status for p in report.partitions] == ["committed", "committed"]
     for partition in range(2):
         log = topic.partition(partition)
-        new = {log.prefix + p for p in log.manifest().live_paths() - before[partition]}
-        root = str(lake.store.root) + "/"  # type: ignore[attr-defined]
-        ours = root + log.prefix
-        manifest = next(i for i, path in enumerate(synced) if path.startswith(ours) and MANIFEST_NAME in path)
-        named = {path.removeprefix(root) for path in synced[:manifest]}
+        folder = f"{lake.store.root}/{log.prefix}"  # type: ignore[attr-defined]
+        new = {folder + p for p in log.manifest().live_paths() - before[partition]}
+        named = synced_before_manifest(synced, folder)
         assert new and new <= named, (partition, sorted(new - named))
     files = [f for s in topic.partition(0).manifest().segments for f in s.files]
     assert any(f.deletion_vector is not None for f in files)
