@@ -64,7 +64,9 @@ pytestmark = pytest.mark.backends("local", "seaweedfs")
 HOUR = 3_600_000
 
 
-@pytest.mark.classic_pass("the table after each kind of commit; the trim test compacts on Connect")
+@pytest.mark.classic_pass(
+    "the table after each kind of commit; test_vectored_clean.py reads the log table after a clean on Connect"
+)
 def test_the_table_is_the_committed_log_after_every_kind_of_commit(
     spark: SparkSession, lake_config: LakeConfig, tmp_path: Path
 ) -> None:
@@ -120,6 +122,9 @@ def assert_spark_reads_the_log(lake: Lake, topic: str) -> None:
     assert latest == latest_of_the_log(lake, topic) and latest
 
 
+@pytest.mark.classic_pass(
+    "the table's position deletes; test_vectored_clean.py reads the log table after a clean on Connect"
+)
 def test_a_trim_inside_a_file_is_a_position_delete_file_and_the_table_holds_no_copy_of_records(
     spark: SparkSession, lake_config: LakeConfig, tmp_path: Path
 ) -> None:

@@ -256,6 +256,7 @@ def test_a_cleaner_checkpoint_over_uncleaned_records_fails_the_gate_and_is_reset
     assert [r["value"] for r in rows(topic, 0)] == [b"1", b"2", b"3", b"3", b"3", b"3"]
 
 
+@pytest.mark.classic_pass("it counts the store's GETs; the gate's key buckets run on Connect in test_against_duckdb.py")
 def test_a_partition_checked_in_key_buckets_reads_each_output_file_back_once(
     spark: SparkSession, s3_endpoint: S3Endpoint, tmp_path: Path
 ) -> None:
@@ -305,6 +306,9 @@ def spilling_topic(lake: Lake) -> Topic:
 
 
 ON_CLASSIC = pytest.mark.classic_pass("test_crash.py sends a storage outage of the gate's tasks through Connect")
+ON_CLASSIC_MAP = pytest.mark.classic_pass(
+    "test_uncleanable.py sends a storage failure of pass 1's tasks through Connect"
+)
 
 
 @pytest.mark.parametrize(
@@ -312,7 +316,7 @@ ON_CLASSIC = pytest.mark.classic_pass("test_crash.py sends a storage outage of t
     [
         pytest.param("gate", "write", marks=ON_CLASSIC),
         pytest.param("gate", "read", marks=ON_CLASSIC),
-        ("map", "read"),
+        pytest.param("map", "read", marks=ON_CLASSIC_MAP),
     ],
 )
 def test_a_spill_the_store_refuses_fails_its_partition_and_loses_nothing(
