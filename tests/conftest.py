@@ -160,7 +160,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "backends(*names): the storage backends a module's tests run on")
 
 
-#: Test files that take minutes, collected first: `make test` runs two pytest-xdist workers with
+#: Test files that take minutes, collected first: `make test` runs pytest-xdist workers with
 #: `--dist loadgroup --no-loadscope-reorder`, which hands out groups in collection order (xdist's default
 #: order is most tests first, which left these few long ones for last), so none of them ends the run.
 LONG_FIRST = (
@@ -171,7 +171,7 @@ LONG_FIRST = (
     "tests/test_wheel.py",
 )
 #: Packages whose tests share package-scoped servers (a whole Airflow): each is one unit of
-#: distribution. Split over two workers, each worker would start its own Airflow and, for the
+#: distribution. Split over several workers, each worker would start its own Airflow and, for the
 #: scheduler's package, run every scenario's DAG runs again.
 SHARED_PACKAGES = ("tests/scheduler/", "tests/dashboard/")
 
