@@ -36,7 +36,7 @@ typecheck: setup
 # the suite's time is Airflow and servers waiting on each other at a fraction of a core (the scheduler
 # tests alone: 0.6 of one); a third worker fills those waits and the suite takes a quarter less time
 # (1,293 -> 845-956 s on this CI's 2 cores; 8.8 GB in use at the most).
-TEST_WORKERS ?= $(shell awk '/^MemAvailable:/ {print ($$2 >= 12 * 1024 * 1024) ? 3 : 2}' /proc/meminfo 2>/dev/null || echo 2)
+TEST_WORKERS ?= $(shell awk '/^MemAvailable:/ {kb = $$2} END {print (kb >= 12 * 1024 * 1024) ? 3 : 2}' /proc/meminfo 2>/dev/null || echo 2)
 
 # The whole suite, then the engine's tests again on a Spark Connect session (a server the tests
 # start), on the local lake: the engine must work unchanged on both kinds of session.
